@@ -1,0 +1,275 @@
+// Command portal runs gpuportal's web portal, JSON API and scheduler, and
+// administers its database (migrate, admin create).
+//
+// This file is wiring only: flags and environment → components → run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"gpuportal"
+	"gpuportal/store"
+	"gpuportal/web"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "portal:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// run is main without the process: tests call it in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return runServe(ctx, args, getenv, stdout, stderr)
+	case "migrate":
+		return runMigrate(ctx, args, getenv, stdout, stderr)
+	case "admin":
+		return runAdmin(ctx, args, getenv, stdout, stderr)
+	case "help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+const usage = `usage:
+  portal [serve] [flags]                 run the portal (portal serve -h lists the flags)
+  portal migrate [--db PATH]             apply pending database migrations
+  portal admin create --email E --password P [--name N]
+                                         create an admin (or promote and reset one)`
+
+// dbFlags are the flags every command that opens the database shares.
+type dbFlags struct {
+	db       string
+	timezone string
+}
+
+func (f *dbFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&f.db, "db", envOr(getenv, "PORTAL_DB", "data/portal.db"), "SQLite file path or postgres:// URL (env PORTAL_DB)")
+	fs.StringVar(&f.timezone, "timezone", envOr(getenv, "PORTAL_TIMEZONE", "Asia/Shanghai"), "site time zone for off-peak windows, calendars and reminders (env PORTAL_TIMEZONE)")
+}
+
+func (f *dbFlags) open(ctx context.Context, clock gpuportal.Clock) (*store.DB, error) {
+	if !strings.Contains(f.db, "://") {
+		if dir := filepath.Dir(f.db); dir != "." {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("create database directory: %w", err)
+			}
+		}
+	}
+	return store.Open(ctx, f.db, clock)
+}
+
+func envOr(getenv func(string) string, key, fallback string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("portal serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var dbf dbFlags
+	dbf.register(fs, getenv)
+	addr := fs.String("addr", envOr(getenv, "PORTAL_ADDR", "127.0.0.1:8080"), "listen address (env PORTAL_ADDR)")
+	demo := fs.Bool("demo", false, "seed demo accounts and print their logins")
+	migrate := fs.Bool("migrate", false, "apply pending migrations before serving (a new, empty database is always migrated)")
+	testClock := fs.Bool("test-clock", false, "use a manual business clock that admins can move (POST /api/v1/admin/clock)")
+	nowFlag := fs.String("now", "", "with --test-clock: start the clock at this RFC 3339 time (default: the real time)")
+	logLevel := fs.String("log-level", envOr(getenv, "PORTAL_LOG_LEVEL", "info"), "debug, info, warn or error (env PORTAL_LOG_LEVEL)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: portal [serve] [flags]\n\nflags:")
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, `
+environment:
+  PORTAL_SECRET           derives the session cookie keys (default: generated once, kept in the database)
+  PORTAL_ADMIN_EMAIL      with PORTAL_ADMIN_PASSWORD: make sure this admin exists at start
+  PORTAL_ADMIN_PASSWORD
+`)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	loc, err := time.LoadLocation(dbf.timezone)
+	if err != nil {
+		return fmt.Errorf("--timezone %q: %w", dbf.timezone, err)
+	}
+
+	var clock gpuportal.Clock = gpuportal.RealClock{}
+	var manual *gpuportal.ManualClock
+	if *testClock {
+		start := time.Now()
+		if *nowFlag != "" {
+			if start, err = time.Parse(time.RFC3339, *nowFlag); err != nil {
+				return fmt.Errorf("--now: %w", err)
+			}
+		}
+		manual = gpuportal.NewManualClock(start)
+		clock = manual
+	} else if *nowFlag != "" {
+		return errors.New("--now needs --test-clock")
+	}
+
+	db, err := dbf.open(ctx, clock)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := prepareSchema(ctx, db, *migrate, log); err != nil {
+		return err
+	}
+	if email, pw := getenv("PORTAL_ADMIN_EMAIL"), getenv("PORTAL_ADMIN_PASSWORD"); email != "" || pw != "" {
+		if email == "" || pw == "" {
+			return errors.New("PORTAL_ADMIN_EMAIL and PORTAL_ADMIN_PASSWORD go together")
+		}
+		if _, err := db.EnsureAdmin(ctx, email, pw, ""); err != nil {
+			return fmt.Errorf("PORTAL_ADMIN_EMAIL: %w", err)
+		}
+		log.Info("admin ensured", "email", email)
+	}
+
+	srv, err := web.New(ctx, web.Config{
+		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"),
+	})
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	url := "http://" + l.Addr().String()
+	if *demo {
+		if err := seedDemo(ctx, db, stdout, url); err != nil {
+			l.Close()
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
+	log.Info("portal listening", "url", url, "db", dbf.db, "timezone", loc.String(), "test_clock", *testClock)
+	fmt.Fprintf(stdout, "portal listening on %s\n", url)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return <-errc
+}
+
+// prepareSchema migrates a new database, and an old one only when told to;
+// otherwise it refuses to run on a schema this build does not expect.
+func prepareSchema(ctx context.Context, db *store.DB, migrate bool, log *slog.Logger) error {
+	empty, err := db.IsEmpty(ctx)
+	if err != nil {
+		return err
+	}
+	if empty || migrate {
+		n, err := db.Migrate(ctx)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			log.Info("database migrated", "applied", n)
+		}
+	}
+	return db.CheckSchema(ctx)
+}
+
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("portal migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var dbf dbFlags
+	dbf.register(fs, getenv)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	db, err := dbf.open(ctx, gpuportal.RealClock{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	n, err := db.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	have, _, err := db.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "applied %d migration(s); schema is at version %d\n", n, have)
+	return nil
+}
+
+func runAdmin(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "create" {
+		return fmt.Errorf("usage: portal admin create --email E --password P [--name N]")
+	}
+	fs := flag.NewFlagSet("portal admin create", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var dbf dbFlags
+	dbf.register(fs, getenv)
+	email := fs.String("email", "", "admin email (required)")
+	password := fs.String("password", "", "admin password, at least 10 characters (required)")
+	name := fs.String("name", "Administrator", "display name")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	db, err := dbf.open(ctx, gpuportal.RealClock{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.CheckSchema(ctx); err != nil {
+		return err
+	}
+	u, err := db.EnsureAdmin(ctx, *email, *password, *name)
+	if err != nil {
+		return errors.New(gpuportal.ErrorMessage(err))
+	}
+	fmt.Fprintf(stdout, "admin %s (id %d) is ready\n", u.Email, u.ID)
+	return nil
+}

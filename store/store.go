@@ -1,0 +1,193 @@
+// Package store persists gpuportal's data: SQLite by default (one file, WAL)
+// and PostgreSQL when one machine is not enough. It implements persistence
+// and the transactions that keep the rules true (no overbooking); the rules
+// themselves are pure functions in package gpuportal.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"gpuportal"
+	"gpuportal/migrations"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver ("sqlite")
+)
+
+// DB is the portal's database. Writes go through one connection (SQLite has
+// one writer; queuing in Go is cheaper than busy-waiting in SQLite), reads
+// through a pool.
+type DB struct {
+	write   *sql.DB
+	read    *sql.DB
+	dialect string
+	// Clock is business time; every timestamp the store writes comes from it.
+	Clock gpuportal.Clock
+}
+
+// Open opens the database named by dsn: a SQLite file path (created if
+// missing) or a postgres:// URL. It does not migrate; see Migrate and
+// CheckSchema.
+func Open(ctx context.Context, dsn string, clock gpuportal.Clock) (*DB, error) {
+	if clock == nil {
+		clock = gpuportal.RealClock{}
+	}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return nil, gpuportal.Errorf(gpuportal.EINVALID, "PostgreSQL is not supported by this build yet; use a SQLite file path")
+	}
+	return openSQLite(ctx, dsn, clock)
+}
+
+func openSQLite(ctx context.Context, path string, clock gpuportal.Clock) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("open sqlite: empty path")
+	}
+	// Pragmas are set per connection through the DSN so every pooled
+	// connection has them: WAL for concurrent readers, foreign keys on,
+	// and a busy timeout instead of instant SQLITE_BUSY errors.
+	pragmas := "_pragma=" + url.QueryEscape("busy_timeout(10000)") +
+		"&_pragma=" + url.QueryEscape("journal_mode(WAL)") +
+		"&_pragma=" + url.QueryEscape("foreign_keys(ON)") +
+		"&_pragma=" + url.QueryEscape("synchronous(NORMAL)")
+	base := "file:" + path + "?" + pragmas
+	// IMMEDIATE takes the write lock at BEGIN, so a read-then-write
+	// transaction (check capacity, then insert) cannot be overtaken.
+	write, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetConnMaxIdleTime(0)
+	read, err := sql.Open("sqlite", base+"&"+"_pragma="+url.QueryEscape("query_only(ON)"))
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	read.SetMaxOpenConns(8)
+	read.SetMaxIdleConns(8)
+	db := &DB{write: write, read: read, dialect: "sqlite", Clock: clock}
+	if err := write.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Close closes the database.
+func (db *DB) Close() error {
+	return errors.Join(db.read.Close(), db.write.Close())
+}
+
+// Dialect names the engine: "sqlite" or "postgres".
+func (db *DB) Dialect() string { return db.dialect }
+
+func (db *DB) now() time.Time { return db.Clock.Now() }
+
+// inTx runs fn in a write transaction, committing when fn returns nil.
+func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// SchemaVersion returns the version the database is at and the version this
+// build needs.
+func (db *DB) SchemaVersion(ctx context.Context) (have, want int, err error) {
+	ms, err := migrations.For(db.dialect)
+	if err != nil {
+		return 0, 0, err
+	}
+	want = len(ms)
+	var exists int
+	err = db.write.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&exists)
+	if err != nil || exists == 0 {
+		return 0, want, err
+	}
+	err = db.write.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have)
+	return have, want, err
+}
+
+// ErrSchemaOutdated is returned by CheckSchema when migrations are pending.
+var ErrSchemaOutdated = errors.New("database schema is out of date")
+
+// CheckSchema refuses to run on a schema older (or newer) than this build's.
+func (db *DB) CheckSchema(ctx context.Context) error {
+	have, want, err := db.SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if have < want {
+		return fmt.Errorf("%w: it is at version %d, this portal needs %d; run `portal migrate` (or start with --migrate)", ErrSchemaOutdated, have, want)
+	}
+	if have > want {
+		return fmt.Errorf("database schema is at version %d, newer than this portal (%d): run a newer portal", have, want)
+	}
+	return nil
+}
+
+// Migrate applies every pending migration, each in its own transaction, and
+// returns how many it applied.
+func (db *DB) Migrate(ctx context.Context) (int, error) {
+	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return 0, fmt.Errorf("create schema_migrations: %w", err)
+	}
+	ms, err := migrations.For(db.dialect)
+	if err != nil {
+		return 0, err
+	}
+	have, _, err := db.SchemaVersion(ctx)
+	if err != nil {
+		return 0, err
+	}
+	applied := 0
+	for _, m := range ms[have:] {
+		err := db.inTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`, m.Version, m.Name, unix(db.now()))
+			return err
+		})
+		if err != nil {
+			return applied, fmt.Errorf("migration %s: %w", m.Name, err)
+		}
+		applied++
+	}
+	return applied, nil
+}
+
+// IsEmpty reports whether the database has no schema at all (a new file).
+func (db *DB) IsEmpty(ctx context.Context) (bool, error) {
+	var n int
+	err := db.write.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table'`).Scan(&n)
+	return n == 0, err
+}
+
+func unix(t time.Time) int64 { return t.Unix() }
+
+func fromUnix(s int64) time.Time { return time.Unix(s, 0).UTC() }
+
+func fromNullUnix(s sql.NullInt64) *time.Time {
+	if !s.Valid {
+		return nil
+	}
+	t := fromUnix(s.Int64)
+	return &t
+}
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error { return db.write.PingContext(ctx) }

@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"gpuportal"
+)
+
+// CreateAPIToken creates a named API token for a user and returns it with
+// its secret, which is never stored and cannot be shown again.
+func (db *DB) CreateAPIToken(ctx context.Context, userID int64, name string) (*gpuportal.APIToken, string, error) {
+	name = strings.TrimSpace(name)
+	if err := gpuportal.ValidateTokenName(name); err != nil {
+		return nil, "", err
+	}
+	secret := gpuportal.NewSecret("gpp_")
+	t := &gpuportal.APIToken{UserID: userID, Name: name, Prefix: secret[:8], CreatedAt: db.now()}
+	err := db.write.QueryRowContext(ctx, `INSERT INTO api_tokens (user_id, name, prefix, token_hash, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id`,
+		userID, t.Name, t.Prefix, gpuportal.HashSecret(secret), unix(t.CreatedAt)).Scan(&t.ID)
+	if err != nil {
+		return nil, "", fmt.Errorf("create api token: %w", err)
+	}
+	return t, secret, nil
+}
+
+// APITokens lists a user's live (unrevoked) tokens, newest first.
+func (db *DB) APITokens(ctx context.Context, userID int64) ([]gpuportal.APIToken, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT id, user_id, name, prefix, created_at, last_used_at FROM api_tokens
+		WHERE user_id = ? AND revoked_at IS NULL ORDER BY id DESC`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("list api tokens: %w", err)
+	}
+	defer rows.Close()
+	out := []gpuportal.APIToken{}
+	for rows.Next() {
+		var t gpuportal.APIToken
+		var created int64
+		var used sql.NullInt64
+		if err := rows.Scan(&t.ID, &t.UserID, &t.Name, &t.Prefix, &created, &used); err != nil {
+			return nil, err
+		}
+		t.CreatedAt = fromUnix(created)
+		t.LastUsedAt = fromNullUnix(used)
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// RevokeAPIToken revokes one of the user's tokens. Another user's token is
+// not_found, exactly like a token that does not exist.
+func (db *DB) RevokeAPIToken(ctx context.Context, userID, tokenID int64) error {
+	res, err := db.write.ExecContext(ctx, `UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND user_id = ? AND revoked_at IS NULL`,
+		unix(db.now()), tokenID, userID)
+	if err != nil {
+		return fmt.Errorf("revoke api token: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return gpuportal.Errorf(gpuportal.ENOTFOUND, "Token not found.")
+	}
+	return nil
+}
+
+// UserByAPIToken returns the owner of a live token; a wrong or revoked
+// token is unauthorized.
+func (db *DB) UserByAPIToken(ctx context.Context, secret string) (*gpuportal.User, error) {
+	var tokenID, userID int64
+	var used sql.NullInt64
+	err := db.read.QueryRowContext(ctx, `SELECT id, user_id, last_used_at FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL`,
+		gpuportal.HashSecret(secret)).Scan(&tokenID, &userID, &used)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The API token is invalid or has been revoked.")
+	} else if err != nil {
+		return nil, fmt.Errorf("look up api token: %w", err)
+	}
+	// Record use at most once a minute: scripts can call many times a second
+	// and a write per request would compete with bookings for the writer.
+	if now := db.now(); !used.Valid || now.Unix()-used.Int64 >= 60 {
+		if _, err := db.write.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = ? WHERE id = ?`, unix(now), tokenID); err != nil {
+			return nil, fmt.Errorf("touch api token: %w", err)
+		}
+	}
+	return db.UserByID(ctx, userID)
+}

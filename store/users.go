@@ -1,0 +1,156 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"gpuportal"
+)
+
+const userColumns = `id, email, name, phone, role, lang, created_at`
+
+func scanUser(row interface{ Scan(...any) error }) (*gpuportal.User, error) {
+	var u gpuportal.User
+	var created int64
+	if err := row.Scan(&u.ID, &u.Email, &u.Name, &u.Phone, &u.Role, &u.Lang, &created); err != nil {
+		return nil, err
+	}
+	u.CreatedAt = fromUnix(created)
+	return &u, nil
+}
+
+// CreateUser validates a sign-up and creates the account with the given
+// role. A taken email is a conflict.
+func (db *DB) CreateUser(ctx context.Context, s gpuportal.SignUp, role string, lang string) (*gpuportal.User, error) {
+	s.Normalize()
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if lang != "" && !gpuportal.ValidLang(lang) {
+		lang = ""
+	}
+	hash, err := gpuportal.HashPassword(s.Password)
+	if err != nil {
+		return nil, fmt.Errorf("hash password: %w", err)
+	}
+	var u *gpuportal.User
+	err = db.inTx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE email = ?`, s.Email).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return gpuportal.FieldErrorf(gpuportal.ECONFLICT, "email", "An account with this email already exists; please log in.")
+		}
+		row := tx.QueryRowContext(ctx, `INSERT INTO users (email, name, phone, password_hash, role, lang, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING `+userColumns,
+			s.Email, s.Name, s.Phone, hash, role, lang, unix(db.now()))
+		u, err = scanUser(row)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// EnsureAdmin makes sure an admin with this email exists and has this
+// password (the PORTAL_ADMIN_EMAIL/PASSWORD bootstrap and `portal admin
+// create`). An existing customer with that email is promoted.
+func (db *DB) EnsureAdmin(ctx context.Context, email, password, name string) (*gpuportal.User, error) {
+	email = gpuportal.NormalizeEmail(email)
+	if err := gpuportal.ValidateEmail(email); err != nil {
+		return nil, err
+	}
+	if err := gpuportal.ValidatePassword(password); err != nil {
+		return nil, err
+	}
+	existing, err := db.UserByEmail(ctx, email)
+	if gpuportal.ErrorCode(err) == gpuportal.ENOTFOUND {
+		if name == "" {
+			name = "Administrator"
+		}
+		return db.CreateUser(ctx, gpuportal.SignUp{Email: email, Password: password, Name: name}, gpuportal.RoleAdmin, "")
+	} else if err != nil {
+		return nil, err
+	}
+	hash, err := gpuportal.HashPassword(password)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.write.ExecContext(ctx, `UPDATE users SET role = 'admin', password_hash = ? WHERE id = ?`, hash, existing.ID); err != nil {
+		return nil, fmt.Errorf("promote admin: %w", err)
+	}
+	return db.UserByID(ctx, existing.ID)
+}
+
+// UserByID returns a user, or not_found.
+func (db *DB) UserByID(ctx context.Context, id int64) (*gpuportal.User, error) {
+	u, err := scanUser(db.read.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "User not found.")
+	}
+	return u, err
+}
+
+// UserByEmail returns a user, or not_found.
+func (db *DB) UserByEmail(ctx context.Context, email string) (*gpuportal.User, error) {
+	u, err := scanUser(db.read.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE email = ?`, gpuportal.NormalizeEmail(email)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "User not found.")
+	}
+	return u, err
+}
+
+// ErrBadCredentials is the one answer to a wrong email or a wrong password,
+// so that a login form does not reveal which accounts exist.
+var ErrBadCredentials = gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "Wrong email or password.")
+
+// Authenticate checks an email and password.
+func (db *DB) Authenticate(ctx context.Context, email, password string) (*gpuportal.User, error) {
+	var id int64
+	var hash string
+	err := db.read.QueryRowContext(ctx, `SELECT id, password_hash FROM users WHERE email = ?`, gpuportal.NormalizeEmail(email)).Scan(&id, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		gpuportal.WasteHashTime(password)
+		return nil, ErrBadCredentials
+	} else if err != nil {
+		return nil, fmt.Errorf("authenticate: %w", err)
+	}
+	if !gpuportal.CheckPassword(hash, password) {
+		return nil, ErrBadCredentials
+	}
+	return db.UserByID(ctx, id)
+}
+
+// ProfileUpdate is what a user can change in their settings.
+type ProfileUpdate struct {
+	Name  string `json:"name" form:"name"`
+	Phone string `json:"phone" form:"phone"`
+}
+
+// UpdateProfile changes a user's name and phone.
+func (db *DB) UpdateProfile(ctx context.Context, userID int64, p ProfileUpdate) (*gpuportal.User, error) {
+	p.Name = strings.TrimSpace(p.Name)
+	p.Phone = strings.TrimSpace(p.Phone)
+	s := gpuportal.SignUp{Email: "x@example.com", Password: strings.Repeat("x", gpuportal.MinPasswordLength), Name: p.Name, Phone: p.Phone}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := db.write.ExecContext(ctx, `UPDATE users SET name = ?, phone = ? WHERE id = ?`, p.Name, p.Phone, userID); err != nil {
+		return nil, fmt.Errorf("update profile: %w", err)
+	}
+	return db.UserByID(ctx, userID)
+}
+
+// SetUserLang remembers a user's language.
+func (db *DB) SetUserLang(ctx context.Context, userID int64, lang string) error {
+	if !gpuportal.ValidLang(lang) {
+		return gpuportal.FieldErrorf(gpuportal.EINVALID, "lang", "Unknown language %q.", lang)
+	}
+	_, err := db.write.ExecContext(ctx, `UPDATE users SET lang = ? WHERE id = ?`, lang, userID)
+	return err
+}

@@ -1,0 +1,177 @@
+package gpuportal
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"net/mail"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Roles a user can have.
+const (
+	RoleCustomer = "customer"
+	RoleAdmin    = "admin"
+)
+
+// Languages the portal speaks.
+const (
+	LangEnglish = "en"
+	LangChinese = "zh-CN"
+)
+
+// User is an account: a customer or an admin.
+type User struct {
+	ID        int64     `json:"id"`
+	Email     string    `json:"email"`
+	Name      string    `json:"name"`
+	Phone     string    `json:"phone,omitempty"`
+	Role      string    `json:"role"`
+	Lang      string    `json:"lang"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// IsAdmin reports whether the user administers the platform.
+func (u *User) IsAdmin() bool { return u != nil && u.Role == RoleAdmin }
+
+// SignUp is what a new customer submits.
+type SignUp struct {
+	Email    string `json:"email" form:"email"`
+	Password string `json:"password" form:"password"`
+	Name     string `json:"name" form:"name"`
+	Phone    string `json:"phone" form:"phone"`
+}
+
+// MinPasswordLength is the shortest password accepted.
+const MinPasswordLength = 10
+
+// Normalize trims the fields and lower-cases the email.
+func (s *SignUp) Normalize() {
+	s.Email = NormalizeEmail(s.Email)
+	s.Name = strings.TrimSpace(s.Name)
+	s.Phone = strings.TrimSpace(s.Phone)
+}
+
+// Validate checks a sign-up, reporting the first field at fault.
+func (s *SignUp) Validate() error {
+	if err := ValidateEmail(s.Email); err != nil {
+		return err
+	}
+	if err := ValidatePassword(s.Password); err != nil {
+		return err
+	}
+	if s.Name == "" {
+		return FieldErrorf(EINVALID, "name", "Please enter your name.")
+	} else if utf8.RuneCountInString(s.Name) > 100 {
+		return FieldErrorf(EINVALID, "name", "The name must be at most 100 characters.")
+	}
+	return ValidatePhone(s.Phone)
+}
+
+// NormalizeEmail trims and lower-cases an email address.
+func NormalizeEmail(email string) string {
+	return strings.ToLower(strings.TrimSpace(email))
+}
+
+// ValidateEmail checks that email is a plain address like "a@b.cn".
+func ValidateEmail(email string) error {
+	addr, err := mail.ParseAddress(email)
+	if err != nil || addr.Address != email || len(email) > 254 || !strings.Contains(email[strings.LastIndexByte(email, '@'):], ".") {
+		return FieldErrorf(EINVALID, "email", "Please enter a valid email address.")
+	}
+	return nil
+}
+
+// ValidatePassword checks the password length (bcrypt reads at most 72 bytes).
+func ValidatePassword(pw string) error {
+	if utf8.RuneCountInString(pw) < MinPasswordLength {
+		return FieldErrorf(EINVALID, "password", "The password must be at least %d characters.", MinPasswordLength)
+	}
+	if len(pw) > 72 {
+		return FieldErrorf(EINVALID, "password", "The password must be at most 72 bytes.")
+	}
+	return nil
+}
+
+// ValidatePhone accepts an empty phone or an international number like
+// "+8613800138000" (digits, optional leading +, 6–16 digits).
+func ValidatePhone(phone string) error {
+	if phone == "" {
+		return nil
+	}
+	digits := strings.TrimPrefix(phone, "+")
+	if len(digits) < 6 || len(digits) > 16 {
+		return FieldErrorf(EINVALID, "phone", "Please enter a phone number like +8613800138000.")
+	}
+	for _, r := range digits {
+		if r < '0' || r > '9' {
+			return FieldErrorf(EINVALID, "phone", "Please enter a phone number like +8613800138000.")
+		}
+	}
+	return nil
+}
+
+// ValidLang reports whether lang is a language the portal speaks.
+func ValidLang(lang string) bool { return lang == LangEnglish || lang == LangChinese }
+
+// HashPassword hashes a password with bcrypt.
+func HashPassword(pw string) (string, error) {
+	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+	return string(h), err
+}
+
+// CheckPassword reports whether pw matches the bcrypt hash.
+func CheckPassword(hash, pw string) bool {
+	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(pw)) == nil
+}
+
+// dummyHash is compared against when an account does not exist, so that a
+// login for an unknown email takes as long as one with a wrong password.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a real password"), bcrypt.DefaultCost)
+
+// WasteHashTime spends the time a password check would take.
+func WasteHashTime(pw string) { _ = bcrypt.CompareHashAndPassword(dummyHash, []byte(pw)) }
+
+// APIToken is a named bearer token of a user. The secret is shown once at
+// creation; only its hash is stored.
+type APIToken struct {
+	ID         int64      `json:"id"`
+	UserID     int64      `json:"-"`
+	Name       string     `json:"name"`
+	Prefix     string     `json:"prefix"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+}
+
+// NewSecret returns a random token with a recognisable prefix, e.g.
+// "gpp_…" for API tokens, "gpn_…" for node tokens.
+func NewSecret(prefix string) string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// HashSecret is how tokens are stored: SHA-256, since they are random and
+// long (no need for a slow hash), hex encoded.
+func HashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// ValidateTokenName checks the name a user gives an API token.
+func ValidateTokenName(name string) error {
+	if strings.TrimSpace(name) == "" {
+		return FieldErrorf(EINVALID, "name", "Please name the token (for example, the script that uses it).")
+	}
+	if utf8.RuneCountInString(name) > 64 {
+		return FieldErrorf(EINVALID, "name", "The token name must be at most 64 characters.")
+	}
+	return nil
+}

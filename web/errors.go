@@ -1,0 +1,99 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"gpuportal"
+	"gpuportal/web/i18n"
+	"gpuportal/web/templates"
+)
+
+// statusOf maps error codes to HTTP statuses: the one table (DESIGN §6).
+var statusOf = map[string]int{
+	gpuportal.EINVALID:      http.StatusBadRequest,
+	gpuportal.EUNAUTHORIZED: http.StatusUnauthorized,
+	gpuportal.EFORBIDDEN:    http.StatusForbidden,
+	gpuportal.ENOTFOUND:     http.StatusNotFound,
+	gpuportal.ECONFLICT:     http.StatusConflict,
+	gpuportal.ECAPACITY:     http.StatusConflict,
+	gpuportal.EGONE:         http.StatusGone,
+	gpuportal.EPOLICY:       http.StatusUnprocessableEntity,
+	gpuportal.ERATELIMITED:  http.StatusTooManyRequests,
+	gpuportal.EINTERNAL:     http.StatusInternalServerError,
+}
+
+// codeOfStatus maps echo's own errors (404 route, 405, 413) back to codes.
+var codeOfStatus = map[int]string{
+	http.StatusBadRequest:            gpuportal.EINVALID,
+	http.StatusUnauthorized:          gpuportal.EUNAUTHORIZED,
+	http.StatusForbidden:             gpuportal.EFORBIDDEN,
+	http.StatusNotFound:              gpuportal.ENOTFOUND,
+	http.StatusMethodNotAllowed:      gpuportal.ENOTFOUND,
+	http.StatusRequestEntityTooLarge: gpuportal.EINVALID,
+	http.StatusUnsupportedMediaType:  gpuportal.EINVALID,
+	http.StatusTooManyRequests:       gpuportal.ERATELIMITED,
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// handleError is echo's one error handler: the JSON envelope under /api/,
+// an error page (or an htmx fragment) otherwise. Only internal errors are
+// logged; their details never reach the user.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		code, ok := codeOfStatus[he.Code]
+		if !ok {
+			code = gpuportal.EINTERNAL
+		}
+		msg := http.StatusText(he.Code)
+		if he.Code == http.StatusNotFound || he.Code == http.StatusMethodNotAllowed {
+			msg = "Not found."
+		} else if he.Code == http.StatusRequestEntityTooLarge {
+			msg = "The request body is too large."
+		}
+		err = &gpuportal.Error{Code: code, Message: msg, Format: msg}
+	}
+	code := gpuportal.ErrorCode(err)
+	status := statusOf[code]
+	if code == gpuportal.EINTERNAL {
+		s.log.Error("internal error", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	}
+	lang := reqOf(c).lang
+	if isAPI(c) {
+		_ = c.JSON(status, errorBody{Error: errorDetail{Code: code, Message: gpuportal.ErrorMessage(err), Field: gpuportal.ErrorField(err)}})
+		return
+	}
+	title := i18n.T(lang, titleOf(code))
+	_ = s.render(c, status, templates.ErrorPage(status, title, i18n.Error(lang, err)))
+}
+
+func titleOf(code string) string {
+	switch code {
+	case gpuportal.ENOTFOUND:
+		return "Page not found"
+	case gpuportal.EFORBIDDEN:
+		return "Not allowed"
+	case gpuportal.EUNAUTHORIZED:
+		return "Please log in"
+	case gpuportal.ERATELIMITED:
+		return "Too many attempts"
+	case gpuportal.EINTERNAL:
+		return "Something went wrong"
+	}
+	return "That did not work"
+}

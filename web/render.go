@@ -1,0 +1,95 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"gpuportal"
+	"gpuportal/web/templates"
+)
+
+// maxJSONBody bounds request bodies; nothing the API accepts is larger.
+const maxJSONBody = 1 << 20
+
+// render writes a templ component as the response, with the request's View
+// (user, language, CSRF token, flashes) in its context.
+func (s *Server) render(c echo.Context, status int, page templ.Component) error {
+	r := reqOf(c)
+	v := &templates.View{
+		User:      r.user,
+		Lang:      r.lang,
+		CSRF:      csrfToken(c),
+		Path:      c.Request().URL.Path,
+		Location:  s.cfg.Location,
+		TestClock: s.cfg.TestClock != nil,
+		Now:       s.cfg.Clock.Now(),
+	}
+	if status < 300 || status >= 400 {
+		v.Flashes = s.takeFlashes(c)
+	}
+	ctx := templates.WithView(c.Request().Context(), v)
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().Header().Set("Cache-Control", "no-store")
+	c.Response().WriteHeader(status)
+	return page.Render(ctx, c.Response())
+}
+
+// bindJSON decodes a JSON request body strictly: unknown fields, wrong
+// types, trailing data and oversized bodies are invalid_input, never a 500.
+func bindJSON(c echo.Context, dst any) error {
+	body := http.MaxBytesReader(c.Response(), c.Request().Body, maxJSONBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return gpuportal.Errorf(gpuportal.EINVALID, "The request body must be a single JSON object.")
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	var maxErr *http.MaxBytesError
+	switch {
+	case err == io.EOF:
+		return gpuportal.Errorf(gpuportal.EINVALID, "The request body is empty; send a JSON object.")
+	case asErr(err, &typeErr):
+		return gpuportal.FieldErrorf(gpuportal.EINVALID, typeErr.Field, "The field %q has the wrong type (want %s).", typeErr.Field, typeErr.Type.String())
+	case asErr(err, &syntaxErr):
+		return gpuportal.Errorf(gpuportal.EINVALID, "The request body is not valid JSON (at byte %d).", syntaxErr.Offset)
+	case asErr(err, &maxErr):
+		return gpuportal.Errorf(gpuportal.EINVALID, "The request body is too large.")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return gpuportal.FieldErrorf(gpuportal.EINVALID, field, "Unknown field %q.", field)
+	}
+	return gpuportal.Errorf(gpuportal.EINVALID, "The request body is not valid JSON.")
+}
+
+// redirect sends the browser to path with 303 (so a POST becomes a GET).
+func redirect(c echo.Context, path string) error {
+	return c.Redirect(http.StatusSeeOther, path)
+}
+
+// safeNext returns next if it is a local path, else fallback, so that a
+// ?next= parameter cannot send users to another site.
+func safeNext(next, fallback string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return fallback
+	}
+	return next
+}
+
+func urlQueryEscape(s string) string { return url.QueryEscape(s) }
+
+func asErr[T any](err error, target *T) bool { return errors.As(err, target) }

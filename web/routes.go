@@ -1,0 +1,95 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"gpuportal/web/static"
+)
+
+// routes lists every route in one place.
+func (s *Server) routes() {
+	e := s.echo
+	e.Use(s.measure, middleware.Recover(), s.logRequests, middleware.BodyLimit("2M"), s.securityHeaders)
+	e.GET("/healthz", s.handleHealth)
+	e.GET("/metrics", s.handleMetrics())
+	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticFiles())))
+
+	// Everything below knows who is asking.
+	app := e.Group("", s.authenticate, s.checkCSRF)
+
+	// Pages.
+	app.GET("/", s.handleHome)
+	app.GET("/signup", s.handleSignupPage)
+	app.POST("/signup", s.handleSignupForm)
+	app.GET("/login", s.handleLoginPage)
+	app.POST("/login", s.handleLoginForm)
+	app.POST("/logout", s.handleLogout)
+	app.POST("/lang", s.handleSetLang)
+	app.GET("/settings", s.handleSettings, requireUser)
+	app.POST("/settings/profile", s.handleProfileForm, requireUser)
+	app.POST("/settings/tokens", s.handleCreateTokenForm, requireUser)
+	app.POST("/settings/tokens/:id/revoke", s.handleRevokeTokenForm, requireUser)
+	app.GET("/admin", s.handleAdmin, requireAdmin)
+	app.POST("/admin/models/:id/price", s.handleSetPriceForm, requireAdmin)
+
+	// JSON API.
+	api := app.Group("/api/v1")
+	api.POST("/auth/signup", s.apiSignup)
+	api.POST("/auth/tokens", s.apiCreateToken)
+	api.GET("/auth/tokens", s.apiListTokens, requireUser)
+	api.DELETE("/auth/tokens/:id", s.apiRevokeToken, requireUser)
+	api.GET("/me", s.apiMe, requireUser)
+	api.GET("/models", s.apiModels)
+	api.GET("/regions", s.apiRegions)
+	api.PUT("/admin/models/:id", s.apiSetPrice, requireAdmin)
+
+	// Anything else under /api/ is a JSON 404, not a page.
+	api.Any("/*", func(c echo.Context) error { return echo.ErrNotFound })
+}
+
+func staticFiles() http.Handler {
+	fs := http.FileServer(http.FS(static.FS))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		fs.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) handleHealth(c echo.Context) error {
+	if err := s.db.Ping(c.Request().Context()); err != nil {
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// securityHeaders: no framing, no sniffing, and a CSP that allows only our
+// own scripts and styles.
+func (s *Server) securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
+		return next(c)
+	}
+}
+
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := s.cfg.WallClock.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		path := c.Request().URL.Path
+		if len(path) < 8 || path[:8] != "/static/" {
+			s.log.Debug("request", "method", c.Request().Method, "path", path, "status", c.Response().Status,
+				"duration_ms", s.cfg.WallClock.Now().Sub(start).Milliseconds())
+		}
+		return nil
+	}
+}

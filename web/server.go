@@ -1,0 +1,120 @@
+// Package web is the portal's HTTP face: server-rendered pages (templ +
+// htmx) for browsers and the JSON API under /api/v1 for scripts and agents.
+// Handlers parse input, call the store (which enforces the rules) and render
+// HTML or JSON from the same result.
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gpuportal"
+	"gpuportal/store"
+)
+
+// Config is what the server needs from the outside.
+type Config struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Clock is business time (bookings, prices). WallClock is real time
+	// (rate limits, sessions); tests may replace both.
+	Clock     gpuportal.Clock
+	WallClock gpuportal.Clock
+	// TestClock is set when the portal runs with --test-clock: admins may
+	// then move Clock through the API.
+	TestClock *gpuportal.ManualClock
+	// Location is the site time zone.
+	Location *time.Location
+	// Secret, when set, derives the session keys (PORTAL_SECRET); otherwise
+	// keys are generated once and kept in the database.
+	Secret string
+}
+
+// Server is the portal's HTTP server.
+type Server struct {
+	cfg      Config
+	db       *store.DB
+	log      *slog.Logger
+	echo     *echo.Echo
+	sessions *sessionStore
+	limiter  *loginLimiter
+	metrics  *httpMetrics
+	registry *prometheus.Registry
+	http     *http.Server
+}
+
+// New builds the server and its routes.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("web: no database")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = gpuportal.RealClock{}
+	}
+	if cfg.WallClock == nil {
+		cfg.WallClock = gpuportal.RealClock{}
+	}
+	if cfg.Location == nil {
+		cfg.Location = time.UTC
+	}
+	sessions, err := newSessionStore(ctx, cfg.DB, cfg.Secret)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		db:       cfg.DB,
+		log:      cfg.Logger,
+		echo:     echo.New(),
+		sessions: sessions,
+		limiter:  newLoginLimiter(cfg.WallClock),
+		registry: prometheus.NewRegistry(),
+	}
+	s.metrics = newHTTPMetrics(s.registry)
+	s.echo.HideBanner = true
+	s.echo.HidePort = true
+	s.echo.HTTPErrorHandler = s.handleError
+	s.routes()
+	return s, nil
+}
+
+// ServeHTTP lets the server be used with httptest.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Registry is the Prometheus registry behind /metrics, for other components
+// (the scheduler) to add their own metrics to.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// Serve serves HTTP on l until Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	s.http = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if err := s.http.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting requests and waits for those in flight.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.http == nil {
+		return nil
+	}
+	return s.http.Shutdown(ctx)
+}

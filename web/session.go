@@ -1,0 +1,284 @@
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gorilla/sessions"
+	"github.com/labstack/echo/v4"
+
+	"gpuportal"
+	"gpuportal/web/i18n"
+	"gpuportal/web/templates"
+)
+
+const (
+	sessionCookie = "gpuportal_session"
+	sessionMaxAge = 14 * 24 * 3600
+	csrfField     = "_csrf"
+	csrfHeader    = "X-CSRF-Token"
+)
+
+// sessionStore wraps gorilla's signed and encrypted cookie store. Its keys
+// come from PORTAL_SECRET or are generated once and kept in the database,
+// so sessions survive a restart and work across several portals.
+type sessionStore struct {
+	cookies *sessions.CookieStore
+}
+
+func newSessionStore(ctx context.Context, db interface {
+	SettingOrInit(ctx context.Context, key string, init func() string) (string, error)
+}, secret string) (*sessionStore, error) {
+	var hashKey, blockKey []byte
+	if secret != "" {
+		hashKey = deriveKey(secret, "session-hash")
+		blockKey = deriveKey(secret, "session-block")
+	} else {
+		encoded, err := db.SettingOrInit(ctx, "session_keys", func() string {
+			b := make([]byte, 64)
+			_, _ = rand.Read(b)
+			return base64.StdEncoding.EncodeToString(b)
+		})
+		if err != nil {
+			return nil, err
+		}
+		raw, err := base64.StdEncoding.DecodeString(encoded)
+		if err != nil || len(raw) != 64 {
+			return nil, fmt.Errorf("session keys in the database are corrupt")
+		}
+		hashKey, blockKey = raw[:32], raw[32:]
+	}
+	cs := sessions.NewCookieStore(hashKey, blockKey)
+	cs.Options = &sessions.Options{Path: "/", MaxAge: sessionMaxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode}
+	cs.MaxAge(sessionMaxAge)
+	return &sessionStore{cookies: cs}, nil
+}
+
+func deriveKey(secret, label string) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(label))
+	return m.Sum(nil)
+}
+
+// request is what the middleware learns about a request.
+type request struct {
+	user    *gpuportal.User
+	byToken bool // authenticated with an API token, not a cookie
+	session *sessions.Session
+	dirty   bool // the session must be saved
+	lang    string
+}
+
+const requestKey = "gpuportal.request"
+
+func reqOf(c echo.Context) *request {
+	if r, ok := c.Get(requestKey).(*request); ok {
+		return r
+	}
+	r := &request{lang: gpuportal.LangEnglish}
+	c.Set(requestKey, r)
+	return r
+}
+
+// currentUser returns the logged-in user or nil.
+func currentUser(c echo.Context) *gpuportal.User { return reqOf(c).user }
+
+// isAPI reports whether the request is for the JSON API.
+func isAPI(c echo.Context) bool {
+	return strings.HasPrefix(c.Request().URL.Path, "/api/")
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// authenticate identifies the user (bearer token or session cookie), picks
+// the language and, for pages, makes sure the session has a CSRF token.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := reqOf(c)
+		ctx := c.Request().Context()
+		if h := c.Request().Header.Get("Authorization"); h != "" {
+			// A request that carries a token is judged by it alone: a bad
+			// token is 401 everywhere, public routes included.
+			secret, ok := strings.CutPrefix(h, "Bearer ")
+			if !ok || strings.TrimSpace(secret) == "" {
+				return gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The Authorization header must be \"Bearer <api token>\".")
+			}
+			if !strings.HasPrefix(c.Request().URL.Path, "/api/v1/agent/") {
+				u, err := s.db.UserByAPIToken(ctx, strings.TrimSpace(secret))
+				if err != nil {
+					return err
+				}
+				r.user, r.byToken = u, true
+			}
+		} else if _, err := c.Request().Cookie(sessionCookie); err == nil || !isAPI(c) {
+			sess, _ := s.sessions.cookies.Get(c.Request(), sessionCookie) // a bad cookie yields a new session
+			r.session = sess
+			if uid, ok := sess.Values["uid"].(int64); ok {
+				if u, err := s.db.UserByID(ctx, uid); err == nil {
+					r.user = u
+				} else if gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+					return err
+				}
+			}
+			if _, ok := sess.Values["csrf"].(string); !ok && !isAPI(c) {
+				sess.Values["csrf"] = randomToken()
+				r.dirty = true
+			}
+		}
+		r.lang = s.languageOf(c, r)
+		c.SetRequest(c.Request().WithContext(i18n.WithLang(ctx, r.lang)))
+		c.Response().Before(func() { s.saveSession(c) })
+		return next(c)
+	}
+}
+
+// languageOf: the user's remembered choice, else the session's, else the
+// browser's Accept-Language.
+func (s *Server) languageOf(c echo.Context, r *request) string {
+	if r.user != nil && gpuportal.ValidLang(r.user.Lang) {
+		return r.user.Lang
+	}
+	if r.session != nil {
+		if l, ok := r.session.Values["lang"].(string); ok && gpuportal.ValidLang(l) {
+			return l
+		}
+	}
+	return i18n.Negotiate(c.Request().Header.Get("Accept-Language"))
+}
+
+// saveSession writes the session cookie if the request changed it; it runs
+// just before the response headers go out.
+func (s *Server) saveSession(c echo.Context) {
+	r := reqOf(c)
+	if r.session == nil || !r.dirty {
+		return
+	}
+	r.session.Options.Secure = c.IsTLS() || c.Request().Header.Get("X-Forwarded-Proto") == "https"
+	if err := r.session.Save(c.Request(), c.Response().Writer); err != nil {
+		s.log.Error("save session", "err", err)
+	}
+	r.dirty = false
+}
+
+// logIn starts a session for u (a new CSRF token too: never reuse one
+// from before authentication).
+func (s *Server) logIn(c echo.Context, u *gpuportal.User) {
+	r := reqOf(c)
+	if r.session == nil {
+		r.session, _ = s.sessions.cookies.New(c.Request(), sessionCookie)
+	}
+	r.session.Values["uid"] = u.ID
+	r.session.Values["csrf"] = randomToken()
+	r.user = u
+	r.dirty = true
+}
+
+func (s *Server) logOut(c echo.Context) {
+	r := reqOf(c)
+	if r.session != nil {
+		delete(r.session.Values, "uid")
+		r.session.Values["csrf"] = randomToken()
+		r.dirty = true
+	}
+	r.user = nil
+}
+
+// addFlash queues a message for the next page the user sees.
+func (s *Server) addFlash(c echo.Context, kind, text string) {
+	r := reqOf(c)
+	if r.session == nil {
+		return
+	}
+	r.session.AddFlash(kind+"\x00"+text, "flash")
+	r.dirty = true
+}
+
+func (s *Server) takeFlashes(c echo.Context) []templates.Flash {
+	r := reqOf(c)
+	if r.session == nil {
+		return nil
+	}
+	var out []templates.Flash
+	for _, f := range r.session.Flashes("flash") {
+		if str, ok := f.(string); ok {
+			kind, text, _ := strings.Cut(str, "\x00")
+			out = append(out, templates.Flash{Kind: kind, Text: text})
+		}
+	}
+	if len(out) > 0 {
+		r.dirty = true
+	}
+	return out
+}
+
+func csrfToken(c echo.Context) string {
+	if r := reqOf(c); r.session != nil {
+		if t, ok := r.session.Values["csrf"].(string); ok {
+			return t
+		}
+	}
+	return ""
+}
+
+// checkCSRF refuses state-changing requests that ride on the session
+// cookie without the session's CSRF token (form field or header). Requests
+// authenticated by a bearer token, and API requests without a session
+// cookie, carry no ambient authority and need none.
+func (s *Server) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		switch c.Request().Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			return next(c)
+		}
+		r := reqOf(c)
+		if r.byToken || strings.HasPrefix(c.Request().URL.Path, "/api/v1/agent/") {
+			return next(c)
+		}
+		if isAPI(c) && r.session == nil {
+			return next(c)
+		}
+		want := csrfToken(c)
+		got := c.Request().Header.Get(csrfHeader)
+		if got == "" && !isAPI(c) {
+			got = c.FormValue(csrfField)
+		}
+		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "The form has expired or did not come from this site. Please reload the page and try again.")
+		}
+		return next(c)
+	}
+}
+
+// requireUser lets only logged-in users through.
+func requireUser(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if currentUser(c) == nil {
+			if !isAPI(c) && c.Request().Method == http.MethodGet {
+				return c.Redirect(http.StatusSeeOther, "/login?next="+urlQueryEscape(c.Request().URL.RequestURI()))
+			}
+			return gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "Please log in.")
+		}
+		return next(c)
+	}
+}
+
+// requireAdmin lets only admins through (403 for customers).
+func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	return requireUser(func(c echo.Context) error {
+		if !currentUser(c).IsAdmin() {
+			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
+		}
+		return next(c)
+	})
+}

@@ -1,0 +1,10 @@
+// Package static embeds the portal's front-end assets (vendored htmx and
+// Pico CSS, plus our own CSS and JS) into the binary.
+package static
+
+import "embed"
+
+// FS holds the files served under /static/.
+//
+//go:embed *.js *.css
+var FS embed.FS

@@ -1,0 +1,69 @@
+// Package templates holds the portal's templ components. Each page takes one
+// view-model struct; what every page needs (the user, language, CSRF token,
+// flashes) travels in the request context as a *View.
+package templates
+
+import (
+	"context"
+	"time"
+
+	"gpuportal"
+	"gpuportal/web/i18n"
+)
+
+// Flash is a one-time message shown on the next page.
+type Flash struct {
+	Kind string // success, error or info
+	Text string
+}
+
+// View is what the layout needs to know about the request.
+type View struct {
+	User      *gpuportal.User
+	Lang      string
+	CSRF      string
+	Flashes   []Flash
+	Path      string
+	Location  *time.Location // the site time zone
+	TestClock bool
+	Now       time.Time
+}
+
+type viewKey struct{}
+
+// WithView stores v in ctx (and its language, for i18n.Tc).
+func WithView(ctx context.Context, v *View) context.Context {
+	return i18n.WithLang(context.WithValue(ctx, viewKey{}, v), v.Lang)
+}
+
+// ViewOf returns the request's View (an empty one outside a request).
+func ViewOf(ctx context.Context) *View {
+	if v, ok := ctx.Value(viewKey{}).(*View); ok {
+		return v
+	}
+	return &View{Lang: gpuportal.LangEnglish, Location: time.UTC}
+}
+
+// T translates key into the request's language.
+func T(ctx context.Context, key string, args ...any) string { return i18n.Tc(ctx, key, args...) }
+
+// FieldErrors maps a form field to its message, for forms shown again after
+// an error.
+type FieldErrors map[string]string
+
+// LocalTime formats t in the site time zone, e.g. "2026-12-01 16:00".
+func LocalTime(ctx context.Context, t time.Time) string {
+	loc := ViewOf(ctx).Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	return t.In(loc).Format("2006-01-02 15:04")
+}
+
+func navActive(ctx context.Context, prefix string) string {
+	p := ViewOf(ctx).Path
+	if p == prefix || (prefix != "/" && len(p) > len(prefix) && p[:len(prefix)] == prefix && p[len(prefix)] == '/') {
+		return "page"
+	}
+	return "false"
+}
