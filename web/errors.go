@@ -78,22 +78,22 @@ func (s *Server) handleError(err error, c echo.Context) {
 		_ = c.JSON(status, errorBody{Error: errorDetail{Code: code, Message: gpuportal.ErrorMessage(err), Field: gpuportal.ErrorField(err)}})
 		return
 	}
-	title := i18n.T(lang, titleOf(code))
+	title := titleOf(lang, code)
 	_ = s.render(c, status, templates.ErrorPage(status, title, i18n.Error(lang, err)))
 }
 
-func titleOf(code string) string {
+func titleOf(lang, code string) string {
 	switch code {
 	case gpuportal.ENOTFOUND:
-		return "Page not found"
+		return i18n.T(lang, "Page not found")
 	case gpuportal.EFORBIDDEN:
-		return "Not allowed"
+		return i18n.T(lang, "Not allowed")
 	case gpuportal.EUNAUTHORIZED:
-		return "Please log in"
+		return i18n.T(lang, "Please log in")
 	case gpuportal.ERATELIMITED:
-		return "Too many attempts"
+		return i18n.T(lang, "Too many attempts")
 	case gpuportal.EINTERNAL:
-		return "Something went wrong"
+		return i18n.T(lang, "Something went wrong")
 	}
-	return "That did not work"
+	return i18n.T(lang, "That did not work")
 }

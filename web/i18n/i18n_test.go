@@ -1,0 +1,72 @@
+package i18n
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Every string the portal shows through T, Tc or an error constructor has a
+// Chinese translation: the test reads the source, so a new English string
+// without one fails here rather than in front of a customer.
+func TestEveryStringHasAChineseTranslation(t *testing.T) {
+	calls := regexp.MustCompile(`(?:\bT\((?:ctx|lang|[a-zA-Z.()]+), |\bTc\(ctx, |Errorf\(gpuportal\.E[A-Z]+, |Errorf\(E[A-Z]+, |FieldErrorf\((?:gpuportal\.)?E[A-Z]+, [^,]+, )("(?:[^"\\]|\\.)*")`)
+	root := filepath.Join("..", "..")
+	var missing []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		name := d.Name()
+		if d.IsDir() || strings.HasSuffix(name, "_templ.go") || strings.HasSuffix(name, "_test.go") ||
+			!(strings.HasSuffix(name, ".go") || strings.HasSuffix(name, ".templ")) {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range calls.FindAllSubmatch(src, -1) {
+			key, err := strconv.Unquote(string(m[1]))
+			if err != nil {
+				t.Errorf("%s: cannot unquote %s", path, m[1])
+				continue
+			}
+			if !Has(key) {
+				missing = append(missing, path+": "+strconv.Quote(key))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) > 0 {
+		t.Errorf("%d strings without a zh-CN translation:\n%s", len(missing), strings.Join(missing, "\n"))
+	}
+}
+
+func TestTranslationsKeepTheirVerbs(t *testing.T) {
+	verbs := regexp.MustCompile(`%[-+# 0-9.]*[a-zA-Z%]`)
+	for en, zh := range zhCN {
+		if got, want := verbs.FindAllString(zh, -1), verbs.FindAllString(en, -1); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%q → %q: verbs %v, want %v", en, zh, got, want)
+		}
+	}
+}
+
+func TestNegotiate(t *testing.T) {
+	for _, tt := range []struct{ header, want string }{
+		{"", "en"}, {"zh-CN,zh;q=0.9", "zh-CN"}, {"zh-TW", "zh-CN"}, {"en-US,en;q=0.9,zh;q=0.8", "en"}, {"fr,zh;q=0.5", "zh-CN"}, {"fr", "en"},
+	} {
+		if got := Negotiate(tt.header); got != tt.want {
+			t.Errorf("Negotiate(%q) = %q; want %q", tt.header, got, tt.want)
+		}
+	}
+}
