@@ -19,10 +19,9 @@ check: generate
 	git diff --exit-code -- '*_templ.go'
 	@test -z "$$(git ls-files --others --exclude-standard -- '*_templ.go')" || (echo "untracked generated files:"; git ls-files --others --exclude-standard -- '*_templ.go'; exit 1)
 
-## build: both binaries into bin/ (the portal is pure Go; the agent needs cgo for NVML)
+## build: the binaries into bin/ (the portal is pure Go: CGO_ENABLED=0)
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/portal ./cmd/portal
-	$(GO) build -o bin/agent ./cmd/agent
 
 ## generate: templ components → *_templ.go (committed)
 generate:

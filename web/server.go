@@ -82,6 +82,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		registry: prometheus.NewRegistry(),
 	}
 	s.metrics = newHTTPMetrics(s.registry)
+	s.http = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
 	s.echo.HideBanner = true
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = s.handleError
@@ -98,13 +105,6 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 
 // Serve serves HTTP on l until Shutdown.
 func (s *Server) Serve(l net.Listener) error {
-	s.http = &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
 	if err := s.http.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -113,8 +113,5 @@ func (s *Server) Serve(l net.Listener) error {
 
 // Shutdown stops accepting requests and waits for those in flight.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.http == nil {
-		return nil
-	}
 	return s.http.Shutdown(ctx)
 }

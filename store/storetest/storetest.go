@@ -10,7 +10,14 @@ import (
 
 	"gpuportal"
 	"gpuportal/store"
+
+	"golang.org/x/crypto/bcrypt"
 )
+
+func init() {
+	// Cheap password hashes: tests log in hundreds of times under -race.
+	gpuportal.PasswordCost = bcrypt.MinCost
+}
 
 // Epoch is where test clocks start: Monday 2026-11-30 00:00 UTC
 // (08:00 in Asia/Shanghai).

@@ -1,0 +1,124 @@
+package web
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromium returns a headless Chromium context for a test, or skips the test
+// (with the reason) when there is no Chromium — except under CI=true, where
+// browser tests must run.
+func chromium(t *testing.T) context.Context {
+	t.Helper()
+	path := os.Getenv("CHROMIUM")
+	if path == "" {
+		for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"} {
+			if _, err := os.Stat(p); err == nil {
+				path = p
+				break
+			}
+		}
+	}
+	if path == "" {
+		if lp, err := exec.LookPath("chromium"); err == nil {
+			path = lp
+		}
+	}
+	if path == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but no Chromium found (apt-get install chromium)")
+		}
+		t.Skip("skipping browser test: no Chromium at /usr/bin/chromium (apt-get install chromium, or set CHROMIUM)")
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 900),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(allocCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// textOf returns the text content of the element matching sel.
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// A person signs up, logs out, logs in, switches to Chinese and sees the
+// dashboard in Chinese.
+func TestBrowserSignUpLogInSwitchLanguage(t *testing.T) {
+	ctx := chromium(t)
+	e := newTestEnv(t)
+	run := func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(
+		chromedp.Navigate(e.srv.URL+"/"),
+		chromedp.Click(chromedp.CSS(`[data-testid="nav-signup"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="signup-form"]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="name"]`), "Wang Fang"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "wang@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), "a-good-password"),
+		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
+	)
+	if got := textOf(t, ctx, `[data-testid="whoami"]`); got != "Wang Fang" {
+		t.Fatalf("whoami = %q", got)
+	}
+	run(
+		chromedp.Click(chromedp.CSS(`[data-testid="logout"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="nav-login"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="nav-login"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="login-form"]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "wang@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), "a-good-password"),
+		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
+	)
+	if got := textOf(t, ctx, `[data-testid="dashboard"] h1`); got != "Dashboard" {
+		t.Fatalf("dashboard heading = %q", got)
+	}
+	run(
+		chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="dashboard"]`)),
+	)
+	if got := textOf(t, ctx, `[data-testid="dashboard"] h1`); got != "控制台" {
+		t.Fatalf("dashboard heading in Chinese = %q", got)
+	}
+	if got := textOf(t, ctx, `[data-testid="model-a100-80g"] [data-testid="list-price"]`); got != "¥8.00" {
+		t.Fatalf("A100 price = %q", got)
+	}
+	u, err := e.db.UserByEmail(context.Background(), "wang@example.com")
+	if err != nil || u.Lang != "zh-CN" {
+		t.Fatalf("language not remembered: %+v %v", u, err)
+	}
+}
