@@ -86,3 +86,24 @@ func ErrorField(err error) string {
 	}
 	return ""
 }
+
+// ValidationErrors is every problem found in one input (a policies
+// document), each naming its field. Its code, message and field are those
+// of the first problem.
+type ValidationErrors []*Error
+
+func (e ValidationErrors) Error() string {
+	if len(e) == 0 {
+		return "gpuportal error: invalid input"
+	}
+	return fmt.Sprintf("%d problems, first: %s", len(e), e[0].Error())
+}
+
+// Unwrap lets errors.As find the first problem.
+func (e ValidationErrors) Unwrap() []error {
+	out := make([]error, len(e))
+	for i, x := range e {
+		out[i] = x
+	}
+	return out
+}

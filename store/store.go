@@ -28,6 +28,8 @@ type DB struct {
 	dialect string
 	// Clock is business time; every timestamp the store writes comes from it.
 	Clock gpuportal.Clock
+	// Location is the site time zone (off-peak windows are local hours).
+	Location *time.Location
 }
 
 // Open opens the database named by dsn: a SQLite file path (created if
@@ -70,7 +72,7 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock) (*DB, e
 	}
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
-	db := &DB{write: write, read: read, dialect: "sqlite", Clock: clock}
+	db := &DB{write: write, read: read, dialect: "sqlite", Clock: clock, Location: time.UTC}
 	if err := write.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)

@@ -45,6 +45,14 @@ type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Fields lists every problem when there are several (a policies
+	// document); the first is also in Field and Message.
+	Fields []fieldError `json:"fields,omitempty"`
+}
+
+type fieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
 }
 
 // handleError is echo's one error handler: the JSON envelope under /api/,
@@ -75,7 +83,14 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	lang := reqOf(c).lang
 	if isAPI(c) {
-		_ = c.JSON(status, errorBody{Error: errorDetail{Code: code, Message: gpuportal.ErrorMessage(err), Field: gpuportal.ErrorField(err)}})
+		detail := errorDetail{Code: code, Message: gpuportal.ErrorMessage(err), Field: gpuportal.ErrorField(err)}
+		var all gpuportal.ValidationErrors
+		if errors.As(err, &all) {
+			for _, e := range all {
+				detail.Fields = append(detail.Fields, fieldError{Field: e.Field, Message: e.Message})
+			}
+		}
+		_ = c.JSON(status, errorBody{Error: detail})
 		return
 	}
 	title := titleOf(lang, code)

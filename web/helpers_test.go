@@ -198,3 +198,5 @@ func (e *testEnv) apiToken(email, role string) (*gpuportal.User, string) {
 	}
 	return u, secret
 }
+
+func storeFilter() store.ReservationFilter { return store.ReservationFilter{Limit: 1000} }

@@ -45,6 +45,18 @@ func (s *Server) routes() {
 	api.GET("/models", s.apiModels)
 	api.GET("/regions", s.apiRegions)
 	api.PUT("/admin/models/:id", s.apiSetPrice, requireAdmin)
+	api.GET("/admin/policies", s.apiGetPolicies, requireAdmin)
+	api.PUT("/admin/policies", s.apiPutPolicies, requireAdmin)
+
+	api.GET("/availability", s.apiAvailability)
+	api.GET("/quote", s.apiQuote)
+	api.POST("/reservations", s.apiBook, requireUser, s.idempotent)
+	api.GET("/reservations", s.apiReservations, requireUser)
+	api.GET("/reservations/:id", s.apiReservation, requireUser)
+	api.GET("/reservations/:id/cancellation", s.apiCancellationPreview, requireUser)
+	api.POST("/reservations/:id/cancel", s.apiCancel, requireUser, s.idempotent)
+	api.GET("/reservations/:id/ics", s.handleICS, requireUser)
+	api.GET("/ledger", s.apiLedger, requireUser)
 
 	// Anything else under /api/ is a JSON 404, not a page.
 	api.Any("/*", func(c echo.Context) error { return echo.ErrNotFound })

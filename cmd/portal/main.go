@@ -151,6 +151,7 @@ environment:
 		return err
 	}
 	defer db.Close()
+	db.Location = loc
 	if err := prepareSchema(ctx, db, *migrate, log); err != nil {
 		return err
 	}

@@ -1,0 +1,58 @@
+package gpuportal
+
+import "time"
+
+// Node states as the admin API shows them.
+const (
+	NodeOnline   = "online"
+	NodeOffline  = "offline"
+	NodeDraining = "draining"
+)
+
+// Node is a GPU host running the agent.
+type Node struct {
+	ID              string     `json:"id"`
+	Hostname        string     `json:"hostname"`
+	Region          string     `json:"region"`
+	State           string     `json:"state"`
+	LastHeartbeatAt *time.Time `json:"last_heartbeat_at"`
+	GPUs            []GPU      `json:"gpus"`
+}
+
+// GPU is one device on a node, identified by its NVML UUID.
+type GPU struct {
+	UUID               string `json:"uuid"`
+	Index              int    `json:"index"`
+	Model              string `json:"model"`
+	Name               string `json:"name"`
+	Healthy            bool   `json:"healthy"`
+	MemoryTotalMiB     int    `json:"memory_total_mib"`
+	MemoryUsedMiB      int    `json:"memory_used_mib"`
+	UtilizationPercent int    `json:"utilization_percent"`
+	TemperatureC       int    `json:"temperature_c"`
+	PowerW             int    `json:"power_w"`
+}
+
+// BookableGPUs is the capacity reservations may use: healthy GPUs on online,
+// non-draining nodes × the reservable share, rounded down.
+func BookableGPUs(healthy, reservablePercent int) int {
+	return healthy * reservablePercent / 100
+}
+
+// Slot is one hour of availability for a model in a region.
+type Slot struct {
+	Start           time.Time `json:"start"`
+	End             time.Time `json:"end"`
+	Capacity        int       `json:"capacity"`
+	Reserved        int       `json:"reserved"`
+	Free            int       `json:"free"`
+	PricePerGPU     Fen       `json:"price_per_gpu_hour_fen"`
+	DiscountPercent int       `json:"discount_percent"`
+	OffPeak         bool      `json:"off_peak"`
+	// Bookable is false for hours that cannot be booked now (too soon, too
+	// far ahead), whatever their free count.
+	Bookable bool `json:"bookable"`
+}
+
+// MaxAvailabilityHours bounds one availability query (31 days).
+const MaxAvailabilityHours = 31 * 24

@@ -1,0 +1,143 @@
+package gpuportal
+
+import (
+	"sort"
+	"time"
+)
+
+// Reservation statuses.
+const (
+	ReservationConfirmed = "confirmed"
+	ReservationActive    = "active"
+	ReservationCompleted = "completed"
+	ReservationCancelled = "cancelled"
+)
+
+// MaxGPUsPerRequest bounds the count of any request; anything larger is a
+// typo or an attack, not a booking.
+const MaxGPUsPerRequest = 4096
+
+// Reservation is count GPUs of a model in a region for [Start, End), booked
+// ahead at a fixed price.
+type Reservation struct {
+	ID     int64     `json:"id"`
+	UserID int64     `json:"user_id"`
+	Model  string    `json:"model"`
+	Region string    `json:"region"`
+	Count  int       `json:"count"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	Status string    `json:"status"`
+	// Price is fixed at booking; the quote and cancellation tiers it was
+	// booked under are kept with it, so later policy changes do not touch it.
+	Price             Fen                `json:"price_fen"`
+	Quote             *Quote             `json:"quote,omitempty"`
+	CancellationTiers []CancellationTier `json:"cancellation_tiers"`
+	GPUs              []string           `json:"gpus,omitempty"`
+	CreatedAt         time.Time          `json:"created_at"`
+	CancelledAt       *time.Time         `json:"cancelled_at,omitempty"`
+	Fee               *Fen               `json:"fee_fen,omitempty"`
+	Refund            *Fen               `json:"refund_fen,omitempty"`
+}
+
+// Hours returns the reservation's length in hours.
+func (r *Reservation) Hours() int { return int(r.End.Sub(r.Start) / time.Hour) }
+
+// BookingRequest asks for count GPUs of a model in a region for [Start, End).
+type BookingRequest struct {
+	Model  string    `json:"model"`
+	Region string    `json:"region"`
+	Count  int       `json:"count"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+}
+
+// ValidateBooking checks a booking request against a policy at now: the
+// shape of the request (invalid_input) and the duration and lead-time rules
+// (policy_violation), each naming its field. Capacity and credit need the
+// database and are checked by the store.
+func ValidateBooking(req BookingRequest, p Policy, now time.Time) error {
+	if req.Count <= 0 {
+		return FieldErrorf(EINVALID, "count", "The GPU count must be at least 1.")
+	}
+	if req.Count > MaxGPUsPerRequest {
+		return FieldErrorf(EINVALID, "count", "The GPU count must be at most %d.", MaxGPUsPerRequest)
+	}
+	if req.Start.IsZero() {
+		return FieldErrorf(EINVALID, "start", "The start time is required (RFC 3339, e.g. 2026-12-01T10:00:00+08:00).")
+	}
+	if req.End.IsZero() {
+		return FieldErrorf(EINVALID, "end", "The end time is required (RFC 3339, e.g. 2026-12-01T14:00:00+08:00).")
+	}
+	if !req.End.After(req.Start) {
+		return FieldErrorf(EINVALID, "end", "The end must be after the start.")
+	}
+	if !OnTheHour(req.Start) {
+		return FieldErrorf(EPOLICY, "start", "Bookings start on a whole hour (like 10:00).")
+	}
+	if !OnTheHour(req.End) {
+		return FieldErrorf(EPOLICY, "end", "Bookings end on a whole hour (like 14:00).")
+	}
+	earliest := now.Truncate(time.Hour).Add(time.Hour)
+	if req.Start.Before(earliest) {
+		return FieldErrorf(EPOLICY, "start", "The earliest start you can book now is %s.", earliest.Format(time.RFC3339))
+	}
+	if latest := now.Add(time.Duration(p.MaxAdvanceDays) * 24 * time.Hour); req.Start.After(latest) {
+		return FieldErrorf(EPOLICY, "start", "Bookings can start at most %d days ahead.", p.MaxAdvanceDays)
+	}
+	hours := int(req.End.Sub(req.Start) / time.Hour)
+	if hours < p.MinDurationHours {
+		return FieldErrorf(EPOLICY, "duration", "The minimum booking is %d hours.", p.MinDurationHours)
+	}
+	if hours > p.MaxDurationHours {
+		return FieldErrorf(EPOLICY, "duration", "The maximum booking is %d hours.", p.MaxDurationHours)
+	}
+	return nil
+}
+
+// OnTheHour reports whether t is a whole hour (in UTC, which for every zone
+// with whole-hour offsets is the same thing).
+func OnTheHour(t time.Time) bool { return t.Equal(t.Truncate(time.Hour)) }
+
+// CancellationFee returns what cancelling a reservation at now costs under
+// the tiers it was booked with: the first tier (ordered earliest first)
+// whose min_hours_before the time left reaches. After the start nothing is
+// refunded.
+func CancellationFee(price Fen, tiers []CancellationTier, start, now time.Time) (fee, refund Fen) {
+	if !now.Before(start) {
+		return price, 0
+	}
+	left := start.Sub(now)
+	percent := 100
+	sorted := append([]CancellationTier(nil), tiers...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].MinHoursBefore > sorted[j].MinHoursBefore })
+	for _, t := range sorted {
+		if left >= time.Duration(t.MinHoursBefore)*time.Hour {
+			percent = t.FeePercent
+			break
+		}
+	}
+	fee = price * Fen(percent) / 100
+	return fee, price - fee
+}
+
+// CreditBlockedUntil applies the late-cancellation limit: given the times
+// of a user's late (fee-bearing) cancellations, it returns the time from
+// which they may book again, or the zero time when they may book now. More
+// than limit late cancellations in the trailing 30 days block booking.
+func CreditBlockedUntil(lateCancels []time.Time, limit int, now time.Time) time.Time {
+	const window = 30 * 24 * time.Hour
+	var recent []time.Time
+	for _, t := range lateCancels {
+		if now.Sub(t) < window && !t.After(now) {
+			recent = append(recent, t)
+		}
+	}
+	if len(recent) <= limit {
+		return time.Time{}
+	}
+	sort.Slice(recent, func(i, j int) bool { return recent[i].Before(recent[j]) })
+	// Booking is possible again once enough of the oldest have aged out
+	// that at most limit remain.
+	return recent[len(recent)-limit-1].Add(window)
+}

@@ -1,0 +1,175 @@
+package gpuportal
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCancellationFeeTierBoundaries(t *testing.T) {
+	start := time.Date(2026, 12, 10, 10, 0, 0, 0, time.UTC)
+	tiers := DefaultPolicy().CancellationTiers
+	const price Fen = 10000
+	for _, tt := range []struct {
+		before time.Duration
+		fee    Fen
+	}{
+		{72 * time.Hour, 0},
+		{24 * time.Hour, 0},                // exactly 24 h: free
+		{24*time.Hour - time.Second, 5000}, // just under: 50 %
+		{2 * time.Hour, 5000},              // exactly 2 h: 50 %
+		{2*time.Hour - time.Second, 10000}, // just under: 100 %
+		{time.Minute, 10000},               // minutes before
+		{0, 10000},                         // at the start: no refund
+		{-time.Hour, 10000},                // after the start: no refund
+	} {
+		fee, refund := CancellationFee(price, tiers, start, start.Add(-tt.before))
+		if fee != tt.fee || refund != price-tt.fee {
+			t.Errorf("%v before start: fee %d refund %d; want fee %d", tt.before, fee, refund, tt.fee)
+		}
+	}
+	// Tiers in any order give the same answer; an odd price rounds the fee down.
+	rev := []CancellationTier{tiers[2], tiers[0], tiers[1]}
+	if fee, refund := CancellationFee(333, rev, start, start.Add(-3*time.Hour)); fee != 166 || refund != 167 {
+		t.Errorf("unordered tiers: fee %d refund %d; want 166/167", fee, refund)
+	}
+}
+
+func TestValidateBooking(t *testing.T) {
+	now := time.Date(2026, 11, 30, 2, 15, 0, 0, time.UTC)
+	p := DefaultPolicy()
+	next := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	good := BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 8, Start: next.Add(24 * time.Hour), End: next.Add(28 * time.Hour)}
+	for _, tt := range []struct {
+		name        string
+		edit        func(*BookingRequest)
+		code, field string
+	}{
+		{"valid", func(*BookingRequest) {}, "", ""},
+		{"the next whole hour is fine", func(r *BookingRequest) { r.Start, r.End = next, next.Add(4*time.Hour) }, "", ""},
+		{"exactly the minimum", func(r *BookingRequest) { r.End = r.Start.Add(4 * time.Hour) }, "", ""},
+		{"exactly the maximum", func(r *BookingRequest) { r.End = r.Start.Add(336 * time.Hour) }, "", ""},
+		{"exactly 90 days ahead", func(r *BookingRequest) {
+			r.Start = next.Add(90*24*time.Hour - time.Hour)
+			r.End = r.Start.Add(4 * time.Hour)
+		}, "", ""},
+		{"count 0", func(r *BookingRequest) { r.Count = 0 }, EINVALID, "count"},
+		{"count -1", func(r *BookingRequest) { r.Count = -1 }, EINVALID, "count"},
+		{"count 10^9", func(r *BookingRequest) { r.Count = 1_000_000_000 }, EINVALID, "count"},
+		{"no start", func(r *BookingRequest) { r.Start = time.Time{} }, EINVALID, "start"},
+		{"no end", func(r *BookingRequest) { r.End = time.Time{} }, EINVALID, "end"},
+		{"end before start", func(r *BookingRequest) { r.End = r.Start.Add(-4 * time.Hour) }, EINVALID, "end"},
+		{"end equals start", func(r *BookingRequest) { r.End = r.Start }, EINVALID, "end"},
+		{"start off the hour", func(r *BookingRequest) { r.Start = r.Start.Add(30 * time.Minute) }, EPOLICY, "start"},
+		{"end off the hour", func(r *BookingRequest) { r.End = r.End.Add(time.Second) }, EPOLICY, "end"},
+		{"start in the current hour", func(r *BookingRequest) { r.Start, r.End = next.Add(-time.Hour), next.Add(3*time.Hour) }, EPOLICY, "start"},
+		{"start in the past", func(r *BookingRequest) { r.Start, r.End = next.Add(-48*time.Hour), next.Add(-40*time.Hour) }, EPOLICY, "start"},
+		{"more than 90 days ahead", func(r *BookingRequest) { r.Start = next.Add(91 * 24 * time.Hour); r.End = r.Start.Add(4 * time.Hour) }, EPOLICY, "start"},
+		{"shorter than the minimum", func(r *BookingRequest) { r.End = r.Start.Add(3 * time.Hour) }, EPOLICY, "duration"},
+		{"longer than the maximum", func(r *BookingRequest) { r.End = r.Start.Add(337 * time.Hour) }, EPOLICY, "duration"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := good
+			tt.edit(&r)
+			err := ValidateBooking(r, p, now)
+			if ErrorCode(err) != tt.code || ErrorField(err) != tt.field {
+				t.Fatalf("ValidateBooking = %v; want code %q field %q", err, tt.code, tt.field)
+			}
+		})
+	}
+}
+
+func TestCreditBlockedUntil(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	if got := CreditBlockedUntil([]time.Time{ago(1 * day), ago(2 * day), ago(3 * day)}, 3, now); !got.IsZero() {
+		t.Errorf("3 late cancels with limit 3: blocked until %v", got)
+	}
+	four := []time.Time{ago(1 * day), ago(2 * day), ago(3 * day), ago(10 * day)}
+	if got, want := CreditBlockedUntil(four, 3, now), ago(10*day).Add(30*day); !got.Equal(want) {
+		t.Errorf("4 late cancels: blocked until %v; want %v", got, want)
+	}
+	five := append(four, ago(20*day))
+	if got, want := CreditBlockedUntil(five, 3, now), ago(10*day).Add(30*day); !got.Equal(want) {
+		t.Errorf("5 late cancels: blocked until %v; want %v (two must age out)", got, want)
+	}
+	old := []time.Time{ago(1 * day), ago(2 * day), ago(3 * day), ago(30 * day)}
+	if got := CreditBlockedUntil(old, 3, now); !got.IsZero() {
+		t.Errorf("the 4th is exactly 30 days old: blocked until %v", got)
+	}
+}
+
+func TestPoliciesValidate(t *testing.T) {
+	models := []string{"a100-80g", "h100-80g"}
+	if errs := DefaultPolicies().Validate(models); len(errs) != 0 {
+		t.Fatalf("defaults invalid: %v", errs)
+	}
+	eight, thirty, tooLong := 8, 30, 1000
+	for _, tt := range []struct {
+		name  string
+		edit  func(*Policies)
+		field string
+	}{
+		{"override ok", func(p *Policies) { p.Models["h100-80g"] = PolicyOverride{MinDurationHours: &eight} }, ""},
+		{"percent > 100", func(p *Policies) { p.Global.ReservablePercent = 101 }, "global.reservable_percent"},
+		{"spot discount < 0", func(p *Policies) { p.Global.SpotDiscountPercent = -1 }, "global.spot_discount_percent"},
+		{"notice 9 s", func(p *Policies) { p.Global.SpotNoticeSeconds = 9 }, "global.spot_notice_seconds"},
+		{"notice 601 s", func(p *Policies) { p.Global.SpotNoticeSeconds = 601 }, "global.spot_notice_seconds"},
+		{"grace 4 s", func(p *Policies) { p.Global.SpotGraceSeconds = 4 }, "global.spot_grace_seconds"},
+		{"grace 301 s", func(p *Policies) { p.Global.SpotGraceSeconds = 301 }, "global.spot_grace_seconds"},
+		{"min > max", func(p *Policies) { p.Global.MinDurationHours = 400 }, "global.min_duration_hours"},
+		{"tiers out of order", func(p *Policies) {
+			p.Global.CancellationTiers = []CancellationTier{{2, 50}, {24, 0}, {0, 100}}
+		}, "global.cancellation_tiers[1].min_hours_before"},
+		{"later tier cheaper", func(p *Policies) {
+			p.Global.CancellationTiers = []CancellationTier{{24, 50}, {2, 10}, {0, 100}}
+		}, "global.cancellation_tiers[1].fee_percent"},
+		{"no zero tier", func(p *Policies) { p.Global.CancellationTiers = []CancellationTier{{24, 0}, {2, 50}} }, "global.cancellation_tiers[1].min_hours_before"},
+		{"no tiers", func(p *Policies) { p.Global.CancellationTiers = nil }, "global.cancellation_tiers"},
+		{"off-peak bad day", func(p *Policies) { p.Global.OffPeak[0].Days = []string{"monday"} }, "global.off_peak[0].days"},
+		{"off-peak no days", func(p *Policies) { p.Global.OffPeak[1].Days = nil }, "global.off_peak[1].days"},
+		{"off-peak to <= from", func(p *Policies) { p.Global.OffPeak[0].FromHour, p.Global.OffPeak[0].ToHour = 22, 6 }, "global.off_peak[0].to_hour"},
+		{"off-peak to 25", func(p *Policies) { p.Global.OffPeak[0].ToHour = 25 }, "global.off_peak[0].to_hour"},
+		{"off-peak discount 101", func(p *Policies) { p.Global.OffPeak[0].DiscountPercent = 101 }, "global.off_peak[0].discount_percent"},
+		{"unknown model override", func(p *Policies) { p.Models["v100"] = PolicyOverride{MinDurationHours: &eight} }, "models.v100"},
+		{"override makes min > max", func(p *Policies) {
+			p.Models["h100-80g"] = PolicyOverride{MinDurationHours: &tooLong}
+		}, "models.h100-80g.min_duration_hours"},
+		{"override bad percent", func(p *Policies) {
+			v := 130
+			p.Models["a100-80g"] = PolicyOverride{ReservablePercent: &v, WaitlistClaimMinutes: &thirty}
+		}, "models.a100-80g.reservable_percent"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := DefaultPolicies()
+			tt.edit(&p)
+			errs := p.Validate(models)
+			if tt.field == "" {
+				if len(errs) != 0 {
+					t.Fatalf("errors: %v", errs)
+				}
+				return
+			}
+			for _, e := range errs {
+				if e.Field == tt.field {
+					return
+				}
+			}
+			t.Fatalf("no error for %s; got %v", tt.field, errs)
+		})
+	}
+}
+
+func TestPoliciesFor(t *testing.T) {
+	p := DefaultPolicies()
+	eight := 8
+	tiers := []CancellationTier{{48, 0}, {0, 100}}
+	p.Models["h100-80g"] = PolicyOverride{MinDurationHours: &eight, CancellationTiers: &tiers}
+	h := p.For("h100-80g")
+	if h.MinDurationHours != 8 || len(h.CancellationTiers) != 2 || h.MaxDurationHours != 336 {
+		t.Errorf("h100 policy = %+v", h)
+	}
+	if a := p.For("a100-80g"); a.MinDurationHours != 4 || len(a.CancellationTiers) != 3 {
+		t.Errorf("a100 policy = %+v", a)
+	}
+}

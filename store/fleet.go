@@ -1,0 +1,82 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"gpuportal"
+)
+
+// AddNode inserts a node with its GPUs (the demo and tests; agents register
+// through the agent API) and updates the bookable capacity.
+func (db *DB) AddNode(ctx context.Context, n gpuportal.Node) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		online := n.State != gpuportal.NodeOffline
+		drain := n.State == gpuportal.NodeDraining
+		if _, err := tx.ExecContext(ctx, `INSERT INTO nodes (id, hostname, region_id, online, drain, last_heartbeat_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			n.ID, n.Hostname, n.Region, online, drain, unix(db.now()), unix(db.now())); err != nil {
+			return fmt.Errorf("insert node %s: %w", n.ID, err)
+		}
+		for _, g := range n.GPUs {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO gpus (uuid, node_id, idx, model_id, name, healthy, memory_total_mib) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				g.UUID, n.ID, g.Index, g.Model, g.Name, g.Healthy, g.MemoryTotalMiB); err != nil {
+				return fmt.Errorf("insert gpu %s: %w", g.UUID, err)
+			}
+		}
+		return recomputeCapacity(ctx, tx)
+	})
+}
+
+// SetGPUHealth marks a GPU healthy or not and updates the capacity.
+func (db *DB) SetGPUHealth(ctx context.Context, uuid string, healthy bool) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE gpus SET healthy = ? WHERE uuid = ?`, healthy, uuid)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "GPU %s not found.", uuid)
+		}
+		return recomputeCapacity(ctx, tx)
+	})
+}
+
+// recomputeCapacity rebuilds the capacity table from the fleet. It runs in
+// the transaction of every fleet change (rare next to availability reads).
+func recomputeCapacity(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM capacity`); err != nil {
+		return fmt.Errorf("recompute capacity: %w", err)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO capacity (model_id, region_id, healthy_gpus)
+		SELECT g.model_id, n.region_id, count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id
+		WHERE g.healthy = 1 AND n.online = 1 AND n.drain = 0
+		GROUP BY g.model_id, n.region_id`)
+	if err != nil {
+		return fmt.Errorf("recompute capacity: %w", err)
+	}
+	return nil
+}
+
+// HealthyGPUs returns the healthy GPUs of a model in a region on online,
+// non-draining nodes.
+func (db *DB) HealthyGPUs(ctx context.Context, model, region string) (int, error) {
+	return healthyGPUs(ctx, db.read, model, region)
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func healthyGPUs(ctx context.Context, q queryer, model, region string) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT healthy_gpus FROM capacity WHERE model_id = ? AND region_id = ?`, model, region).Scan(&n)
+	if err == sql.ErrNoRows {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read capacity: %w", err)
+	}
+	return n, nil
+}

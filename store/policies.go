@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"gpuportal"
+)
+
+// Policies returns the policies document (the defaults until an admin
+// saves one).
+func (db *DB) Policies(ctx context.Context) (gpuportal.Policies, error) {
+	return policies(ctx, db.read)
+}
+
+func policies(ctx context.Context, q queryer) (gpuportal.Policies, error) {
+	var doc string
+	err := q.QueryRowContext(ctx, `SELECT document FROM policies WHERE id = 1`).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return gpuportal.DefaultPolicies(), nil
+	} else if err != nil {
+		return gpuportal.Policies{}, fmt.Errorf("read policies: %w", err)
+	}
+	var p gpuportal.Policies
+	if err := json.Unmarshal([]byte(doc), &p); err != nil {
+		return gpuportal.Policies{}, fmt.Errorf("decode policies: %w", err)
+	}
+	if p.Models == nil {
+		p.Models = map[string]gpuportal.PolicyOverride{}
+	}
+	return p, nil
+}
+
+// SetPolicies replaces the policies document (admin only). It is validated
+// field by field; on any problem nothing is saved and every problem is
+// returned. The change is audited old → new. New rules apply to new
+// bookings; existing ones keep the price and tiers they were booked with.
+func (db *DB) SetPolicies(ctx context.Context, actor *gpuportal.User, p gpuportal.Policies) error {
+	if !actor.IsAdmin() {
+		return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only admins can change policies.")
+	}
+	if p.Models == nil {
+		p.Models = map[string]gpuportal.PolicyOverride{}
+	}
+	models, err := db.Models(ctx)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, len(models))
+	for i, m := range models {
+		ids[i] = m.ID
+	}
+	if errs := p.Validate(ids); len(errs) > 0 {
+		return gpuportal.ValidationErrors(errs)
+	}
+	doc, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		old, err := policies(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO policies (id, document, updated_at, updated_by) VALUES (1, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
+			string(doc), unix(db.now()), actor.ID); err != nil {
+			return fmt.Errorf("save policies: %w", err)
+		}
+		return db.audit(ctx, tx, actor.ID, "policies.update", "policies", old, p)
+	})
+}

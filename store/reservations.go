@@ -1,0 +1,434 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gpuportal"
+)
+
+// catalogEntry checks that a model and region exist and returns the model
+// (its list price) and the policy that applies to it. Unknown names are
+// invalid input, naming the field.
+func (db *DB) catalogEntry(ctx context.Context, q queryer, modelID, regionID string) (*gpuportal.Model, gpuportal.Policy, error) {
+	var m gpuportal.Model
+	err := q.QueryRowContext(ctx, `SELECT id, name, memory_gib, list_price_fen FROM models WHERE id = ?`, modelID).Scan(&m.ID, &m.Name, &m.MemoryGiB, &m.ListPrice)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, gpuportal.Policy{}, gpuportal.FieldErrorf(gpuportal.EINVALID, "model", "Unknown GPU model %q.", modelID)
+	} else if err != nil {
+		return nil, gpuportal.Policy{}, fmt.Errorf("read model: %w", err)
+	}
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM regions WHERE id = ?`, regionID).Scan(&n); err != nil {
+		return nil, gpuportal.Policy{}, fmt.Errorf("read region: %w", err)
+	}
+	if n == 0 {
+		return nil, gpuportal.Policy{}, gpuportal.FieldErrorf(gpuportal.EINVALID, "region", "Unknown region %q.", regionID)
+	}
+	p, err := policies(ctx, q)
+	if err != nil {
+		return nil, gpuportal.Policy{}, err
+	}
+	return &m, p.For(modelID), nil
+}
+
+// Availability returns one slot per hour of [from, to) for a model in a
+// region: capacity, reserved, free and the price of that hour. It reads one
+// row per hour asked for, whatever the size of the book.
+func (db *DB) Availability(ctx context.Context, modelID, regionID string, from, to time.Time) ([]gpuportal.Slot, error) {
+	from, to = from.UTC().Truncate(time.Hour), to.UTC()
+	if t := to.Truncate(time.Hour); !t.Equal(to) {
+		to = t.Add(time.Hour)
+	}
+	if !to.After(from) {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "to", "The end of the window must be after its start.")
+	}
+	if to.Sub(from) > gpuportal.MaxAvailabilityHours*time.Hour {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "to", "Ask for at most %d days at a time.", gpuportal.MaxAvailabilityHours/24)
+	}
+	model, policy, err := db.catalogEntry(ctx, db.read, modelID, regionID)
+	if err != nil {
+		return nil, err
+	}
+	healthy, err := healthyGPUs(ctx, db.read, modelID, regionID)
+	if err != nil {
+		return nil, err
+	}
+	capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
+	reserved := make(map[int64]int)
+	rows, err := db.read.QueryContext(ctx, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?`,
+		modelID, regionID, unix(from), unix(to))
+	if err != nil {
+		return nil, fmt.Errorf("read hourly usage: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var hour int64
+		var n int
+		if err := rows.Scan(&hour, &n); err != nil {
+			return nil, err
+		}
+		reserved[hour] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	now := db.now()
+	earliest := now.Truncate(time.Hour).Add(time.Hour)
+	latest := now.Add(time.Duration(policy.MaxAdvanceDays) * 24 * time.Hour)
+	slots := make([]gpuportal.Slot, 0, int(to.Sub(from)/time.Hour))
+	for t := from; t.Before(to); t = t.Add(time.Hour) {
+		price, discount := gpuportal.HourPrice(model.ListPrice, policy, t, db.Location)
+		r := reserved[unix(t)]
+		slots = append(slots, gpuportal.Slot{
+			Start: t, End: t.Add(time.Hour), Capacity: capacity, Reserved: r, Free: max(0, capacity-r),
+			PricePerGPU: price, DiscountPercent: discount, OffPeak: discount > 0,
+			Bookable: !t.Before(earliest) && !t.After(latest),
+		})
+	}
+	return slots, nil
+}
+
+// Quote prices a booking request without booking it. It applies the same
+// validation as Book, so a quote that succeeds can be booked unless the
+// capacity or the user's credit runs out meanwhile.
+func (db *DB) Quote(ctx context.Context, req gpuportal.BookingRequest) (gpuportal.Quote, error) {
+	model, policy, err := db.catalogEntry(ctx, db.read, req.Model, req.Region)
+	if err != nil {
+		return gpuportal.Quote{}, err
+	}
+	if err := gpuportal.ValidateBooking(req, policy, db.now()); err != nil {
+		return gpuportal.Quote{}, err
+	}
+	return gpuportal.QuoteFor(*model, req.Count, req.Start, req.End, policy, db.Location), nil
+}
+
+// Book turns a request into a confirmed reservation, all or nothing: the
+// rules are checked, then in one write transaction the capacity of every
+// hour is taken (never beyond the bookable capacity, whatever the
+// concurrency), the reservation stored with its price and the tiers it was
+// booked under, and the charge entered in the user's ledger.
+func (db *DB) Book(ctx context.Context, user *gpuportal.User, req gpuportal.BookingRequest) (*gpuportal.Reservation, error) {
+	req.Start, req.End = req.Start.UTC(), req.End.UTC()
+	var res *gpuportal.Reservation
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		res, err = db.book(ctx, tx, user.ID, req)
+		return err
+	})
+	return res, err
+}
+
+// book is Book inside a transaction (the waitlist books through it too).
+func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.BookingRequest) (*gpuportal.Reservation, error) {
+	now := db.now()
+	model, policy, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
+	if err != nil {
+		return nil, err
+	}
+	if err := gpuportal.ValidateBooking(req, policy, now); err != nil {
+		return nil, err
+	}
+	if err := checkCredit(ctx, tx, userID, policy, now); err != nil {
+		return nil, err
+	}
+	healthy, err := healthyGPUs(ctx, tx, req.Model, req.Region)
+	if err != nil {
+		return nil, err
+	}
+	capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
+	if err := takeCapacity(ctx, tx, req.Model, req.Region, req.Start, req.End, req.Count, capacity, db.Location); err != nil {
+		return nil, err
+	}
+	quote := gpuportal.QuoteFor(*model, req.Count, req.Start, req.End, policy, db.Location)
+	quoteJSON, _ := json.Marshal(quote)
+	tiersJSON, _ := json.Marshal(policy.CancellationTiers)
+	res := &gpuportal.Reservation{
+		UserID: userID, Model: req.Model, Region: req.Region, Count: req.Count, Start: req.Start, End: req.End,
+		Status: gpuportal.ReservationConfirmed, Price: quote.Total, Quote: &quote,
+		CancellationTiers: policy.CancellationTiers, CreatedAt: now,
+	}
+	err = tx.QueryRowContext(ctx, `INSERT INTO reservations (user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		userID, req.Model, req.Region, req.Count, unix(req.Start), unix(req.End), res.Status, res.Price, string(quoteJSON), string(tiersJSON), unix(now)).Scan(&res.ID)
+	if err != nil {
+		return nil, fmt.Errorf("insert reservation: %w", err)
+	}
+	desc := fmt.Sprintf("Reservation #%d: %d × %s, %s, %d h", res.ID, res.Count, model.Name, req.Region, res.Hours())
+	if err := addLedger(ctx, tx, userID, now, "reservation", res.Price, &res.ID, desc); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// takeCapacity adds count to every hour of [start, end), failing with
+// capacity_unavailable (naming the first full hour) if any hour would go
+// over capacity. The conditional UPDATE is what guarantees it: under
+// SQLite's single writer and under PostgreSQL's row locks alike, two
+// bookings cannot both pass it for the last GPUs of an hour.
+func takeCapacity(ctx context.Context, tx *sql.Tx, model, region string, start, end time.Time, count, capacity int, loc *time.Location) error {
+	if err := ensureUsageRows(ctx, tx, model, region, start, end); err != nil {
+		return err
+	}
+	var full int64
+	var reserved int
+	err := tx.QueryRowContext(ctx, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?
+		AND reserved + ? > ? ORDER BY hour LIMIT 1`, model, region, unix(start), unix(end), count, capacity).Scan(&full, &reserved)
+	if err == nil {
+		return capacityError(fromUnix(full), max(0, capacity-reserved), count, loc)
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("check capacity: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE hourly_usage SET reserved = reserved + ?
+		WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ? AND reserved + ? <= ?`,
+		count, model, region, unix(start), unix(end), count, capacity)
+	if err != nil {
+		return fmt.Errorf("take capacity: %w", err)
+	}
+	if n, _ := res.RowsAffected(); int(n) != int(end.Sub(start)/time.Hour) {
+		// Another portal took the last GPUs between the check and the update.
+		return capacityError(start, 0, count, loc)
+	}
+	return nil
+}
+
+func capacityError(hour time.Time, free, count int, loc *time.Location) error {
+	return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "start", "Not enough GPUs free at %s (%s): %d free, %d asked for. You can join the waitlist for this window.",
+		hour.In(loc).Format("2006-01-02 15:04"), loc.String(), free, count)
+}
+
+// ensureUsageRows makes sure every hour of [start, end) has a row, so the
+// conditional UPDATE sees (and locks) them all.
+func ensureUsageRows(ctx context.Context, tx *sql.Tx, model, region string, start, end time.Time) error {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO hourly_usage (model_id, region_id, hour, reserved) VALUES `)
+	args := make([]any, 0, 3*int(end.Sub(start)/time.Hour))
+	for t := start; t.Before(end); t = t.Add(time.Hour) {
+		if len(args) > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, 0)")
+		args = append(args, model, region, unix(t))
+	}
+	b.WriteString(` ON CONFLICT (model_id, region_id, hour) DO NOTHING`)
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("ensure hourly usage rows: %w", err)
+	}
+	return nil
+}
+
+// releaseCapacity gives back count GPUs for every hour of [start, end).
+func releaseCapacity(ctx context.Context, tx *sql.Tx, model, region string, start, end time.Time, count int) error {
+	if !end.After(start) {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE hourly_usage SET reserved = reserved - ? WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?`,
+		count, model, region, unix(start), unix(end))
+	if err != nil {
+		return fmt.Errorf("release capacity: %w", err)
+	}
+	return nil
+}
+
+// checkCredit refuses users with more late cancellations in the trailing 30
+// days than the policy allows, telling them when they can book again.
+func checkCredit(ctx context.Context, q queryer, userID int64, p gpuportal.Policy, now time.Time) error {
+	rows, err := q.QueryContext(ctx, `SELECT cancelled_at FROM reservations WHERE user_id = ? AND late_cancel = 1 AND cancelled_at > ?`,
+		userID, unix(now.Add(-30*24*time.Hour)))
+	if err != nil {
+		return fmt.Errorf("read late cancellations: %w", err)
+	}
+	defer rows.Close()
+	var times []time.Time
+	for rows.Next() {
+		var at int64
+		if err := rows.Scan(&at); err != nil {
+			return err
+		}
+		times = append(times, fromUnix(at))
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if until := gpuportal.CreditBlockedUntil(times, p.LateCancelLimit30d, now); !until.IsZero() {
+		return gpuportal.FieldErrorf(gpuportal.EPOLICY, "credit", "You have cancelled late more than %d times in 30 days, so you cannot book until %s.",
+			p.LateCancelLimit30d, until.Format(time.RFC3339))
+	}
+	return nil
+}
+
+const reservationColumns = `id, user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, cancelled_at, fee_fen, refund_fen`
+
+func scanReservation(row interface{ Scan(...any) error }) (*gpuportal.Reservation, error) {
+	var r gpuportal.Reservation
+	var start, end, created int64
+	var quoteJSON, tiersJSON string
+	var cancelled, fee, refund sql.NullInt64
+	if err := row.Scan(&r.ID, &r.UserID, &r.Model, &r.Region, &r.Count, &start, &end, &r.Status, &r.Price, &quoteJSON, &tiersJSON, &created, &cancelled, &fee, &refund); err != nil {
+		return nil, err
+	}
+	r.Start, r.End, r.CreatedAt = fromUnix(start), fromUnix(end), fromUnix(created)
+	r.CancelledAt = fromNullUnix(cancelled)
+	if fee.Valid {
+		f, rf := gpuportal.Fen(fee.Int64), gpuportal.Fen(refund.Int64)
+		r.Fee, r.Refund = &f, &rf
+	}
+	var q gpuportal.Quote
+	if err := json.Unmarshal([]byte(quoteJSON), &q); err != nil {
+		return nil, fmt.Errorf("decode quote of reservation %d: %w", r.ID, err)
+	}
+	r.Quote = &q
+	if err := json.Unmarshal([]byte(tiersJSON), &r.CancellationTiers); err != nil {
+		return nil, fmt.Errorf("decode tiers of reservation %d: %w", r.ID, err)
+	}
+	return &r, nil
+}
+
+// ReservationFilter narrows a reservation list.
+type ReservationFilter struct {
+	Status string // one status, or "" for all
+	Limit  int    // default 200, at most 1000
+}
+
+// Reservations lists the user's reservations (an admin's: everybody's),
+// latest start first.
+func (db *DB) Reservations(ctx context.Context, user *gpuportal.User, f ReservationFilter) ([]gpuportal.Reservation, error) {
+	if f.Limit <= 0 || f.Limit > 1000 {
+		f.Limit = 200
+	}
+	where, args := []string{"1 = 1"}, []any{}
+	if !user.IsAdmin() {
+		where, args = append(where, "user_id = ?"), append(args, user.ID)
+	}
+	if f.Status != "" {
+		switch f.Status {
+		case gpuportal.ReservationConfirmed, gpuportal.ReservationActive, gpuportal.ReservationCompleted, gpuportal.ReservationCancelled:
+		default:
+			return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "status", "Unknown status %q.", f.Status)
+		}
+		where, args = append(where, "status = ?"), append(args, f.Status)
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT `+reservationColumns+` FROM reservations WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY start_at DESC, id DESC LIMIT ?`, append(args, f.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("list reservations: %w", err)
+	}
+	defer rows.Close()
+	out := []gpuportal.Reservation{}
+	for rows.Next() {
+		r, err := scanReservation(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *r)
+	}
+	return out, rows.Err()
+}
+
+// Reservation returns one reservation the user may see (their own, or any
+// for an admin). Another customer's is not_found, exactly like a missing one.
+func (db *DB) Reservation(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Reservation, error) {
+	return reservationFor(ctx, db.read, user, id)
+}
+
+func reservationFor(ctx context.Context, q queryer, user *gpuportal.User, id int64) (*gpuportal.Reservation, error) {
+	r, err := scanReservation(q.QueryRowContext(ctx, `SELECT `+reservationColumns+` FROM reservations WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && r.UserID != user.ID && !user.IsAdmin()) {
+		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Reservation %d not found.", id)
+	}
+	return r, err
+}
+
+// CancellationPreview is what cancelling now would cost.
+type CancellationPreview struct {
+	Fee        gpuportal.Fen `json:"fee_fen"`
+	Refund     gpuportal.Fen `json:"refund_fen"`
+	FeePercent int           `json:"fee_percent"`
+	Late       bool          `json:"late_cancellation"`
+}
+
+// PreviewCancellation tells the fee and refund of cancelling now, under the
+// tiers the reservation was booked with.
+func (db *DB) PreviewCancellation(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Reservation, CancellationPreview, error) {
+	r, err := db.Reservation(ctx, user, id)
+	if err != nil {
+		return nil, CancellationPreview{}, err
+	}
+	if err := cancellable(r); err != nil {
+		return r, CancellationPreview{}, err
+	}
+	return r, preview(r, db.now()), nil
+}
+
+func preview(r *gpuportal.Reservation, now time.Time) CancellationPreview {
+	fee, refund := gpuportal.CancellationFee(r.Price, r.CancellationTiers, r.Start, now)
+	p := CancellationPreview{Fee: fee, Refund: refund, Late: fee > 0}
+	if r.Price > 0 {
+		p.FeePercent = int(fee * 100 / r.Price)
+	}
+	return p
+}
+
+func cancellable(r *gpuportal.Reservation) error {
+	switch r.Status {
+	case gpuportal.ReservationConfirmed, gpuportal.ReservationActive:
+		return nil
+	}
+	return gpuportal.Errorf(gpuportal.ECONFLICT, "Reservation %d is %s and cannot be cancelled.", r.ID, r.Status)
+}
+
+// Cancel cancels a reservation: the fee of its booked tiers is kept, the
+// rest refunded, the capacity of its remaining hours freed at once, and a
+// fee-bearing cancellation counted against the user's credit and audited.
+func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Reservation, error) {
+	var out *gpuportal.Reservation
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := reservationFor(ctx, tx, user, id)
+		if err != nil {
+			return err
+		}
+		if err := cancellable(r); err != nil {
+			return err
+		}
+		now := db.now()
+		p := preview(r, now)
+		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = 'cancelled', cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ? WHERE id = ?`,
+			unix(now), p.Fee, p.Refund, p.Late, r.ID); err != nil {
+			return fmt.Errorf("cancel reservation: %w", err)
+		}
+		// Free what is left: every hour for a reservation not yet started,
+		// the hours from the current one on for one under way.
+		from := r.Start
+		if now.After(from) {
+			from = now.Truncate(time.Hour)
+		}
+		if err := releaseCapacity(ctx, tx, r.Model, r.Region, from, r.End, r.Count); err != nil {
+			return err
+		}
+		if p.Refund > 0 {
+			if err := addLedger(ctx, tx, r.UserID, now, "refund", -r.Price, &r.ID, fmt.Sprintf("Reservation #%d cancelled: price returned", r.ID)); err != nil {
+				return err
+			}
+			if p.Fee > 0 {
+				if err := addLedger(ctx, tx, r.UserID, now, "cancellation_fee", p.Fee, &r.ID, fmt.Sprintf("Reservation #%d: cancellation fee (%d%%)", r.ID, p.FeePercent)); err != nil {
+					return err
+				}
+			}
+		}
+		if p.Fee > 0 {
+			if err := db.audit(ctx, tx, user.ID, "reservation.cancel_with_fee", fmt.Sprintf("reservation/%d", r.ID),
+				map[string]any{"status": r.Status, "price_fen": r.Price},
+				map[string]any{"status": "cancelled", "fee_fen": p.Fee, "refund_fen": p.Refund}); err != nil {
+				return err
+			}
+		}
+		out, err = reservationFor(ctx, tx, user, id)
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,88 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"gpuportal"
+)
+
+// bookingJSON is the booking request as the JSON API receives it. Times are
+// strings so a bad one is reported against its field.
+type bookingJSON struct {
+	Model  string `json:"model"`
+	Region string `json:"region"`
+	Count  int    `json:"count"`
+	Start  string `json:"start"`
+	End    string `json:"end"`
+}
+
+// parseBookingJSON decodes and checks the shape of a booking request body.
+// The rules (duration, lead time, capacity) are the store's to check.
+func parseBookingJSON(body []byte) (gpuportal.BookingRequest, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var in bookingJSON
+	if err := dec.Decode(&in); err != nil {
+		return gpuportal.BookingRequest{}, jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return gpuportal.BookingRequest{}, gpuportal.Errorf(gpuportal.EINVALID, "The request body must be a single JSON object.")
+	}
+	return bookingFields(in.Model, in.Region, in.Count, in.Start, in.End, time.UTC)
+}
+
+// parseBookingValues reads a booking request from form or query values.
+// Times may be RFC 3339 or, from a datetime-local input, "2006-01-02T15:04"
+// in the site time zone.
+func parseBookingValues(get func(string) string, loc *time.Location) (gpuportal.BookingRequest, error) {
+	count, err := strconv.Atoi(strings.TrimSpace(get("count")))
+	if err != nil {
+		return gpuportal.BookingRequest{}, gpuportal.FieldErrorf(gpuportal.EINVALID, "count", "The GPU count must be a whole number.")
+	}
+	return bookingFields(get("model"), get("region"), count, get("start"), get("end"), loc)
+}
+
+func bookingFields(model, region string, count int, start, end string, loc *time.Location) (gpuportal.BookingRequest, error) {
+	req := gpuportal.BookingRequest{Model: strings.TrimSpace(model), Region: strings.TrimSpace(region), Count: count}
+	if req.Model == "" {
+		return req, gpuportal.FieldErrorf(gpuportal.EINVALID, "model", "The GPU model is required (e.g. a100-80g).")
+	}
+	if req.Region == "" {
+		return req, gpuportal.FieldErrorf(gpuportal.EINVALID, "region", "The region is required (e.g. cd-1).")
+	}
+	var err error
+	if req.Start, err = parseTime("start", start, loc); err != nil {
+		return req, err
+	}
+	if req.End, err = parseTime("end", end, loc); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// parseTime parses an RFC 3339 time or a site-local "2006-01-02T15:04".
+func parseTime(field, s string, loc *time.Location) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, gpuportal.FieldErrorf(gpuportal.EINVALID, field, "The %s time is required (RFC 3339, e.g. 2026-12-01T10:00:00+08:00).", field)
+	}
+	// A "+08:00" offset in an unescaped query string arrives as " 08:00".
+	if i := strings.LastIndexByte(s, ' '); i > 0 && strings.Count(s, " ") == 1 {
+		s = s[:i] + "+" + s[i+1:]
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		if t.Year() < 2000 || t.Year() > 2200 {
+			return time.Time{}, gpuportal.FieldErrorf(gpuportal.EINVALID, field, "The %s time %q is out of range.", field, s)
+		}
+		return t.UTC(), nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02T15:04", s, loc); err == nil && t.Year() >= 2000 && t.Year() <= 2200 {
+		return t.UTC(), nil
+	}
+	return time.Time{}, gpuportal.FieldErrorf(gpuportal.EINVALID, field, "The %s time %q is not an RFC 3339 time like 2026-12-01T10:00:00+08:00.", field, s)
+}

@@ -1,0 +1,175 @@
+package web
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	ics "github.com/arran4/golang-ical"
+	"github.com/labstack/echo/v4"
+
+	"gpuportal"
+	"gpuportal/store"
+)
+
+// availabilityJSON is GET /api/v1/availability's answer.
+type availabilityJSON struct {
+	Model  string           `json:"model"`
+	Region string           `json:"region"`
+	Slots  []gpuportal.Slot `json:"slots"`
+}
+
+func (s *Server) apiAvailability(c echo.Context) error {
+	from, err := parseTime("from", c.QueryParam("from"), s.cfg.Location)
+	if err != nil {
+		return err
+	}
+	to, err := parseTime("to", c.QueryParam("to"), s.cfg.Location)
+	if err != nil {
+		return err
+	}
+	slots, err := s.db.Availability(c.Request().Context(), c.QueryParam("model"), c.QueryParam("region"), from, to)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, availabilityJSON{Model: c.QueryParam("model"), Region: c.QueryParam("region"), Slots: slots})
+}
+
+func (s *Server) apiQuote(c echo.Context) error {
+	req, err := parseBookingValues(c.QueryParam, s.cfg.Location)
+	if err != nil {
+		return err
+	}
+	q, err := s.db.Quote(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, q)
+}
+
+func (s *Server) apiBook(c echo.Context) error {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxJSONBody))
+	if err != nil {
+		return jsonError(err)
+	}
+	req, err := parseBookingJSON(body)
+	if err != nil {
+		return err
+	}
+	r, err := s.db.Book(c.Request().Context(), currentUser(c), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, r)
+}
+
+func (s *Server) apiReservations(c echo.Context) error {
+	limit := 0
+	if l := c.QueryParam("limit"); l != "" {
+		var err error
+		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > 1000 {
+			return gpuportal.FieldErrorf(gpuportal.EINVALID, "limit", "limit must be a number from 1 to 1000.")
+		}
+	}
+	list, err := s.db.Reservations(c.Request().Context(), currentUser(c), store.ReservationFilter{Status: c.QueryParam("status"), Limit: limit})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, list)
+}
+
+func (s *Server) apiReservation(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	r, err := s.db.Reservation(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+func (s *Server) apiCancellationPreview(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	_, p, err := s.db.PreviewCancellation(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+// cancelJSON is POST /reservations/{id}/cancel's answer.
+type cancelJSON struct {
+	ID     int64         `json:"id"`
+	Status string        `json:"status"`
+	Fee    gpuportal.Fen `json:"fee_fen"`
+	Refund gpuportal.Fen `json:"refund_fen"`
+}
+
+func (s *Server) apiCancel(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	r, err := s.db.Cancel(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, cancelJSON{ID: r.ID, Status: r.Status, Fee: *r.Fee, Refund: *r.Refund})
+}
+
+// handleICS serves a reservation as an iCalendar event (times in UTC), for
+// the API and the "add to calendar" link alike.
+func (s *Server) handleICS(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	r, err := s.db.Reservation(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	m, err := s.db.Model(c.Request().Context(), r.Model)
+	if err != nil {
+		return err
+	}
+	body := reservationICS(r, m, c.Request().Host)
+	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="reservation-%d.ics"`, r.ID))
+	return c.Blob(http.StatusOK, "text/calendar; charset=utf-8", []byte(body))
+}
+
+// reservationICS renders one reservation as a VCALENDAR with one VEVENT.
+func reservationICS(r *gpuportal.Reservation, m *gpuportal.Model, host string) string {
+	cal := ics.NewCalendar()
+	cal.SetMethod(ics.MethodPublish)
+	cal.SetProductId("-//gpuportal//reservations//EN")
+	ev := cal.AddEvent(fmt.Sprintf("reservation-%d@%s", r.ID, host))
+	ev.SetCreatedTime(r.CreatedAt)
+	ev.SetDtStampTime(r.CreatedAt)
+	ev.SetStartAt(r.Start.UTC())
+	ev.SetEndAt(r.End.UTC())
+	ev.SetSummary(fmt.Sprintf("%d × %s (%s) — reservation #%d", r.Count, m.Name, r.Region, r.ID))
+	ev.SetDescription(fmt.Sprintf("gpuportal reservation #%d: %d × %s (%s) in region %s, %s to %s UTC, price %s. Status: %s.",
+		r.ID, r.Count, m.Name, m.ID, r.Region, r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339), r.Price, r.Status))
+	ev.SetLocation("Region " + r.Region)
+	if r.Status == gpuportal.ReservationCancelled {
+		ev.SetStatus(ics.ObjectStatusCancelled)
+	} else {
+		ev.SetStatus(ics.ObjectStatusConfirmed)
+	}
+	return cal.Serialize()
+}
+
+func (s *Server) apiLedger(c echo.Context) error {
+	entries, _, err := s.db.Ledger(c.Request().Context(), currentUser(c).ID, 0)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, entries)
+}
