@@ -142,9 +142,7 @@ func (p Policies) Validate(knownModels []string) []*Error {
 		}
 		// An override is valid when the policy it produces is.
 		eff := p.For(id)
-		for _, e := range eff.validate("models." + id) {
-			errs = append(errs, e)
-		}
+		errs = append(errs, eff.validate("models."+id)...)
 		if eff.MinDurationHours > eff.MaxDurationHours {
 			errs = append(errs, FieldErrorf(EINVALID, "models."+id+".min_duration_hours", "The minimum duration must not exceed the maximum."))
 		}

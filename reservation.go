@@ -141,3 +141,13 @@ func CreditBlockedUntil(lateCancels []time.Time, limit int, now time.Time) time.
 	// that at most limit remain.
 	return recent[len(recent)-limit-1].Add(window)
 }
+
+// LedgerEntry is one charge (positive) or refund (negative) of a user.
+type LedgerEntry struct {
+	ID            int64     `json:"id"`
+	At            time.Time `json:"at"`
+	Kind          string    `json:"kind"`
+	Amount        Fen       `json:"amount_fen"`
+	ReservationID *int64    `json:"reservation_id,omitempty"`
+	Description   string    `json:"description"`
+}

@@ -80,3 +80,10 @@ func healthyGPUs(ctx context.Context, q queryer, model, region string) (int, err
 	}
 	return n, nil
 }
+
+// NodeCount returns how many nodes the fleet has.
+func (db *DB) NodeCount(ctx context.Context) (int, error) {
+	var n int
+	err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM nodes`).Scan(&n)
+	return n, err
+}

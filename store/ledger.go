@@ -9,16 +9,6 @@ import (
 	"gpuportal"
 )
 
-// LedgerEntry is one charge (positive) or refund (negative).
-type LedgerEntry struct {
-	ID            int64         `json:"id"`
-	At            time.Time     `json:"at"`
-	Kind          string        `json:"kind"`
-	Amount        gpuportal.Fen `json:"amount_fen"`
-	ReservationID *int64        `json:"reservation_id,omitempty"`
-	Description   string        `json:"description"`
-}
-
 func addLedger(ctx context.Context, tx *sql.Tx, userID int64, at time.Time, kind string, amount gpuportal.Fen, reservationID *int64, desc string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, description) VALUES (?, ?, ?, ?, ?, ?)`,
 		userID, unix(at), kind, amount, reservationID, desc)
@@ -29,7 +19,7 @@ func addLedger(ctx context.Context, tx *sql.Tx, userID int64, at time.Time, kind
 }
 
 // Ledger returns a user's entries, newest first, and their total.
-func (db *DB) Ledger(ctx context.Context, userID int64, limit int) ([]LedgerEntry, gpuportal.Fen, error) {
+func (db *DB) Ledger(ctx context.Context, userID int64, limit int) ([]gpuportal.LedgerEntry, gpuportal.Fen, error) {
 	if limit <= 0 || limit > 5000 {
 		limit = 500
 	}
@@ -43,9 +33,9 @@ func (db *DB) Ledger(ctx context.Context, userID int64, limit int) ([]LedgerEntr
 		return nil, 0, fmt.Errorf("ledger: %w", err)
 	}
 	defer rows.Close()
-	out := []LedgerEntry{}
+	out := []gpuportal.LedgerEntry{}
 	for rows.Next() {
-		var e LedgerEntry
+		var e gpuportal.LedgerEntry
 		var at int64
 		var res sql.NullInt64
 		if err := rows.Scan(&e.ID, &at, &e.Kind, &e.Amount, &res, &e.Description); err != nil {

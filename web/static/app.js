@@ -1,5 +1,43 @@
-// gpuportal's small script: send the CSRF token with every htmx request.
+// gpuportal's small script (no inline scripts: the CSP forbids them).
+
+// Send the CSRF token with every htmx request.
 document.addEventListener("htmx:configRequest", function (evt) {
   var meta = document.querySelector('meta[name="csrf-token"]');
   if (meta) { evt.detail.headers["X-CSRF-Token"] = meta.content; }
 });
+
+// Calendar: the first click on an hour picks the start, the second the last
+// hour; the quote form then asks the server for a quote (htmx, on change).
+(function () {
+  function form() { return document.getElementById("quote-form"); }
+
+  function highlight() {
+    var f = form();
+    if (!f) { return; }
+    var start = f.elements.start.value, end = f.elements.end.value;
+    document.querySelectorAll("td.slot[data-local]").forEach(function (td) {
+      var on = start && (end ? td.dataset.local >= start && td.dataset.local < end : td.dataset.local === start);
+      td.classList.toggle("selected", !!on);
+    });
+  }
+
+  document.addEventListener("click", function (evt) {
+    var td = evt.target.closest("td.slot[data-local]");
+    var f = form();
+    if (!td || !f || td.dataset.bookable !== "true") { return; }
+    // Stateless, since htmx replaces the form after each change: with a
+    // start and no end, a later hour is the end; otherwise a new start.
+    var start = f.elements.start, end = f.elements.end;
+    if (start.value && !end.value && td.dataset.local >= start.value) {
+      end.value = td.dataset.localEnd;
+    } else {
+      start.value = td.dataset.local;
+      end.value = "";
+    }
+    highlight();
+    start.dispatchEvent(new Event("change", { bubbles: true }));
+  });
+
+  document.addEventListener("htmx:afterSwap", highlight);
+  document.addEventListener("DOMContentLoaded", highlight);
+})();

@@ -67,3 +67,13 @@ func navActive(ctx context.Context, prefix string) string {
 	}
 	return "false"
 }
+
+// localClock formats t's clock time in the site zone, e.g. "16:00".
+func localClock(ctx context.Context, t time.Time) string {
+	return t.In(ViewOf(ctx).Location).Format("15:04")
+}
+
+// weekdayName is the English name of t's weekday (a translation key).
+func weekdayName(t time.Time) string {
+	return [...]string{"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"}[t.Weekday()]
+}

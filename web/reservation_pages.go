@@ -1,0 +1,292 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"gpuportal"
+	"gpuportal/store"
+	"gpuportal/web/i18n"
+	"gpuportal/web/templates"
+)
+
+// isHTMX reports whether the request came from htmx (render a fragment).
+func isHTMX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }
+
+// calendarGrid builds one week of the availability calendar. week is any
+// date ("2006-01-02") in the wanted week; empty means this week.
+func (s *Server) calendarGrid(c echo.Context, modelID, regionID, week string) (templates.CalendarGrid, []gpuportal.Model, []gpuportal.Region, error) {
+	ctx := c.Request().Context()
+	loc := s.cfg.Location
+	models, err := s.db.Models(ctx)
+	if err != nil {
+		return templates.CalendarGrid{}, nil, nil, err
+	}
+	regions, err := s.db.Regions(ctx)
+	if err != nil {
+		return templates.CalendarGrid{}, nil, nil, err
+	}
+	g := templates.CalendarGrid{Model: models[0], Region: regions[0].ID}
+	if modelID != "" {
+		m, err := s.db.Model(ctx, modelID)
+		if err != nil {
+			return g, nil, nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "model", "Unknown GPU model %q.", modelID)
+		}
+		g.Model = *m
+	}
+	if regionID != "" {
+		if _, err := s.db.Region(ctx, regionID); err != nil {
+			return g, nil, nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "region", "Unknown region %q.", regionID)
+		}
+		g.Region = regionID
+	}
+	thisWeek := mondayOf(s.cfg.Clock.Now().In(loc))
+	start := thisWeek
+	if week != "" {
+		d, err := time.ParseInLocation("2006-01-02", week, loc)
+		if err != nil || d.Year() < 2000 || d.Year() > 2200 {
+			return g, nil, nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "week", "The week must be a date like 2026-12-01.")
+		}
+		start = mondayOf(d)
+	}
+	end := start.AddDate(0, 0, 7)
+	slots, err := s.db.Availability(ctx, g.Model.ID, g.Region, start, end)
+	if err != nil {
+		return g, nil, nil, err
+	}
+	for d := 0; d < 7; d++ {
+		g.Days = append(g.Days, start.AddDate(0, 0, d))
+	}
+	for i := range slots {
+		local := slots[i].Start.In(loc)
+		day := int(local.Sub(start).Hours()) / 24
+		if day >= 0 && day < 7 {
+			g.Cells[local.Hour()][day] = &slots[i]
+		}
+		g.Capacity = slots[i].Capacity
+	}
+	g.ThisWeek = start.Format("2006-01-02")
+	g.PrevWeek = start.AddDate(0, 0, -7).Format("2006-01-02")
+	g.NextWeek = end.Format("2006-01-02")
+	g.HasPrev = start.After(thisWeek)
+	return g, models, regions, nil
+}
+
+// mondayOf returns local midnight of the Monday of t's week.
+func mondayOf(t time.Time) time.Time {
+	d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, t.Location())
+	return d.AddDate(0, 0, -((int(d.Weekday()) + 6) % 7))
+}
+
+// quotePanel prices what the booking form asks for, or says what is missing.
+func (s *Server) quotePanel(c echo.Context, get func(string) string, model, region string) templates.QuotePanel {
+	lang := reqOf(c).lang
+	q := templates.QuotePanel{Model: model, Region: region, Count: 1, Start: get("start"), End: get("end")}
+	if get("count") != "" {
+		q.Count = atoiOr(get("count"), 0)
+	}
+	switch {
+	case q.Start == "":
+		q.Hint = i18n.T(lang, "Click the first hour you want on the calendar.")
+		return q
+	case q.End == "":
+		q.Hint = i18n.T(lang, "Now click the last hour you want.")
+		return q
+	}
+	req, err := parseBookingValues(func(k string) string {
+		switch k {
+		case "model":
+			return model
+		case "region":
+			return region
+		}
+		return get(k)
+	}, s.cfg.Location)
+	if err == nil {
+		var quote gpuportal.Quote
+		if quote, err = s.db.Quote(c.Request().Context(), req); err == nil {
+			q.Quote = &quote
+			return q
+		}
+	}
+	q.Error = i18n.Error(lang, err)
+	q.ErrorCap = gpuportal.ErrorCode(err) == gpuportal.ECAPACITY
+	return q
+}
+
+func atoiOr(s string, fallback int) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fallback
+	}
+	return n
+}
+
+func (s *Server) handleCalendar(c echo.Context) error {
+	g, models, regions, err := s.calendarGrid(c, c.QueryParam("model"), c.QueryParam("region"), c.QueryParam("week"))
+	if err != nil {
+		return err
+	}
+	q := s.quotePanel(c, c.QueryParam, g.Model.ID, g.Region)
+	g.Selection = [2]string{q.Start, q.End}
+	return s.render(c, http.StatusOK, templates.Calendar(templates.CalendarPage{Models: models, Regions: regions, Grid: g, Quote: q}))
+}
+
+func (s *Server) handleCalendarGrid(c echo.Context) error {
+	g, _, _, err := s.calendarGrid(c, c.QueryParam("model"), c.QueryParam("region"), c.QueryParam("week"))
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.CalendarGridView(g))
+}
+
+func (s *Server) handleCalendarQuote(c echo.Context) error {
+	q := s.quotePanel(c, c.QueryParam, c.QueryParam("model"), c.QueryParam("region"))
+	return s.render(c, http.StatusOK, templates.QuoteFormView(q))
+}
+
+// handleBookForm books from the calendar's quote panel; a refusal shows the
+// calendar again with the reason where the quote was.
+func (s *Server) handleBookForm(c echo.Context) error {
+	req, err := parseBookingValues(c.FormValue, s.cfg.Location)
+	if err == nil {
+		var r *gpuportal.Reservation
+		if r, err = s.db.Book(c.Request().Context(), currentUser(c), req); err == nil {
+			lang := reqOf(c).lang
+			s.addFlash(c, "success", i18n.T(lang, "Booked: reservation #%d, %d GPUs from %s, %s.", r.ID, r.Count, r.Start.In(s.cfg.Location).Format("2006-01-02 15:04"), r.Price.String()))
+			return redirect(c, resPath(r.ID))
+		}
+	}
+	code := gpuportal.ErrorCode(err)
+	if code == gpuportal.EINTERNAL {
+		return err
+	}
+	week := ""
+	if !req.Start.IsZero() {
+		week = req.Start.In(s.cfg.Location).Format("2006-01-02")
+	}
+	g, models, regions, gerr := s.calendarGrid(c, c.FormValue("model"), c.FormValue("region"), week)
+	if gerr != nil {
+		return err
+	}
+	q := templates.QuotePanel{Model: g.Model.ID, Region: g.Region, Count: req.Count, Error: i18n.Error(reqOf(c).lang, err), ErrorCap: code == gpuportal.ECAPACITY}
+	if !req.Start.IsZero() && !req.End.IsZero() {
+		q.Start = req.Start.In(s.cfg.Location).Format("2006-01-02T15:04")
+		q.End = req.End.In(s.cfg.Location).Format("2006-01-02T15:04")
+	}
+	return s.render(c, statusOf[code], templates.Calendar(templates.CalendarPage{Models: models, Regions: regions, Grid: g, Quote: q}))
+}
+
+func resPath(id int64) string { return "/reservations/" + strconv.FormatInt(id, 10) }
+
+func (s *Server) reservationRows(c echo.Context, list []gpuportal.Reservation) ([]templates.ReservationRow, error) {
+	models, err := s.db.Models(c.Request().Context())
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]string{}
+	for _, m := range models {
+		names[m.ID] = m.Name
+	}
+	owners := map[int64]string{}
+	rows := make([]templates.ReservationRow, 0, len(list))
+	for _, r := range list {
+		row := templates.ReservationRow{R: r, ModelName: names[r.Model]}
+		if currentUser(c).IsAdmin() {
+			if _, ok := owners[r.UserID]; !ok {
+				if u, err := s.db.UserByID(c.Request().Context(), r.UserID); err == nil {
+					owners[r.UserID] = u.Email
+				}
+			}
+			row.Owner = owners[r.UserID]
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func (s *Server) handleReservationsPage(c echo.Context) error {
+	list, err := s.db.Reservations(c.Request().Context(), currentUser(c), store.ReservationFilter{Limit: 1000})
+	if err != nil {
+		return err
+	}
+	rows, err := s.reservationRows(c, list)
+	if err != nil {
+		return err
+	}
+	p := templates.ReservationsPage{AllUsers: currentUser(c).IsAdmin()}
+	// The list comes latest start first: upcoming reads best soonest first.
+	for i := len(rows) - 1; i >= 0; i-- {
+		if st := rows[i].R.Status; st == gpuportal.ReservationConfirmed || st == gpuportal.ReservationActive {
+			p.Upcoming = append(p.Upcoming, rows[i])
+		}
+	}
+	for _, row := range rows {
+		if st := row.R.Status; st == gpuportal.ReservationCompleted || st == gpuportal.ReservationCancelled {
+			p.Past = append(p.Past, row)
+		}
+	}
+	return s.render(c, http.StatusOK, templates.Reservations(p))
+}
+
+func (s *Server) handleReservationPage(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	r, err := s.db.Reservation(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	rows, err := s.reservationRows(c, []gpuportal.Reservation{*r})
+	if err != nil {
+		return err
+	}
+	d := templates.ReservationDetail{Row: rows[0]}
+	if _, p, err := s.db.PreviewCancellation(c.Request().Context(), currentUser(c), id); err == nil {
+		d.Cancel = &templates.CancelPanel{R: *r, Fee: p.Fee, Refund: p.Refund, FeePercent: p.FeePercent, Late: p.Late}
+	}
+	return s.render(c, http.StatusOK, templates.ReservationPage(d))
+}
+
+// handleCancelPage shows the fee before the user confirms: a fragment for
+// htmx (inline in the list), a page otherwise.
+func (s *Server) handleCancelPage(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	r, p, err := s.db.PreviewCancellation(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	panel := templates.CancelPanel{R: *r, Fee: p.Fee, Refund: p.Refund, FeePercent: p.FeePercent, Late: p.Late}
+	if isHTMX(c) {
+		return s.render(c, http.StatusOK, templates.CancelConfirm(panel))
+	}
+	return s.render(c, http.StatusOK, templates.CancelPage(panel))
+}
+
+func (s *Server) handleCancelForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	r, err := s.db.Cancel(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Reservation #%d is cancelled: fee %s, refund %s.", r.ID, r.Fee.String(), r.Refund.String()))
+	return redirect(c, "/reservations")
+}
+
+func (s *Server) handleLedgerPage(c echo.Context) error {
+	entries, total, err := s.db.Ledger(c.Request().Context(), currentUser(c).ID, 0)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Ledger(templates.LedgerPage{Entries: entries, Total: total}))
+}
