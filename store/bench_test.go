@@ -1,0 +1,54 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"gpuportal"
+	"gpuportal/store"
+	"gpuportal/store/storetest"
+)
+
+// seedBook fills the store with a fleet of gpus A100s (8 per node) and a
+// book of n reservations spread over the next 90 days, written in bulk
+// (consistent with the hourly usage the way Book would leave it).
+func seedBook(b *testing.B, db *store.DB, gpus, n int) {
+	b.Helper()
+	storetest.AddFleet(b, db, "n", "cd-1", "a100-80g", gpus/8, 8)
+	u := storetest.MustCreateUser(b, db, "bench@example.com", gpuportal.RoleCustomer)
+	rng := rand.New(rand.NewPCG(1, 2))
+	start0 := storetest.Epoch.Truncate(time.Hour).Add(time.Hour)
+	reqs := make([]gpuportal.BookingRequest, n)
+	for i := range reqs {
+		start := start0.Add(time.Duration(rng.IntN(90*24-24)) * time.Hour)
+		reqs[i] = gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 1 + rng.IntN(8), Start: start, End: start.Add(time.Duration(4+rng.IntN(9)) * time.Hour)}
+	}
+	if err := db.BulkInsertReservationsForBenchmark(context.Background(), u.ID, reqs); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkAvailability: a 14-day × 24-hour grid for one model/region with
+// 10,000 GPUs and 200,000 reservations in the book (DESIGN §7: < 5 ms).
+func BenchmarkAvailability(b *testing.B) {
+	for _, n := range []int{2_000, 200_000} {
+		b.Run(fmt.Sprintf("book=%d", n), func(b *testing.B) {
+			db, _ := storetest.Open(b)
+			seedBook(b, db, 10_000, n)
+			ctx := context.Background()
+			from := storetest.Epoch.Add(7 * 24 * time.Hour)
+			to := from.Add(14 * 24 * time.Hour)
+			b.ResetTimer()
+			for b.Loop() {
+				slots, err := db.Availability(ctx, "a100-80g", "cd-1", from, to)
+				if err != nil || len(slots) != 336 {
+					b.Fatal(len(slots), err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/grid")
+		})
+	}
+}

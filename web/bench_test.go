@@ -1,0 +1,55 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gpuportal"
+	"gpuportal/store/storetest"
+)
+
+// BenchmarkBookHTTP books through the real JSON API over HTTP (keep-alive),
+// one GPU for 4 hours per booking, windows spread over 90 days of a 10,000
+// GPU fleet so every booking is confirmed (DESIGN §7: ≥ 2,000/s).
+func BenchmarkBookHTTP(b *testing.B) {
+	e := newTestEnv(b)
+	storetest.AddFleet(b, e.db, "n", "cd-1", "a100-80g", 1250, 8)
+	tokens := make([]string, 16)
+	for i := range tokens {
+		_, tokens[i] = e.apiToken(fmt.Sprintf("user%d@example.com", i), gpuportal.RoleCustomer)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	first := storetest.Epoch.Truncate(time.Hour).Add(2 * time.Hour)
+	var seq, failed atomic.Int64
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := seq.Add(1)
+			start := first.Add(time.Duration(i%(85*24)) * time.Hour)
+			body := fmt.Sprintf(`{"model":"a100-80g","region":"cd-1","count":1,"start":%q,"end":%q}`,
+				start.Format(time.RFC3339), start.Add(4*time.Hour).Format(time.RFC3339))
+			req, _ := http.NewRequest("POST", e.srv.URL+"/api/v1/reservations", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+tokens[i%int64(len(tokens))])
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusCreated {
+				failed.Add(1)
+			}
+		}
+	})
+	b.StopTimer()
+	if failed.Load() > 0 {
+		b.Fatalf("%d bookings were not confirmed", failed.Load())
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "bookings/s")
+}
