@@ -1,11 +1,13 @@
 # gpuportal — see README.md.
 GO ?= go
+# go-nvml's cgo prologue uses deprecated NVML calls; keep the build quiet.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 .PHONY: run test check build generate vendor-assets bench clean
 
-## run: the portal with a demo fleet at http://127.0.0.1:8080 (logins printed)
-run:
-	$(GO) run ./cmd/portal --demo --migrate --db data/portal.db
+## run: the portal with a demo fleet (6 simulated DGX nodes) at http://127.0.0.1:8080 (logins printed)
+run: build
+	bin/portal --demo --migrate --db data/portal.db
 
 ## test: the whole suite, with the race detector
 test:
@@ -19,9 +21,10 @@ check: generate
 	git diff --exit-code -- '*_templ.go'
 	@test -z "$$(git ls-files --others --exclude-standard -- '*_templ.go')" || (echo "untracked generated files:"; git ls-files --others --exclude-standard -- '*_templ.go'; exit 1)
 
-## build: the binaries into bin/ (the portal is pure Go: CGO_ENABLED=0)
+## build: both binaries into bin/ (the portal is pure Go; the agent needs cgo for NVML)
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/portal ./cmd/portal
+	$(GO) build -o bin/agent ./cmd/agent
 
 ## generate: templ components → *_templ.go (committed)
 generate:

@@ -1,6 +1,9 @@
 package gpuportal
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Node states as the admin API shows them.
 const (
@@ -56,3 +59,17 @@ type Slot struct {
 
 // MaxAvailabilityHours bounds one availability query (31 days).
 const MaxAvailabilityHours = 31 * 24
+
+// CatalogModelFor maps a GPU as NVML names it to the catalog model it is
+// rented as, or "" when the catalog has no such model (a 40 GB A100, say).
+func CatalogModelFor(nvmlName string, memoryMiB int) string {
+	name := strings.ToUpper(nvmlName)
+	big := memoryMiB >= 78*1024 // "80GB" boards report a little less
+	switch {
+	case strings.Contains(name, "A100") && big:
+		return "a100-80g"
+	case strings.Contains(name, "H100") && big:
+		return "h100-80g"
+	}
+	return ""
+}

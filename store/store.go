@@ -30,6 +30,11 @@ type DB struct {
 	Clock gpuportal.Clock
 	// Location is the site time zone (off-peak windows are local hours).
 	Location *time.Location
+	// Wakeups wakes agents whose desired state changed.
+	Wakeups *Wakeups
+	// Wall is real time, for what agents enforce in their own clocks
+	// (the notice they are given counts from the real moment it was issued).
+	Wall gpuportal.Clock
 }
 
 // Open opens the database named by dsn: a SQLite file path (created if
@@ -72,7 +77,7 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock) (*DB, e
 	}
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
-	db := &DB{write: write, read: read, dialect: "sqlite", Clock: clock, Location: time.UTC}
+	db := &DB{write: write, read: read, dialect: "sqlite", Clock: clock, Location: time.UTC, Wakeups: NewWakeups(), Wall: gpuportal.RealClock{}}
 	if err := write.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)

@@ -62,6 +62,7 @@ func (s *Server) apiBook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.kick()
 	return c.JSON(http.StatusCreated, r)
 }
 
@@ -121,6 +122,7 @@ func (s *Server) apiCancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.kick()
 	return c.JSON(http.StatusOK, cancelJSON{ID: r.ID, Status: r.Status, Fee: *r.Fee, Refund: *r.Refund})
 }
 

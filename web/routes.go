@@ -67,6 +67,21 @@ func (s *Server) routes() {
 	api.POST("/reservations/:id/cancel", s.apiCancel, requireUser, s.idempotent)
 	api.GET("/reservations/:id/ics", s.handleICS, requireUser)
 	api.GET("/ledger", s.apiLedger, requireUser)
+	api.POST("/instances", s.apiLaunch, requireUser, s.idempotent)
+	api.GET("/instances", s.apiInstances, requireUser)
+	api.GET("/instances/:id", s.apiInstance, requireUser)
+	api.POST("/instances/:id/stop", s.apiStop, requireUser)
+
+	api.GET("/admin/nodes", s.apiNodes, requireAdmin)
+	api.POST("/admin/nodes/:id/drain", s.apiDrain, requireAdmin)
+	api.POST("/admin/enrollment-tokens", s.apiEnrollmentToken, requireAdmin)
+	api.POST("/admin/instances/:id/interrupt", s.apiAdminInterrupt, requireAdmin)
+	api.POST("/admin/clock", s.apiClock, requireAdmin)
+
+	// The agent protocol (node tokens, not user sessions).
+	api.POST("/agent/register", s.apiAgentRegister)
+	api.POST("/agent/heartbeat", s.apiAgentHeartbeat)
+	api.POST("/agent/events", s.apiAgentEvents)
 
 	// Anything else under /api/ is a JSON 404, not a page.
 	api.Any("/*", func(c echo.Context) error { return echo.ErrNotFound })

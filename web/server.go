@@ -36,6 +36,21 @@ type Config struct {
 	// Secret, when set, derives the session keys (PORTAL_SECRET); otherwise
 	// keys are generated once and kept in the database.
 	Secret string
+	// Scheduler is kicked after changes that make something due, and runs
+	// the minutes a moved test clock skips. Nil: nothing is scheduled.
+	Scheduler Scheduler
+}
+
+// Scheduler is what the web layer needs of the scheduler.
+type Scheduler interface {
+	Kick()
+	Advance(ctx context.Context, clock *gpuportal.ManualClock, to time.Time) error
+}
+
+func (s *Server) kick() {
+	if s.cfg.Scheduler != nil {
+		s.cfg.Scheduler.Kick()
+	}
 }
 
 // Server is the portal's HTTP server.

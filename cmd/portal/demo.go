@@ -4,6 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"gpuportal"
@@ -21,42 +26,118 @@ var demoAccounts = []struct {
 }
 
 // demoNodes is the demo region's fleet: 4 × DGX A100 and 2 × DGX H100 in
-// cd-1, 8 GPUs each.
+// cd-1, each a real agent process with a simulated (go-nvml mock) DGX.
 var demoNodes = []struct {
-	prefix, model, name string
-	count               int
+	prefix, backend string
+	count           int
 }{
-	{"dgx-a100", "a100-80g", "NVIDIA A100-SXM4-80GB", 4},
-	{"dgx-h100", "h100-80g", "NVIDIA H100 80GB HBM3", 2},
+	{"dgx-a100", "mock:dgxa100", 4},
+	{"dgx-h100", "mock:dgxh100", 2},
 }
 
-// seedDemo makes sure the demo accounts and fleet exist, books a few
-// upcoming reservations so the calendar has something on it, and prints
-// the logins.
+// defaultAgentBinary finds the agent next to the portal's executable
+// (bin/agent beside bin/portal), else on the PATH.
+func defaultAgentBinary() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "agent")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("gpuportal-agent"); err == nil {
+		return p
+	}
+	return ""
+}
+
+// startDemoAgents runs one agent process per demo node (enrolling each the
+// first time), waits until their GPUs are in the fleet, and books a few
+// upcoming reservations for Bob on a new demo so the calendar has texture.
+func startDemoAgents(ctx context.Context, db *store.DB, portalURL, agentBin, dir string, log *slog.Logger) (func(), error) {
+	if _, err := os.Stat(agentBin); err != nil {
+		return nil, fmt.Errorf("agent binary %q: %w (run `make build`)", agentBin, err)
+	}
+	fresh, err := db.NodeCount(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var procs []*exec.Cmd
+	stop := func() {
+		for _, p := range procs {
+			_ = p.Process.Signal(syscall.SIGTERM)
+		}
+		for _, p := range procs {
+			_ = p.Wait()
+		}
+	}
+	for _, spec := range demoNodes {
+		for i := 1; i <= spec.count; i++ {
+			name := fmt.Sprintf("%s-%d", spec.prefix, i)
+			state := filepath.Join(dir, name)
+			args := []string{"--portal", portalURL, "--state-dir", state, "--checkpoint-root", filepath.Join(dir, "checkpoints"),
+				"--region", "cd-1", "--nvml", spec.backend, "--hostname", name + ".cd-1.demo"}
+			if _, err := os.Stat(filepath.Join(state, "node.json")); err != nil {
+				tok, err := db.CreateEnrollmentToken(ctx, nil, "cd-1")
+				if err != nil {
+					stop()
+					return nil, err
+				}
+				args = append(args, "--enroll-token", tok)
+			}
+			cmd := exec.Command(agentBin, args...)
+			logf, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			if err != nil {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					stop()
+					return nil, err
+				}
+				if logf, err = os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+					stop()
+					return nil, err
+				}
+			}
+			cmd.Stdout, cmd.Stderr = logf, logf
+			if err := cmd.Start(); err != nil {
+				stop()
+				return nil, err
+			}
+			logf.Close()
+			procs = append(procs, cmd)
+		}
+	}
+	// Wait for the fleet to be there (48 GPUs), then seed bookings once.
+	for range 150 {
+		a, _ := db.HealthyGPUs(ctx, "a100-80g", "cd-1")
+		h, _ := db.HealthyGPUs(ctx, "h100-80g", "cd-1")
+		if a >= 32 && h >= 16 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	log.Info("demo fleet running", "agents", len(procs), "logs", dir)
+	if fresh == 0 {
+		if bob, err := db.UserByEmail(ctx, "bob@gpuportal.demo"); err == nil {
+			if err := seedDemoBookings(ctx, db, bob); err != nil {
+				log.Warn("demo bookings", "err", err)
+			}
+		}
+	}
+	return stop, nil
+}
+
+// seedDemo makes sure the demo accounts exist and prints the logins.
 func seedDemo(ctx context.Context, db *store.DB, out io.Writer, url string) error {
-	users := map[string]*gpuportal.User{}
 	for _, a := range demoAccounts {
-		var u *gpuportal.User
 		var err error
 		if a.role == gpuportal.RoleAdmin {
-			u, err = db.EnsureAdmin(ctx, a.email, a.password, a.name)
+			_, err = db.EnsureAdmin(ctx, a.email, a.password, a.name)
 		} else {
-			u, err = db.CreateUser(ctx, gpuportal.SignUp{Email: a.email, Password: a.password, Name: a.name}, a.role, "")
+			_, err = db.CreateUser(ctx, gpuportal.SignUp{Email: a.email, Password: a.password, Name: a.name}, a.role, "")
 			if gpuportal.ErrorCode(err) == gpuportal.ECONFLICT {
-				u, err = db.UserByEmail(ctx, a.email)
+				err = nil
 			}
 		}
 		if err != nil {
-			return err
-		}
-		users[a.email] = u
-	}
-	fresh, err := seedDemoFleet(ctx, db)
-	if err != nil {
-		return err
-	}
-	if fresh {
-		if err := seedDemoBookings(ctx, db, users["bob@gpuportal.demo"]); err != nil {
 			return err
 		}
 	}
@@ -66,29 +147,6 @@ func seedDemo(ctx context.Context, db *store.DB, out io.Writer, url string) erro
 	}
 	fmt.Fprintln(out)
 	return nil
-}
-
-// seedDemoFleet adds the demo nodes unless the fleet has nodes already.
-func seedDemoFleet(ctx context.Context, db *store.DB) (bool, error) {
-	n, err := db.NodeCount(ctx)
-	if err != nil || n > 0 {
-		return false, err
-	}
-	for _, spec := range demoNodes {
-		for i := 1; i <= spec.count; i++ {
-			node := gpuportal.Node{ID: fmt.Sprintf("%s-%d", spec.prefix, i), Hostname: fmt.Sprintf("%s-%d.cd-1.demo", spec.prefix, i), Region: "cd-1", State: gpuportal.NodeOnline}
-			for g := 0; g < 8; g++ {
-				node.GPUs = append(node.GPUs, gpuportal.GPU{
-					UUID: fmt.Sprintf("GPU-demo-%s-%d-%d", spec.prefix, i, g), Index: g, Model: spec.model, Name: spec.name,
-					Healthy: true, MemoryTotalMiB: 81920,
-				})
-			}
-			if err := db.AddNode(ctx, node); err != nil {
-				return false, err
-			}
-		}
-	}
-	return true, nil
 }
 
 // seedDemoBookings books some of the coming days for another customer.

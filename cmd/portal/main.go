@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"gpuportal"
+	"gpuportal/scheduler"
 	"gpuportal/store"
 	"gpuportal/web"
 )
@@ -48,6 +49,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runMigrate(ctx, args, getenv, stdout, stderr)
 	case "admin":
 		return runAdmin(ctx, args, getenv, stdout, stderr)
+	case "enroll-token":
+		return runEnrollToken(ctx, args, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprintln(stdout, usage)
 		return nil
@@ -59,7 +62,8 @@ const usage = `usage:
   portal [serve] [flags]                 run the portal (portal serve -h lists the flags)
   portal migrate [--db PATH]             apply pending database migrations
   portal admin create --email E --password P [--name N]
-                                         create an admin (or promote and reset one)`
+                                         create an admin (or promote and reset one)
+  portal enroll-token --region R         print a one-time token that enrols one node`
 
 // dbFlags are the flags every command that opens the database shares.
 type dbFlags struct {
@@ -104,7 +108,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	var dbf dbFlags
 	dbf.register(fs, getenv)
 	addr := fs.String("addr", envOr(getenv, "PORTAL_ADDR", "127.0.0.1:8080"), "listen address (env PORTAL_ADDR)")
-	demo := fs.Bool("demo", false, "seed demo accounts and print their logins")
+	demo := fs.Bool("demo", false, "seed demo accounts and a demo fleet of simulated nodes, and print the logins")
+	demoAgents := fs.String("demo-agent", defaultAgentBinary(), "with --demo: the agent binary that runs the simulated nodes (empty: seed the fleet without agents)")
 	migrate := fs.Bool("migrate", false, "apply pending migrations before serving (a new, empty database is always migrated)")
 	testClock := fs.Bool("test-clock", false, "use a manual business clock that admins can move (POST /api/v1/admin/clock)")
 	nowFlag := fs.String("now", "", "with --test-clock: start the clock at this RFC 3339 time (default: the real time)")
@@ -165,8 +170,9 @@ environment:
 		log.Info("admin ensured", "email", email)
 	}
 
+	sched := scheduler.New(db, clock, gpuportal.RealClock{}, log)
 	srv, err := web.New(ctx, web.Config{
-		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"),
+		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"), Scheduler: sched,
 	})
 	if err != nil {
 		return err
@@ -187,6 +193,18 @@ environment:
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
+	schedCtx, stopSched := context.WithCancel(ctx)
+	schedDone := make(chan struct{})
+	go func() { sched.Run(schedCtx); close(schedDone) }()
+	defer func() { stopSched(); <-schedDone }()
+	if *demo && *demoAgents != "" {
+		stopAgents, err := startDemoAgents(ctx, db, url, *demoAgents, filepath.Join(filepath.Dir(dbf.db), "demo-agents"), log)
+		if err != nil {
+			log.Warn("demo fleet not started", "err", err)
+		} else {
+			defer stopAgents()
+		}
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -272,5 +290,30 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 		return errors.New(gpuportal.ErrorMessage(err))
 	}
 	fmt.Fprintf(stdout, "admin %s (id %d) is ready\n", u.Email, u.ID)
+	return nil
+}
+
+func runEnrollToken(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("portal enroll-token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var dbf dbFlags
+	dbf.register(fs, getenv)
+	region := fs.String("region", "", "the region the node will belong to (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	db, err := dbf.open(ctx, gpuportal.RealClock{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.CheckSchema(ctx); err != nil {
+		return err
+	}
+	tok, err := db.CreateEnrollmentToken(ctx, nil, *region)
+	if err != nil {
+		return errors.New(gpuportal.ErrorMessage(err))
+	}
+	fmt.Fprintln(stdout, tok)
 	return nil
 }

@@ -76,7 +76,7 @@ func startPortal(t *testing.T, args []string, vars map[string]string) (string, *
 
 func TestServeDemoPrintsLoginsAndServes(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "data", "portal.db")
-	url, out := startPortal(t, []string{"--db", db, "--demo"}, nil)
+	url, out := startPortal(t, []string{"--db", db, "--demo", "--demo-agent", ""}, nil)
 	for _, want := range []string{"admin@gpuportal.demo", "alice@gpuportal.demo", "demo-alice-pass"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())

@@ -1,0 +1,164 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Spec is what a runtime needs to start one instance's workload.
+type Spec struct {
+	InstanceID    int64
+	GPUs          []string
+	Command       string
+	Env           []string // KEY=value, the DESIGN §4 environment included
+	CheckpointDir string
+	LogPath       string
+}
+
+// Process is a started (or re-adopted) workload.
+type Process interface {
+	// ID identifies it across agent restarts (a pid, a container id).
+	ID() string
+	// Signal sends sig to the whole workload (its process group).
+	Signal(sig syscall.Signal) error
+	// Wait blocks until the workload has exited and returns its exit code
+	// (nil when it cannot be known).
+	Wait() *int
+	// Members lists the PIDs that belong to it, for the check that nothing
+	// of it is left on its GPUs.
+	Belongs(pid int) bool
+}
+
+// Runtime starts workloads and re-adopts them after an agent restart.
+type Runtime interface {
+	Name() string
+	Start(spec Spec) (Process, error)
+	// Adopt finds a workload a previous agent started; ok is false when it
+	// no longer runs.
+	Adopt(id string, startTicks uint64) (p Process, ok bool)
+}
+
+// ExecRuntime runs each workload as `/bin/sh -c command` in a process group
+// of its own, so that signals reach all of it and it outlives an agent
+// restart.
+type ExecRuntime struct{}
+
+func (ExecRuntime) Name() string { return "exec" }
+
+func (ExecRuntime) Start(spec Spec) (Process, error) {
+	logf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open workload log: %w", err)
+	}
+	defer logf.Close() // the child has its own copy
+	cmd := exec.Command("/bin/sh", "-c", spec.Command)
+	cmd.Env = spec.Env
+	cmd.Dir = spec.CheckpointDir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start workload: %w", err)
+	}
+	p := &execProcess{pid: cmd.Process.Pid, done: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		code := cmd.ProcessState.ExitCode()
+		var exitErr *exec.ExitError
+		if err != nil && !errors.As(err, &exitErr) {
+			code = -1
+		}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+		p.code = &code
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (ExecRuntime) Adopt(id string, startTicks uint64) (Process, bool) {
+	pid, err := strconv.Atoi(id)
+	if err != nil || pid <= 0 {
+		return nil, false
+	}
+	if ticks, ok := processStartTicks(pid); !ok || ticks != startTicks {
+		return nil, false // gone, or the pid now belongs to another process
+	}
+	p := &execProcess{pid: pid, done: make(chan struct{}), adopted: true}
+	go func() {
+		// Not our child: poll until it is gone.
+		for {
+			if _, ok := processStartTicks(pid); !ok {
+				close(p.done)
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}()
+	return p, true
+}
+
+type execProcess struct {
+	pid     int
+	adopted bool
+	done    chan struct{}
+	code    *int
+}
+
+func (p *execProcess) ID() string { return strconv.Itoa(p.pid) }
+
+func (p *execProcess) Signal(sig syscall.Signal) error {
+	err := syscall.Kill(-p.pid, sig) // the pid is also the process group id
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+func (p *execProcess) Wait() *int {
+	<-p.done
+	return p.code
+}
+
+func (p *execProcess) Belongs(pid int) bool {
+	pgid, err := syscall.Getpgid(pid)
+	return err == nil && pgid == p.pid
+}
+
+// processStartTicks reads a process's start time (field 22 of
+// /proc/<pid>/stat), which tells a live process from a reused pid.
+func processStartTicks(pid int) (uint64, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(raw)
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 || fields[0] == "Z" { // a zombie has exited
+		return 0, false
+	}
+	ticks, err := strconv.ParseUint(fields[19], 10, 64)
+	return ticks, err == nil
+}
+
+// StartTicks returns the start time of a started process (for the state
+// file), or 0 when it cannot be read.
+func StartTicks(p Process) uint64 {
+	pid, err := strconv.Atoi(p.ID())
+	if err != nil {
+		return 0
+	}
+	t, _ := processStartTicks(pid)
+	return t
+}

@@ -1,0 +1,84 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// The state directory holds the node's credentials (node.json, 0600), the
+// workloads it runs (workloads.json, for re-adoption after a restart) and
+// their logs (logs/instance-N.log).
+
+type credentials struct {
+	Portal    string `json:"portal"`
+	NodeID    string `json:"node_id"`
+	NodeToken string `json:"node_token"`
+}
+
+// workloadRecord is what survives an agent restart about a workload.
+type workloadRecord struct {
+	InstanceID    int64     `json:"instance_id"`
+	Attempt       int       `json:"attempt"`
+	Lifecycle     string    `json:"lifecycle"`
+	GPUs          []string  `json:"gpus"`
+	Command       string    `json:"command"`
+	CheckpointDir string    `json:"checkpoint_dir"`
+	ProcessID     string    `json:"process_id"`
+	StartTicks    uint64    `json:"start_ticks"`
+	StartedAt     time.Time `json:"started_at"`
+	MetaSecret    string    `json:"meta_secret"`
+	// The interruption, in this machine's clock, if one was ordered.
+	NoticeAt  time.Time `json:"notice_at,omitzero"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+	Grace     float64   `json:"grace_seconds,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	TermSent  bool      `json:"term_sent,omitempty"`
+	KillSent  bool      `json:"kill_sent,omitempty"`
+	StopAsked bool      `json:"stop_asked,omitempty"`
+}
+
+func readJSON(path string, v any) (bool, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return true, nil
+}
+
+// writeJSON replaces path atomically (write, fsync, rename), mode 0600.
+func writeJSON(path string, v any) error {
+	raw, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(raw); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,125 @@
+package gpuportal
+
+import "time"
+
+// The agent protocol (POST /api/v1/agent/register, /heartbeat, /events).
+// The agent reconciles: each heartbeat reports what actually runs and gets
+// back what should run; a lost message heals on the next exchange.
+
+// AgentGPU is a GPU as an agent reports it at registration.
+type AgentGPU struct {
+	UUID           string `json:"uuid"`
+	Index          int    `json:"index"`
+	Name           string `json:"name"`
+	MemoryTotalMiB int    `json:"memory_total_mib"`
+}
+
+// AgentRegistration enrols a node with a one-time enrollment token.
+type AgentRegistration struct {
+	EnrollToken      string     `json:"enroll_token"`
+	Hostname         string     `json:"hostname"`
+	Region           string     `json:"region"`
+	HeartbeatSeconds int        `json:"heartbeat_seconds"`
+	GPUs             []AgentGPU `json:"gpus"`
+}
+
+// AgentCredentials is the answer to a registration: the node's id and its
+// token (shown once; the portal keeps only a hash).
+type AgentCredentials struct {
+	NodeID    string `json:"node_id"`
+	NodeToken string `json:"node_token"`
+}
+
+// GPUSample is one reading of a GPU's telemetry and health.
+type GPUSample struct {
+	UUID               string `json:"uuid"`
+	Healthy            bool   `json:"healthy"`
+	MemoryUsedMiB      int    `json:"memory_used_mib"`
+	MemoryFreeMiB      int    `json:"memory_free_mib"`
+	UtilizationPercent int    `json:"utilization_percent"`
+	TemperatureC       int    `json:"temperature_c"`
+	PowerW             int    `json:"power_w"`
+	ECCCorrected       uint64 `json:"ecc_corrected"`
+	ECCUncorrected     uint64 `json:"ecc_uncorrected"`
+	XIDErrors          uint64 `json:"xid_errors"`
+	LastXID            uint64 `json:"last_xid,omitempty"`
+}
+
+// Workload states as an agent reports them.
+const (
+	WorkloadRunning = "running"
+	WorkloadExited  = "exited"
+)
+
+// WorkloadStatus is what an agent knows about one instance's workload.
+type WorkloadStatus struct {
+	InstanceID int64      `json:"instance_id"`
+	Attempt    int        `json:"attempt"`
+	State      string     `json:"state"`
+	StartedAt  time.Time  `json:"started_at"`
+	EndedAt    *time.Time `json:"ended_at,omitempty"`
+	// ExitCode is nil while running, and when it cannot be known (a
+	// workload re-adopted after an agent restart).
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Signal   string `json:"signal,omitempty"` // SIGTERM or SIGKILL if the agent sent one
+	// GPUsFree: after the workload ended, NVML showed none of its processes
+	// left on its GPUs.
+	GPUsFree bool   `json:"gpus_free"`
+	Error    string `json:"error,omitempty"` // it could not be started
+}
+
+// AgentHeartbeat reports a node's GPUs and workloads. WaitSeconds > 0 asks
+// the portal to hold the answer until the desired state changes from
+// Revision (long poll), at most that long.
+type AgentHeartbeat struct {
+	Revision         int64            `json:"revision"`
+	WaitSeconds      int              `json:"wait_seconds"`
+	HeartbeatSeconds int              `json:"heartbeat_seconds"`
+	GPUs             []GPUSample      `json:"gpus"`
+	Workloads        []WorkloadStatus `json:"workloads"`
+}
+
+// AgentEvents pushes workload changes at once (between heartbeats).
+type AgentEvents struct {
+	Workloads []WorkloadStatus `json:"workloads"`
+}
+
+// Interruption tells an agent to stop a workload: the notice is given now;
+// SIGTERM comes after DeadlineInSeconds, SIGKILL GraceSeconds later. Times
+// are durations, not instants, so the agent enforces them in its own clock.
+type Interruption struct {
+	Action            string  `json:"action"` // "terminate"
+	DeadlineInSeconds float64 `json:"deadline_in_seconds"`
+	GraceSeconds      int     `json:"grace_seconds"`
+	Reason            string  `json:"reason"`
+}
+
+// Instance lifecycles, as the metadata endpoint's instance-life-cycle says.
+const (
+	LifecycleSpot      = "spot"
+	LifecycleOnDemand  = "on-demand"
+	LifecycleScheduled = "scheduled"
+)
+
+// DesiredWorkload is one instance a node should run.
+type DesiredWorkload struct {
+	InstanceID int64 `json:"instance_id"`
+	// Attempt counts the instance's launches (auto-restarts make more);
+	// a workload is one attempt of one instance.
+	Attempt   int      `json:"attempt"`
+	Lifecycle string   `json:"lifecycle"`
+	GPUs      []string `json:"gpus"`
+	Command   string   `json:"command"`
+	// CheckpointKey names the instance's checkpoint directory under the
+	// shared checkpoint root; it stays the same across auto-restarts.
+	CheckpointKey string            `json:"checkpoint_key"`
+	Env           map[string]string `json:"env,omitempty"`
+	Interrupt     *Interruption     `json:"interrupt,omitempty"`
+}
+
+// AgentDesired is the portal's answer to a heartbeat.
+type AgentDesired struct {
+	Revision         int64             `json:"revision"`
+	HeartbeatSeconds int               `json:"heartbeat_seconds"`
+	Workloads        []DesiredWorkload `json:"workloads"`
+}

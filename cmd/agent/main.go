@@ -1,0 +1,97 @@
+// Command agent runs on every GPU node: it enrols with the portal, reports
+// GPU state through NVML (or go-nvml's DGX mocks), starts the workloads the
+// portal assigns and carries out spot interruptions.
+//
+// This file is wiring only: flags and environment → components → run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"gpuportal/agent"
+	"gpuportal/agent/nvidia"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "agent:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func envOr(getenv func(string) string, key, fallback string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	portal := fs.String("portal", envOr(getenv, "AGENT_PORTAL", ""), "portal URL, e.g. http://127.0.0.1:8080 (env AGENT_PORTAL)")
+	enroll := fs.String("enroll-token", getenv("AGENT_ENROLL_TOKEN"), "one-time enrollment token (env AGENT_ENROLL_TOKEN); needed only the first time")
+	stateDir := fs.String("state-dir", envOr(getenv, "AGENT_STATE_DIR", "/var/lib/gpuportal-agent"), "node credentials, workload state and logs")
+	checkpointRoot := fs.String("checkpoint-root", getenv("AGENT_CHECKPOINT_ROOT"), "where instances' checkpoint directories live (default <state-dir>/checkpoints; share it between nodes so auto-restarted instances find their checkpoints)")
+	region := fs.String("region", envOr(getenv, "AGENT_REGION", ""), "the node's region, e.g. cd-1 (must match the enrollment token)")
+	nvmlBackend := fs.String("nvml", "real", "GPU source: real, "+nvidia.MockDGXA100+" or "+nvidia.MockDGXH100)
+	runtimeName := fs.String("runtime", "exec", "workload runtime: exec or docker")
+	dockerImage := fs.String("docker-image", "nvidia/cuda:12.4.1-base-ubuntu22.04", "with --runtime docker: the image workloads run in")
+	metadataAddr := fs.String("metadata-addr", "127.0.0.1:0", "listen address of the workloads' metadata endpoint (the bound address is logged)")
+	heartbeat := fs.Duration("heartbeat", 10*time.Second, "heartbeat interval")
+	metricsAddr := fs.String("metrics-addr", "", "listen address for Prometheus metrics (dcgm-exporter names); empty: none")
+	hostname := fs.String("hostname", "", "the node's name in the portal (default: the machine's hostname)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	var gpus *nvidia.Source
+	var err error
+	if *nvmlBackend == "real" {
+		gpus, err = nvidia.OpenReal(log)
+	} else {
+		gpus, err = nvidia.OpenMock(*nvmlBackend, *stateDir, log)
+	}
+	if err != nil {
+		return err
+	}
+	defer gpus.Close()
+
+	var rt agent.Runtime
+	switch *runtimeName {
+	case "exec":
+		rt = agent.ExecRuntime{}
+	case "docker":
+		rt = agent.DockerRuntime{Image: *dockerImage}
+	default:
+		return fmt.Errorf("--runtime %q: want exec or docker", *runtimeName)
+	}
+	a, err := agent.New(agent.Config{
+		Portal: *portal, EnrollToken: *enroll, StateDir: *stateDir, CheckpointRoot: *checkpointRoot,
+		Region: *region, Hostname: *hostname, Heartbeat: *heartbeat, MetadataAddr: *metadataAddr,
+		MetricsAddr: *metricsAddr, GPUs: gpus, Runtime: rt, Log: log, Out: stdout,
+	})
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}

@@ -1,0 +1,244 @@
+package gpuportal
+
+import (
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Instance kinds.
+const (
+	KindSpot     = "spot"
+	KindOnDemand = "on_demand"
+	KindReserved = "reserved"
+)
+
+// Instance statuses: pending → running → (interrupting → interrupted) |
+// stopped | failed.
+const (
+	InstancePending      = "pending"
+	InstanceRunning      = "running"
+	InstanceInterrupting = "interrupting"
+	InstanceInterrupted  = "interrupted"
+	InstanceStopped      = "stopped"
+	InstanceFailed       = "failed"
+)
+
+// Interruption reasons.
+const (
+	ReasonReservation = "reservation"
+	ReasonOnDemand    = "on_demand"
+	ReasonNodeFailure = "node_failure"
+	ReasonAdmin       = "admin"
+)
+
+// MaxGPUsPerInstance: an instance runs on one node.
+const MaxGPUsPerInstance = 8
+
+// LaunchRequest asks for an instance.
+type LaunchRequest struct {
+	Kind          string `json:"kind"`
+	Model         string `json:"model"`
+	Region        string `json:"region"`
+	Count         int    `json:"count"`
+	Command       string `json:"command"`
+	AutoRestart   bool   `json:"auto_restart"`
+	ReservationID *int64 `json:"reservation_id,omitempty"`
+}
+
+// Validate checks the shape of a launch request.
+func (r *LaunchRequest) Validate() error {
+	switch r.Kind {
+	case KindSpot, KindOnDemand, KindReserved:
+	default:
+		return FieldErrorf(EINVALID, "kind", "The kind must be spot, on_demand or reserved.")
+	}
+	if r.Kind == KindReserved && r.ReservationID == nil {
+		return FieldErrorf(EINVALID, "reservation_id", "A reserved instance needs the reservation_id of an active reservation.")
+	}
+	if r.Kind != KindReserved && r.ReservationID != nil {
+		return FieldErrorf(EINVALID, "reservation_id", "Only reserved instances run on a reservation.")
+	}
+	if r.Kind != KindSpot && r.AutoRestart {
+		return FieldErrorf(EINVALID, "auto_restart", "Only spot instances are restarted automatically.")
+	}
+	if r.Count < 1 || r.Count > MaxGPUsPerInstance {
+		return FieldErrorf(EINVALID, "count", "An instance runs on 1 to %d GPUs of one node.", MaxGPUsPerInstance)
+	}
+	r.Command = strings.TrimSpace(r.Command)
+	if r.Command == "" {
+		return FieldErrorf(EINVALID, "command", "The command is required (it runs with /bin/sh -c).")
+	}
+	if len(r.Command) > 8192 || !utf8.ValidString(r.Command) || strings.ContainsRune(r.Command, 0) {
+		return FieldErrorf(EINVALID, "command", "The command must be at most 8192 bytes of text.")
+	}
+	return nil
+}
+
+// InstanceInterruption is the notice an interrupted instance got.
+type InstanceInterruption struct {
+	NoticeAt time.Time `json:"notice_at"`
+	Deadline time.Time `json:"deadline"`
+	Reason   string    `json:"reason"`
+}
+
+// Instance is a running (or finished) workload on GPUs.
+type Instance struct {
+	ID            int64                 `json:"id"`
+	UserID        int64                 `json:"user_id"`
+	Kind          string                `json:"kind"`
+	Model         string                `json:"model"`
+	Region        string                `json:"region"`
+	Count         int                   `json:"count"`
+	Command       string                `json:"command"`
+	AutoRestart   bool                  `json:"auto_restart"`
+	ReservationID *int64                `json:"reservation_id,omitempty"`
+	Status        string                `json:"status"`
+	Node          string                `json:"node,omitempty"`
+	GPUs          []string              `json:"gpus"`
+	PricePerGPU   Fen                   `json:"price_per_gpu_hour_fen"`
+	Cost          Fen                   `json:"cost_fen"`
+	CreatedAt     time.Time             `json:"created_at"`
+	StartedAt     *time.Time            `json:"started_at,omitempty"`
+	EndedAt       *time.Time            `json:"ended_at,omitempty"`
+	Interruption  *InstanceInterruption `json:"interruption,omitempty"`
+	SafeUntil     *time.Time            `json:"safe_until,omitempty"`
+	ExitCode      *int                  `json:"exit_code,omitempty"`
+	Error         string                `json:"error,omitempty"`
+	Restarts      int                   `json:"restarts"`
+	Attempt       int                   `json:"attempt"`
+	CheckpointKey string                `json:"-"`
+}
+
+// Lifecycle is what the metadata endpoint calls the instance's kind.
+func (i *Instance) Lifecycle() string {
+	switch i.Kind {
+	case KindSpot:
+		return LifecycleSpot
+	case KindReserved:
+		return LifecycleScheduled
+	}
+	return LifecycleOnDemand
+}
+
+// BillableMinutes is what one run of an instance costs in minutes: every
+// started minute; an interrupted spot run does not pay for the minute of
+// its interruption; a user-stopped on-demand run pays at least minMinutes.
+func BillableMinutes(start, end time.Time, kind string, interrupted, userStopped bool, minMinutes int) int {
+	d := end.Sub(start)
+	if d < 0 {
+		d = 0
+	}
+	minutes := int((d + time.Minute - 1) / time.Minute)
+	if interrupted {
+		minutes = int(d / time.Minute)
+	}
+	if kind == KindOnDemand && userStopped && minutes < minMinutes {
+		minutes = minMinutes
+	}
+	return minutes
+}
+
+// RunCost is the price of minutes of count GPUs at pricePerGPUHour, rounded
+// down to whole fen.
+func RunCost(pricePerGPUHour Fen, count, minutes int) Fen {
+	return pricePerGPUHour * Fen(count) * Fen(minutes) / 60
+}
+
+// SpotCandidate is a running spot instance the scheduler could interrupt.
+type SpotCandidate struct {
+	ID        int64
+	Count     int
+	StartedAt time.Time
+}
+
+// ChooseVictims picks spot instances to interrupt to free at least need
+// GPUs: as few instances as possible, and among the sets that small, the
+// youngest instances first.
+func ChooseVictims(spots []SpotCandidate, need int) []SpotCandidate {
+	if need <= 0 || len(spots) == 0 {
+		return nil
+	}
+	bySize := append([]SpotCandidate(nil), spots...)
+	sort.SliceStable(bySize, func(i, j int) bool { return bySize[i].Count > bySize[j].Count })
+	// The k largest free the most any k can: the smallest such k that
+	// covers need is the fewest instances possible.
+	k, sum := 0, 0
+	for k < len(bySize) && sum < need {
+		sum += bySize[k].Count
+		k++
+	}
+	byAge := append([]SpotCandidate(nil), spots...)
+	sort.SliceStable(byAge, func(i, j int) bool { return byAge[i].StartedAt.After(byAge[j].StartedAt) })
+	taken := map[int64]bool{}
+	var out []SpotCandidate
+	left := need
+	for slot := k; slot > 0; slot-- {
+		for _, c := range byAge {
+			if taken[c.ID] {
+				continue
+			}
+			// Can the other slot-1 picks (the largest left) cover the rest?
+			rest, n := 0, 0
+			for _, b := range bySize {
+				if n == slot-1 {
+					break
+				}
+				if !taken[b.ID] && b.ID != c.ID {
+					rest += b.Count
+					n++
+				}
+			}
+			if c.Count+rest >= left {
+				taken[c.ID] = true
+				out = append(out, c)
+				left -= c.Count
+				break
+			}
+		}
+	}
+	return out
+}
+
+// FreeGPUs is one node's GPUs available for a placement.
+type FreeGPUs struct {
+	Node string
+	GPUs []string // in index order
+}
+
+// PlaceOnOneNode picks count GPUs on a single node, packing: the node with
+// the fewest free GPUs that still fits, so large holes stay for large
+// instances. ok is false when no node fits.
+func PlaceOnOneNode(nodes []FreeGPUs, count int) (node string, gpus []string, ok bool) {
+	best := -1
+	for i, n := range nodes {
+		if len(n.GPUs) >= count && (best < 0 || len(n.GPUs) < len(nodes[best].GPUs) || (len(n.GPUs) == len(nodes[best].GPUs) && n.Node < nodes[best].Node)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", nil, false
+	}
+	return nodes[best].Node, append([]string(nil), nodes[best].GPUs[:count]...), true
+}
+
+// PackAcrossNodes picks count GPUs over as few nodes as possible: one node
+// when any can hold them all, else the fullest nodes first.
+func PackAcrossNodes(nodes []FreeGPUs, count int) ([]string, bool) {
+	if node, gpus, ok := PlaceOnOneNode(nodes, count); ok && node != "" {
+		return gpus, true
+	}
+	sorted := append([]FreeGPUs(nil), nodes...)
+	sort.SliceStable(sorted, func(i, j int) bool { return len(sorted[i].GPUs) > len(sorted[j].GPUs) })
+	var out []string
+	for _, n := range sorted {
+		for _, g := range n.GPUs {
+			if len(out) == count {
+				return out, true
+			}
+			out = append(out, g)
+		}
+	}
+	return out, len(out) == count
+}

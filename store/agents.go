@@ -1,0 +1,282 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gpuportal"
+)
+
+// Node liveness, enrollment and telemetry use real (wall-clock) time, passed
+// in by the caller: moving the business clock must not mark nodes offline.
+
+// CreateEnrollmentToken makes a one-time token that enrols one node in a
+// region. Only its hash is kept.
+func (db *DB) CreateEnrollmentToken(ctx context.Context, actor *gpuportal.User, region string) (string, error) {
+	if actor != nil && !actor.IsAdmin() {
+		return "", gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only admins can enrol nodes.")
+	}
+	if _, err := db.Region(ctx, region); err != nil {
+		return "", gpuportal.FieldErrorf(gpuportal.EINVALID, "region", "Unknown region %q.", region)
+	}
+	token := gpuportal.NewSecret("gpe_")
+	var actorID sql.NullInt64
+	if actor != nil {
+		actorID = sql.NullInt64{Int64: actor.ID, Valid: true}
+	}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO enrollment_tokens (token_hash, region_id, created_at, created_by) VALUES (?, ?, ?, ?)`,
+			gpuportal.HashSecret(token), region, unix(db.now()), actorID); err != nil {
+			return err
+		}
+		if actor != nil {
+			return db.audit(ctx, tx, actor.ID, "node.enrollment_token", "region/"+region, nil, map[string]string{"token_prefix": token[:8]})
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("create enrollment token: %w", err)
+	}
+	return token, nil
+}
+
+// RegisterNode enrols a node with a one-time token: the node, its GPUs (those
+// the catalog rents) and a node token, stored hashed and returned once.
+func (db *DB) RegisterNode(ctx context.Context, reg gpuportal.AgentRegistration, now time.Time) (gpuportal.AgentCredentials, error) {
+	var creds gpuportal.AgentCredentials
+	if reg.EnrollToken == "" {
+		return creds, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "An enrollment token is required.")
+	}
+	host := strings.TrimSpace(reg.Hostname)
+	if host == "" || len(host) > 253 {
+		return creds, gpuportal.FieldErrorf(gpuportal.EINVALID, "hostname", "The hostname must be 1 to 253 characters.")
+	}
+	if len(reg.GPUs) > 64 {
+		return creds, gpuportal.FieldErrorf(gpuportal.EINVALID, "gpus", "At most 64 GPUs per node.")
+	}
+	hb := reg.HeartbeatSeconds
+	if hb < 1 || hb > 300 {
+		hb = 10
+	}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		var region string
+		var used sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT region_id, used_at FROM enrollment_tokens WHERE token_hash = ?`, gpuportal.HashSecret(reg.EnrollToken)).Scan(&region, &used)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && used.Valid) {
+			return gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The enrollment token is invalid or has been used.")
+		} else if err != nil {
+			return err
+		}
+		if reg.Region != "" && reg.Region != region {
+			return gpuportal.FieldErrorf(gpuportal.EINVALID, "region", "This enrollment token is for region %s, not %s.", region, reg.Region)
+		}
+		creds.NodeID = "node-" + gpuportal.HashSecret(gpuportal.NewSecret(""))[:10]
+		creds.NodeToken = gpuportal.NewSecret("gpn_")
+		if _, err := tx.ExecContext(ctx, `INSERT INTO nodes (id, hostname, region_id, token_hash, online, drain, last_heartbeat_at, created_at, heartbeat_seconds)
+			VALUES (?, ?, ?, ?, 1, 0, ?, ?, ?)`, creds.NodeID, host, region, gpuportal.HashSecret(creds.NodeToken), now.Unix(), unix(db.now()), hb); err != nil {
+			return err
+		}
+		for _, g := range reg.GPUs {
+			model := gpuportal.CatalogModelFor(g.Name, g.MemoryTotalMiB)
+			if model == "" || g.UUID == "" {
+				continue // not a GPU the catalog rents
+			}
+			// A GPU seen before (the node lost its state and re-enrolled)
+			// moves to the new node.
+			if _, err := tx.ExecContext(ctx, `INSERT INTO gpus (uuid, node_id, idx, model_id, name, healthy, memory_total_mib) VALUES (?, ?, ?, ?, ?, 1, ?)
+				ON CONFLICT (uuid) DO UPDATE SET node_id = excluded.node_id, idx = excluded.idx, model_id = excluded.model_id, name = excluded.name, memory_total_mib = excluded.memory_total_mib`,
+				g.UUID, creds.NodeID, g.Index, model, g.Name, g.MemoryTotalMiB); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE enrollment_tokens SET used_at = ?, node_id = ? WHERE token_hash = ?`, unix(db.now()), creds.NodeID, gpuportal.HashSecret(reg.EnrollToken)); err != nil {
+			return err
+		}
+		return recomputeCapacity(ctx, tx)
+	})
+	if err != nil {
+		if gpuportal.ErrorCode(err) == gpuportal.EINTERNAL {
+			return creds, fmt.Errorf("register node: %w", err)
+		}
+		return creds, err
+	}
+	return creds, nil
+}
+
+// NodeByToken returns the id of the node a token belongs to.
+func (db *DB) NodeByToken(ctx context.Context, token string) (string, error) {
+	var id string
+	err := db.read.QueryRowContext(ctx, `SELECT id FROM nodes WHERE token_hash = ?`, gpuportal.HashSecret(token)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The node token is invalid.")
+	}
+	return id, err
+}
+
+// RecordHeartbeat stores a node's liveness and telemetry. A node that was
+// offline comes back; a GPU whose health changed changes the capacity.
+// It returns the node's current desired-state revision.
+func (db *DB) RecordHeartbeat(ctx context.Context, nodeID string, hb gpuportal.AgentHeartbeat, now time.Time) (int64, error) {
+	var revision int64
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		var online bool
+		hbSec := hb.HeartbeatSeconds
+		if hbSec < 1 || hbSec > 300 {
+			hbSec = 10
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT online, revision FROM nodes WHERE id = ?`, nodeID).Scan(&online, &revision); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET last_heartbeat_at = ?, online = 1, heartbeat_seconds = ? WHERE id = ?`, now.Unix(), hbSec, nodeID); err != nil {
+			return err
+		}
+		healthChanged := !online
+		for _, g := range hb.GPUs {
+			res, err := tx.ExecContext(ctx, `UPDATE gpus SET memory_used_mib = ?, utilization_percent = ?, temperature_c = ?, power_w = ?,
+				xid_errors = ?, last_xid = ?, ecc_uncorrected = ? WHERE uuid = ? AND node_id = ?`,
+				g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected, g.UUID, nodeID)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				continue // not a GPU we rent
+			}
+			res, err = tx.ExecContext(ctx, `UPDATE gpus SET healthy = ? WHERE uuid = ? AND healthy <> ?`, g.Healthy, g.UUID, g.Healthy)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				healthChanged = true
+			}
+		}
+		if healthChanged {
+			return recomputeCapacity(ctx, tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("record heartbeat: %w", err)
+	}
+	return revision, nil
+}
+
+// NodeRevision returns a node's desired-state revision.
+func (db *DB) NodeRevision(ctx context.Context, nodeID string) (int64, error) {
+	var rev int64
+	err := db.read.QueryRowContext(ctx, `SELECT revision FROM nodes WHERE id = ?`, nodeID).Scan(&rev)
+	return rev, err
+}
+
+// MarkStaleNodesOffline takes offline every node that has missed three
+// heartbeats, and returns their ids.
+func (db *DB) MarkStaleNodesOffline(ctx context.Context, now time.Time) ([]string, error) {
+	var ids []string
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM nodes WHERE online = 1 AND last_heartbeat_at < ? - 3 * heartbeat_seconds`, now.Unix())
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if len(ids) == 0 {
+			return nil
+		}
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, `UPDATE nodes SET online = 0 WHERE id = ?`, id); err != nil {
+				return err
+			}
+		}
+		return recomputeCapacity(ctx, tx)
+	})
+	return ids, err
+}
+
+// SetDrain drains (or undrains) a node: a draining node keeps its running
+// workloads but its GPUs are no longer offered. Audited.
+func (db *DB) SetDrain(ctx context.Context, actor *gpuportal.User, nodeID string, drain bool) error {
+	if !actor.IsAdmin() {
+		return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only admins can drain nodes.")
+	}
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		var old bool
+		err := tx.QueryRowContext(ctx, `SELECT drain FROM nodes WHERE id = ?`, nodeID).Scan(&old)
+		if errors.Is(err, sql.ErrNoRows) {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Node %s not found.", nodeID)
+		} else if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET drain = ? WHERE id = ?`, drain, nodeID); err != nil {
+			return err
+		}
+		if err := db.audit(ctx, tx, actor.ID, "node.drain", "node/"+nodeID, map[string]bool{"drain": old}, map[string]bool{"drain": drain}); err != nil {
+			return err
+		}
+		return recomputeCapacity(ctx, tx)
+	})
+}
+
+// Nodes lists the fleet with each node's GPUs and their latest telemetry.
+func (db *DB) Nodes(ctx context.Context) ([]gpuportal.Node, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT id, hostname, region_id, online, drain, last_heartbeat_at FROM nodes ORDER BY region_id, hostname, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	nodes := []gpuportal.Node{}
+	index := map[string]int{}
+	for rows.Next() {
+		var n gpuportal.Node
+		var online, drain bool
+		var hb sql.NullInt64
+		if err := rows.Scan(&n.ID, &n.Hostname, &n.Region, &online, &drain, &hb); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		n.State = nodeState(online, drain)
+		n.LastHeartbeatAt = fromNullUnix(hb)
+		n.GPUs = []gpuportal.GPU{}
+		index[n.ID] = len(nodes)
+		nodes = append(nodes, n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	grows, err := db.read.QueryContext(ctx, `SELECT uuid, node_id, idx, model_id, name, healthy, memory_total_mib, memory_used_mib, utilization_percent, temperature_c, power_w
+		FROM gpus ORDER BY node_id, idx`)
+	if err != nil {
+		return nil, fmt.Errorf("list gpus: %w", err)
+	}
+	defer grows.Close()
+	for grows.Next() {
+		var g gpuportal.GPU
+		var node string
+		if err := grows.Scan(&g.UUID, &node, &g.Index, &g.Model, &g.Name, &g.Healthy, &g.MemoryTotalMiB, &g.MemoryUsedMiB, &g.UtilizationPercent, &g.TemperatureC, &g.PowerW); err != nil {
+			return nil, err
+		}
+		if i, ok := index[node]; ok {
+			nodes[i].GPUs = append(nodes[i].GPUs, g)
+		}
+	}
+	return nodes, grows.Err()
+}
+
+func nodeState(online, drain bool) string {
+	switch {
+	case !online:
+		return gpuportal.NodeOffline
+	case drain:
+		return gpuportal.NodeDraining
+	}
+	return gpuportal.NodeOnline
+}

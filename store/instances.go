@@ -1,0 +1,467 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gpuportal"
+)
+
+const instanceColumns = `id, user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, coalesce(node_id, ''),
+	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts`
+
+func scanInstance(row interface{ Scan(...any) error }) (*gpuportal.Instance, error) {
+	var i gpuportal.Instance
+	var resID, started, ended, notice, deadline, exit sql.NullInt64
+	var reason sql.NullString
+	var created int64
+	if err := row.Scan(&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
+		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts); err != nil {
+		return nil, err
+	}
+	i.CreatedAt = fromUnix(created)
+	i.StartedAt, i.EndedAt = fromNullUnix(started), fromNullUnix(ended)
+	if resID.Valid {
+		i.ReservationID = &resID.Int64
+	}
+	if notice.Valid && deadline.Valid {
+		i.Interruption = &gpuportal.InstanceInterruption{NoticeAt: fromUnix(notice.Int64), Deadline: fromUnix(deadline.Int64), Reason: reason.String}
+	}
+	if exit.Valid {
+		c := int(exit.Int64)
+		i.ExitCode = &c
+	}
+	i.GPUs = []string{}
+	return &i, nil
+}
+
+// liveCost adds the running attempt's cost so far (every started minute).
+func liveCost(i *gpuportal.Instance, now time.Time) {
+	if i.StartedAt != nil && (i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting) {
+		min := gpuportal.BillableMinutes(*i.StartedAt, now, i.Kind, false, false, 0)
+		i.Cost += gpuportal.RunCost(i.PricePerGPU, i.Count, min)
+	}
+}
+
+func (db *DB) instanceGPUs(ctx context.Context, q queryer, list []*gpuportal.Instance) error {
+	if len(list) == 0 {
+		return nil
+	}
+	byID := map[int64]*gpuportal.Instance{}
+	ids := make([]string, 0, len(list))
+	for _, i := range list {
+		byID[i.ID] = i
+		ids = append(ids, fmt.Sprint(i.ID))
+	}
+	rows, err := q.QueryContext(ctx, `SELECT ig.instance_id, ig.gpu_uuid FROM instance_gpus ig JOIN gpus g ON g.uuid = ig.gpu_uuid
+		WHERE ig.instance_id IN (`+strings.Join(ids, ",")+`) ORDER BY g.idx`)
+	if err != nil {
+		return fmt.Errorf("instance gpus: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var uuid string
+		if err := rows.Scan(&id, &uuid); err != nil {
+			return err
+		}
+		byID[id].GPUs = append(byID[id].GPUs, uuid)
+	}
+	return rows.Err()
+}
+
+// Instances lists the user's instances (an admin's: everybody's), newest first.
+func (db *DB) Instances(ctx context.Context, user *gpuportal.User, limit int) ([]gpuportal.Instance, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 200
+	}
+	where, args := "1 = 1", []any{}
+	if !user.IsAdmin() {
+		where, args = "user_id = ?", []any{user.ID}
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE `+where+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	var list []*gpuportal.Instance
+	for rows.Next() {
+		i, err := scanInstance(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		list = append(list, i)
+	}
+	rows.Close()
+	if err := db.instanceGPUs(ctx, db.read, list); err != nil {
+		return nil, err
+	}
+	now := db.now()
+	out := make([]gpuportal.Instance, len(list))
+	for k, i := range list {
+		liveCost(i, now)
+		out[k] = *i
+	}
+	return out, nil
+}
+
+// Instance returns one instance the user may see; another customer's is
+// not_found.
+func (db *DB) Instance(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Instance, error) {
+	i, err := instanceFor(ctx, db.read, user, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.instanceGPUs(ctx, db.read, []*gpuportal.Instance{i}); err != nil {
+		return nil, err
+	}
+	liveCost(i, db.now())
+	if i.Kind == gpuportal.KindSpot && (i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstancePending) {
+		if t, err := db.SafeUntil(ctx, i.Model, i.Region, 0); err == nil {
+			i.SafeUntil = t
+		}
+	}
+	return i, nil
+}
+
+func instanceFor(ctx context.Context, q queryer, user *gpuportal.User, id int64) (*gpuportal.Instance, error) {
+	i, err := scanInstance(q.QueryRowContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && user != nil && i.UserID != user.ID && !user.IsAdmin()) {
+		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Instance %d not found.", id)
+	}
+	return i, err
+}
+
+// Launch creates an instance (pending until the scheduler places it and
+// its agent starts it). A spot launch is refused when no idle GPUs would
+// outlast the notice horizon; a reserved one needs the user's own active
+// reservation with GPUs to spare.
+func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.LaunchRequest) (*gpuportal.Instance, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	now := db.now()
+	var inst *gpuportal.Instance
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		if req.Kind == gpuportal.KindReserved {
+			r, err := reservationFor(ctx, tx, user, *req.ReservationID)
+			if err != nil || r.UserID != user.ID {
+				return gpuportal.FieldErrorf(gpuportal.EINVALID, "reservation_id", "Reservation %d is not one of yours.", *req.ReservationID)
+			}
+			if r.Status != gpuportal.ReservationActive {
+				return gpuportal.FieldErrorf(gpuportal.ECONFLICT, "reservation_id", "Reservation %d is %s; reserved instances run while it is active.", r.ID, r.Status)
+			}
+			req.Model, req.Region = r.Model, r.Region
+			var inUse int
+			if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(count), 0) FROM instances WHERE reservation_id = ? AND status IN ('pending', 'running')`, r.ID).Scan(&inUse); err != nil {
+				return err
+			}
+			var assigned int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM reservation_gpus WHERE reservation_id = ?`, r.ID).Scan(&assigned); err != nil {
+				return err
+			}
+			if inUse+req.Count > assigned {
+				return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "Reservation %d has %d GPUs and %d are in use.", r.ID, assigned, inUse)
+			}
+		}
+		model, policy, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
+		if err != nil {
+			return err
+		}
+		price := model.ListPrice
+		switch req.Kind {
+		case gpuportal.KindSpot:
+			price = gpuportal.SpotPrice(model.ListPrice, policy.SpotDiscountPercent)
+			snap, err := loadPool(ctx, tx, req.Model, req.Region, now, policy)
+			if err != nil {
+				return err
+			}
+			if _, _, ok := snap.placeSpot(req.Count); !ok {
+				msg := "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for."
+				e := gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", msg, req.Model, snap.spotRoom(), req.Count)
+				return e
+			}
+		case gpuportal.KindReserved:
+			price = 0
+		}
+		var resID sql.NullInt64
+		if req.ReservationID != nil {
+			resID = sql.NullInt64{Int64: *req.ReservationID, Valid: true}
+		}
+		var id int64
+		if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?) RETURNING id`,
+			user.ID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now)).Scan(&id); err != nil {
+			return fmt.Errorf("insert instance: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET checkpoint_key = ? WHERE id = ?`, fmt.Sprintf("instance-%d", id), id); err != nil {
+			return err
+		}
+		inst, err = instanceFor(ctx, tx, user, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if inst.Kind == gpuportal.KindSpot {
+		inst.SafeUntil, _ = db.SafeUntil(ctx, inst.Model, inst.Region, inst.Count)
+	}
+	return inst, nil
+}
+
+// Stop asks for an instance to stop: at once if it has not started, else
+// its agent stops it and reports. Stopping a finished instance changes
+// nothing. An admin stopping another's instance is audited.
+func (db *DB) Stop(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Instance, error) {
+	var node string
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		i, err := instanceFor(ctx, tx, user, id)
+		if err != nil {
+			return err
+		}
+		switch i.Status {
+		case gpuportal.InstanceStopped, gpuportal.InstanceFailed, gpuportal.InstanceInterrupted:
+			return nil
+		}
+		now := db.now()
+		if i.UserID != user.ID {
+			if err := db.audit(ctx, tx, user.ID, "instance.admin_stop", fmt.Sprintf("instance/%d", i.ID), map[string]string{"status": i.Status}, map[string]string{"status": "stopped"}); err != nil {
+				return err
+			}
+		}
+		if i.Status == gpuportal.InstancePending && i.Node == "" {
+			_, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'stopped', stop_requested_at = ?, ended_at = ? WHERE id = ?`, unix(now), unix(now), i.ID)
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET stop_requested_at = ? WHERE id = ? AND stop_requested_at IS NULL`, unix(now), i.ID); err != nil {
+			return err
+		}
+		node = i.Node
+		return bumpNode(ctx, tx, node)
+	})
+	if err != nil {
+		return nil, err
+	}
+	db.Wakeups.Notify(node)
+	return db.Instance(ctx, user, id)
+}
+
+func bumpNode(ctx context.Context, tx *sql.Tx, nodeID string) error {
+	if nodeID == "" {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE nodes SET revision = revision + 1 WHERE id = ?`, nodeID)
+	return err
+}
+
+// DesiredFor is what a node should run now.
+func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDesired, error) {
+	d := gpuportal.AgentDesired{Workloads: []gpuportal.DesiredWorkload{}}
+	if err := db.read.QueryRowContext(ctx, `SELECT revision, heartbeat_seconds FROM nodes WHERE id = ?`, nodeID).Scan(&d.Revision, &d.HeartbeatSeconds); err != nil {
+		return d, fmt.Errorf("node revision: %w", err)
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+`, notice_wall_at, grace_seconds FROM instances
+		WHERE node_id = ? AND status IN ('pending', 'running', 'interrupting') AND stop_requested_at IS NULL ORDER BY id`, nodeID)
+	if err != nil {
+		return d, fmt.Errorf("desired state: %w", err)
+	}
+	type extra struct {
+		wall  sql.NullInt64
+		grace sql.NullInt64
+	}
+	var list []*gpuportal.Instance
+	var extras []extra
+	for rows.Next() {
+		var x extra
+		var i gpuportal.Instance
+		var resID, started, ended, notice, deadline, exit sql.NullInt64
+		var reason sql.NullString
+		var created int64
+		if err := rows.Scan(&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
+			&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &x.wall, &x.grace); err != nil {
+			rows.Close()
+			return d, err
+		}
+		if notice.Valid && deadline.Valid {
+			i.Interruption = &gpuportal.InstanceInterruption{NoticeAt: fromUnix(notice.Int64), Deadline: fromUnix(deadline.Int64), Reason: reason.String}
+		}
+		list = append(list, &i)
+		extras = append(extras, x)
+	}
+	rows.Close()
+	if err := db.instanceGPUs(ctx, db.read, list); err != nil {
+		return d, err
+	}
+	wallNow := db.Wall.Now()
+	for k, i := range list {
+		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, CheckpointKey: i.CheckpointKey}
+		if i.Status == gpuportal.InstanceInterrupting && i.Interruption != nil {
+			// The notice counts in real time from when it was issued, so a
+			// test clock moved ahead does not eat it.
+			notice := i.Interruption.Deadline.Sub(i.Interruption.NoticeAt)
+			if extras[k].wall.Valid {
+				notice -= wallNow.Sub(time.Unix(extras[k].wall.Int64, 0))
+			}
+			dw.Interrupt = &gpuportal.Interruption{Action: "terminate", DeadlineInSeconds: max(0, notice.Seconds()), GraceSeconds: int(extras[k].grace.Int64), Reason: i.Interruption.Reason}
+		}
+		d.Workloads = append(d.Workloads, dw)
+	}
+	return d, nil
+}
+
+// ApplyWorkloadReports records what a node's agent says about its
+// workloads: started → running; ended → interrupted, stopped or failed,
+// billed, GPUs released, auto-restart spot instances pending again. Reports
+// are idempotent: an old or repeated one changes nothing.
+func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports []gpuportal.WorkloadStatus) error {
+	if len(reports) == 0 {
+		return nil
+	}
+	changed := false
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		now := db.now()
+		for _, r := range reports {
+			i, err := scanInstance(tx.QueryRowContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE id = ? AND node_id = ? AND attempt = ?`, r.InstanceID, nodeID, r.Attempt))
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			switch {
+			case r.State == gpuportal.WorkloadRunning && i.Status == gpuportal.InstancePending:
+				if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'running', started_at = ? WHERE id = ?`, unix(now), i.ID); err != nil {
+					return err
+				}
+			case r.State == gpuportal.WorkloadExited && (i.Status == gpuportal.InstancePending || i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting):
+				var stopAsked sql.NullInt64
+				if err := tx.QueryRowContext(ctx, `SELECT stop_requested_at FROM instances WHERE id = ?`, i.ID).Scan(&stopAsked); err != nil {
+					return err
+				}
+				outcome := gpuportal.InstanceStopped
+				switch {
+				case i.Status == gpuportal.InstanceInterrupting:
+					outcome = gpuportal.InstanceInterrupted
+				case stopAsked.Valid:
+					outcome = gpuportal.InstanceStopped
+				case r.Error != "" || (r.ExitCode != nil && *r.ExitCode != 0):
+					outcome = gpuportal.InstanceFailed
+				}
+				if err := db.finishAttempt(ctx, tx, i, outcome, r.ExitCode, r.Error, stopAsked.Valid, now); err != nil {
+					return err
+				}
+				changed = true
+			}
+		}
+		if changed {
+			return bumpNode(ctx, tx, nodeID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("apply workload reports: %w", err)
+	}
+	if changed {
+		db.Wakeups.Notify(nodeID)
+	}
+	return nil
+}
+
+// finishAttempt ends an instance's current run: bill it, free its GPUs and
+// set its outcome; an interrupted auto-restart spot instance goes back to
+// pending (on any node, same checkpoint directory).
+func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, outcome string, exitCode *int, errText string, userStopped bool, now time.Time) error {
+	minutes := 0
+	if i.StartedAt != nil {
+		policy, err := policies(ctx, tx)
+		if err != nil {
+			return err
+		}
+		minutes = gpuportal.BillableMinutes(*i.StartedAt, now, i.Kind, outcome == gpuportal.InstanceInterrupted, userStopped, policy.For(i.Model).OnDemandMinBillableMinutes)
+	}
+	cost := gpuportal.RunCost(i.PricePerGPU, i.Count, minutes)
+	var code sql.NullInt64
+	if exitCode != nil {
+		code = sql.NullInt64{Int64: int64(*exitCode), Valid: true}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM instance_gpus WHERE instance_id = ?`, i.ID); err != nil {
+		return err
+	}
+	restart := outcome == gpuportal.InstanceInterrupted && i.AutoRestart
+	if restart {
+		_, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'pending', node_id = NULL, started_at = NULL, billed_minutes = billed_minutes + ?, cost_fen = cost_fen + ?,
+			restarts = restarts + 1, exit_code = ?, error = ? WHERE id = ?`, minutes, cost, code, errText, i.ID)
+		if err != nil {
+			return err
+		}
+	} else {
+		_, err := tx.ExecContext(ctx, `UPDATE instances SET status = ?, ended_at = ?, billed_minutes = billed_minutes + ?, cost_fen = cost_fen + ?, exit_code = ?, error = ? WHERE id = ?`,
+			outcome, unix(now), minutes, cost, code, errText, i.ID)
+		if err != nil {
+			return err
+		}
+	}
+	if cost > 0 {
+		desc := fmt.Sprintf("Instance #%d (%s, %d × %s): %d min", i.ID, i.Kind, i.Count, i.Model, minutes)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, instance_id, description) VALUES (?, ?, 'instance', ?, ?, ?)`,
+			i.UserID, unix(now), cost, i.ID, desc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// interrupt gives a running spot instance its notice: SIGTERM at deadline,
+// SIGKILL grace later. It is recorded for the published rates.
+func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, reason string, now, deadline time.Time, grace int) error {
+	res, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'interrupting', notice_at = ?, notice_wall_at = ?, deadline_at = ?, grace_seconds = ?, interrupt_reason = ?
+		WHERE id = ? AND status IN ('pending', 'running')`, unix(now), db.Wall.Now().Unix(), unix(deadline), grace, reason, i.ID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO interruptions (instance_id, user_id, model_id, region_id, gpus, notice_at, deadline_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		i.ID, i.UserID, i.Model, i.Region, i.Count, unix(now), unix(deadline), reason); err != nil {
+		return err
+	}
+	return bumpNode(ctx, tx, i.Node)
+}
+
+// AdminInterrupt interrupts a spot instance with the policy's notice
+// (reason admin). Audited.
+func (db *DB) AdminInterrupt(ctx context.Context, actor *gpuportal.User, id int64) (*gpuportal.Instance, error) {
+	if !actor.IsAdmin() {
+		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only admins can interrupt instances.")
+	}
+	var node string
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		i, err := instanceFor(ctx, tx, actor, id)
+		if err != nil {
+			return err
+		}
+		if i.Kind != gpuportal.KindSpot || (i.Status != gpuportal.InstanceRunning && i.Status != gpuportal.InstancePending) || i.Node == "" {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Only a placed spot instance that is not already interrupted can be interrupted (instance %d is a %s instance, %s).", i.ID, i.Kind, i.Status)
+		}
+		p, err := policies(ctx, tx)
+		if err != nil {
+			return err
+		}
+		pol := p.For(i.Model)
+		now := db.now()
+		if err := db.interrupt(ctx, tx, i, gpuportal.ReasonAdmin, now, now.Add(time.Duration(pol.SpotNoticeSeconds)*time.Second), pol.SpotGraceSeconds); err != nil {
+			return err
+		}
+		node = i.Node
+		return db.audit(ctx, tx, actor.ID, "instance.admin_interrupt", fmt.Sprintf("instance/%d", i.ID), map[string]string{"status": i.Status}, map[string]string{"status": "interrupting"})
+	})
+	if err != nil {
+		return nil, err
+	}
+	db.Wakeups.Notify(node)
+	return db.Instance(ctx, actor, id)
+}

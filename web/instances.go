@@ -1,0 +1,107 @@
+package web
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"gpuportal"
+)
+
+func (s *Server) apiLaunch(c echo.Context) error {
+	var req gpuportal.LaunchRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	inst, err := s.db.Launch(c.Request().Context(), currentUser(c), req)
+	if err != nil {
+		return err
+	}
+	s.kick()
+	return c.JSON(http.StatusCreated, inst)
+}
+
+func (s *Server) apiInstances(c echo.Context) error {
+	list, err := s.db.Instances(c.Request().Context(), currentUser(c), 0)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, list)
+}
+
+func (s *Server) apiInstance(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	inst, err := s.db.Instance(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, inst)
+}
+
+func (s *Server) apiStop(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	inst, err := s.db.Stop(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	s.kick()
+	return c.JSON(http.StatusOK, inst)
+}
+
+func (s *Server) apiAdminInterrupt(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	inst, err := s.db.AdminInterrupt(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, inst)
+}
+
+type clockRequest struct {
+	Advance string `json:"advance"`
+	Set     string `json:"set"`
+}
+
+// apiClock moves the test clock (only with --test-clock; 404 otherwise) and
+// runs the scheduler for every minute that passed.
+func (s *Server) apiClock(c echo.Context) error {
+	if s.cfg.TestClock == nil || s.cfg.Scheduler == nil {
+		return echo.ErrNotFound
+	}
+	var in clockRequest
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	now := s.cfg.TestClock.Now()
+	var to time.Time
+	switch {
+	case in.Advance != "" && in.Set == "":
+		d, err := time.ParseDuration(in.Advance)
+		if err != nil || d < 0 || d > 366*24*time.Hour {
+			return gpuportal.FieldErrorf(gpuportal.EINVALID, "advance", "advance must be a duration like \"90m\" or \"24h\", up to a year.")
+		}
+		to = now.Add(d)
+	case in.Set != "" && in.Advance == "":
+		t, err := parseTime("set", in.Set, s.cfg.Location)
+		if err != nil {
+			return err
+		}
+		to = t
+	default:
+		return gpuportal.Errorf(gpuportal.EINVALID, "Send either {\"advance\": \"90m\"} or {\"set\": \"2026-12-01T08:00:00Z\"}.")
+	}
+	if err := s.cfg.Scheduler.Advance(c.Request().Context(), s.cfg.TestClock, to); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]time.Time{"now": s.cfg.TestClock.Now()})
+}
