@@ -180,7 +180,7 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 			if err != nil {
 				return err
 			}
-			if _, _, ok := snap.placeSpot(req.Count); !ok {
+			if _, _, ok := snap.placeSpot(req.Count, ""); !ok {
 				msg := "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for."
 				e := gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", msg, req.Model, snap.spotRoom(), req.Count)
 				return e
@@ -392,7 +392,7 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 	}
 	restart := outcome == gpuportal.InstanceInterrupted && i.AutoRestart
 	if restart {
-		_, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'pending', node_id = NULL, started_at = NULL, billed_minutes = billed_minutes + ?, cost_fen = cost_fen + ?,
+		_, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'pending', last_node_id = node_id, node_id = NULL, started_at = NULL, billed_minutes = billed_minutes + ?, cost_fen = cost_fen + ?,
 			restarts = restarts + 1, exit_code = ?, error = ? WHERE id = ?`, minutes, cost, code, errText, i.ID)
 		if err != nil {
 			return err

@@ -165,10 +165,16 @@ func (p *pool) freeByNode(allowed func(poolGPU) bool) []gpuportal.FreeGPUs {
 
 func (p *pool) unreserved(g poolGPU) bool { _, r := p.reservedGPU[g.uuid]; return !r }
 
-// placeSpot finds count idle GPUs on one node for a spot instance.
-func (p *pool) placeSpot(count int) (string, []string, bool) {
+// placeSpot finds count idle GPUs on one node for a spot instance, away
+// from avoid (the node it was just interrupted on) when another fits.
+func (p *pool) placeSpot(count int, avoid string) (string, []string, bool) {
 	if p.spotRoom() < count {
 		return "", nil, false
+	}
+	if avoid != "" {
+		if node, gpus, ok := gpuportal.PlaceOnOneNode(p.freeByNode(func(g poolGPU) bool { return g.node != avoid && p.unreserved(g) }), count); ok {
+			return node, gpus, ok
+		}
 	}
 	return gpuportal.PlaceOnOneNode(p.freeByNode(p.unreserved), count)
 }

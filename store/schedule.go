@@ -300,8 +300,8 @@ func (db *DB) handleNodeFailures(ctx context.Context, tx *sql.Tx, now time.Time,
 
 // preempt gives notice to the fewest spot instances (youngest first on
 // ties) that stand in the way of reservations starting within the notice
-// horizon or of on-demand instances waiting for GPUs. A reservation's GPUs
-// are free at its start: the deadline is its start less the grace.
+// horizon (notice + grace + one tick) or of on-demand instances waiting for
+// GPUs.
 func (db *DB) preempt(ctx context.Context, tx *sql.Tx, now time.Time, res *TickResult, nodes *[]string) error {
 	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT model_id, region_id FROM instances WHERE kind = 'spot' AND status IN ('pending', 'running') AND node_id IS NOT NULL`)
 	if err != nil {
@@ -338,24 +338,15 @@ func (db *DB) preempt(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 			cands[k] = gpuportal.SpotCandidate{ID: s.id, Count: s.count, StartedAt: s.startedAt}
 			byID[s.id] = s
 		}
-		notice := time.Duration(policy.SpotNoticeSeconds) * time.Second
-		resDeadline := now.Add(notice)
-		if forReservations > 0 {
-			// The first hour the book needs the GPUs back.
-			var hour int64
-			err := tx.QueryRowContext(ctx, `SELECT hour FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour <= ? AND reserved > ? ORDER BY hour LIMIT 1`,
-				pr[0], pr[1], unix(now.Truncate(time.Hour)), unix(now.Add(spotHorizon(policy))), supply-p.onDemand-p.spotGPUs()).Scan(&hour)
-			if err == nil {
-				if d := fromUnix(hour).Add(-time.Duration(policy.SpotGraceSeconds) * time.Second); d.After(resDeadline) {
-					resDeadline = d
-				}
-			}
-		}
+		// A notice is issued at the last tick before start − notice − grace
+		// (the horizon), so the workload gets exactly the policy's notice
+		// and its GPUs are free by the reservation's start.
+		deadline := now.Add(time.Duration(policy.SpotNoticeSeconds) * time.Second)
 		covered := 0
 		for _, v := range gpuportal.ChooseVictims(cands, total) {
-			reason, deadline := gpuportal.ReasonReservation, resDeadline
+			reason := gpuportal.ReasonReservation
 			if covered >= forReservations {
-				reason, deadline = gpuportal.ReasonOnDemand, now.Add(notice)
+				reason = gpuportal.ReasonOnDemand
 			}
 			covered += v.Count
 			i, err := instanceFor(ctx, tx, nil, v.ID)
@@ -414,7 +405,7 @@ func (db *DB) place(ctx context.Context, tx *sql.Tx, now time.Time, res *TickRes
 		case gpuportal.KindOnDemand:
 			node, gpus, ok = p.placeOnDemand(i.Count)
 		default:
-			node, gpus, ok = p.placeSpot(i.Count)
+			node, gpus, ok = p.placeSpot(i.Count, db.lastNode(ctx, tx, i.ID))
 		}
 		if !ok {
 			continue
@@ -442,4 +433,10 @@ func (db *DB) place(ctx context.Context, tx *sql.Tx, now time.Time, res *TickRes
 		res.Placed++
 	}
 	return nil
+}
+
+func (db *DB) lastNode(ctx context.Context, tx *sql.Tx, instanceID int64) string {
+	var n sql.NullString
+	_ = tx.QueryRowContext(ctx, `SELECT last_node_id FROM instances WHERE id = ?`, instanceID).Scan(&n)
+	return n.String
 }

@@ -29,6 +29,7 @@ CREATE TABLE instances (
     reservation_id    INTEGER REFERENCES reservations(id),
     status            TEXT NOT NULL CHECK (status IN ('pending', 'running', 'interrupting', 'interrupted', 'stopped', 'failed')),
     node_id           TEXT REFERENCES nodes(id),
+    last_node_id      TEXT,                        -- where an auto-restarted instance ran before
     attempt           INTEGER NOT NULL DEFAULT 0,
     checkpoint_key    TEXT NOT NULL,
     price_fen         INTEGER NOT NULL,            -- per GPU-hour, fixed at launch

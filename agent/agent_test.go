@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestMetadataEndpoint(t *testing.T) {
+	views := map[string]metadataView{
+		"s1": {instanceID: "41", lifecycle: "spot"},
+		"s2": {instanceID: "42", lifecycle: "on-demand"},
+	}
+	m := newMetadataServer(func(secret string) (metadataView, bool) { v, ok := views[secret]; return v, ok })
+	srv := httptest.NewServer(m)
+	defer srv.Close()
+	do := func(method, path string, hdr map[string]string) (int, string, http.Header) {
+		req, _ := http.NewRequest(method, srv.URL+path, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	if st, body, _ := do("GET", "/w/s1/latest/meta-data/instance-id", nil); st != 200 || body != "41" {
+		t.Fatalf("instance-id = %d %q", st, body)
+	}
+	if st, body, _ := do("GET", "/w/s2/latest/meta-data/instance-life-cycle", nil); st != 200 || body != "on-demand" {
+		t.Fatalf("life cycle = %d %q", st, body)
+	}
+	// No interruption yet: 404, as on EC2.
+	if st, _, _ := do("GET", "/w/s1/latest/meta-data/spot/instance-action", nil); st != 404 {
+		t.Fatalf("instance-action before notice = %d", st)
+	}
+	// IMDSv2 token: PUT with a TTL, echoed; then GETs with it work, a wrong
+	// one is 401, and another instance's token is refused.
+	st, tok, h := do("PUT", "/w/s1/latest/api/token", map[string]string{tokenTTLHeader: "21600"})
+	if st != 200 || tok == "" || h.Get(tokenTTLHeader) != "21600" {
+		t.Fatalf("token = %d %q %v", st, tok, h)
+	}
+	if st, _, _ := do("PUT", "/w/s1/latest/api/token", nil); st != 400 {
+		t.Fatalf("token without TTL = %d", st)
+	}
+	if st, _, _ := do("GET", "/w/s1/latest/meta-data/instance-id", map[string]string{tokenHeader: tok}); st != 200 {
+		t.Fatalf("GET with token = %d", st)
+	}
+	if st, _, _ := do("GET", "/w/s1/latest/meta-data/instance-id", map[string]string{tokenHeader: "bogus"}); st != 401 {
+		t.Fatalf("GET with bad token = %d", st)
+	}
+	if st, _, _ := do("GET", "/w/s2/latest/meta-data/instance-id", map[string]string{tokenHeader: tok}); st != 401 {
+		t.Fatalf("another instance's token = %d", st)
+	}
+	// After the notice: JSON with the deadline in UTC, seconds precision.
+	views["s1"] = metadataView{instanceID: "41", lifecycle: "spot", deadline: time.Date(2026, 12, 1, 16, 22, 0, 500, time.FixedZone("CST", 8*3600))}
+	st, body, _ := do("GET", "/w/s1/latest/meta-data/spot/instance-action", nil)
+	var action map[string]string
+	_ = json.Unmarshal([]byte(body), &action)
+	if st != 200 || action["action"] != "terminate" || action["time"] != "2026-12-01T08:22:00Z" {
+		t.Fatalf("instance-action = %d %s", st, body)
+	}
+	if st, body, _ := do("GET", "/w/s1/latest/meta-data/spot/termination-time", nil); st != 200 || body != "2026-12-01T08:22:00Z" {
+		t.Fatalf("termination-time = %d %q", st, body)
+	}
+	// Each instance sees only its own answers; an unknown secret sees nothing.
+	if st, _, _ := do("GET", "/w/s2/latest/meta-data/spot/instance-action", nil); st != 404 {
+		t.Fatalf("s2 sees s1's notice: %d", st)
+	}
+	for _, p := range []string{"/w/nope/latest/meta-data/instance-id", "/latest/meta-data/instance-id", "/w//latest/meta-data/instance-id"} {
+		if st, _, _ := do("GET", p, nil); st != 404 {
+			t.Errorf("GET %s = %d", p, st)
+		}
+	}
+}
+
+func TestDockerArgs(t *testing.T) {
+	args := DockerArgs("nvidia/cuda:12.4.1-base-ubuntu22.04", Spec{
+		InstanceID: 7, GPUs: []string{"GPU-a", "GPU-b"}, Command: "python train.py",
+		Env: []string{"PATH=/usr/bin", "CUDA_VISIBLE_DEVICES=GPU-a,GPU-b", "GPUPORTAL_INSTANCE_ID=7"}, CheckpointDir: "/ckpt/instance-7",
+	})
+	got := strings.Join(args, " ")
+	for _, want := range []string{
+		`run --detach --init --name gpuportal-7 --label gpuportal.instance=7`,
+		`--gpus "device=GPU-a,GPU-b"`,
+		`--volume /ckpt/instance-7:/ckpt/instance-7 --workdir /ckpt/instance-7`,
+		`--env CUDA_VISIBLE_DEVICES=GPU-a,GPU-b --env GPUPORTAL_INSTANCE_ID=7`,
+		`nvidia/cuda:12.4.1-base-ubuntu22.04 /bin/sh -c python train.py`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("argv %q lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "PATH=") {
+		t.Errorf("argv passes the host PATH: %q", got)
+	}
+	if args[len(args)-1] != "python train.py" {
+		t.Errorf("the command must be one argument: %q", args[len(args)-1])
+	}
+}
+
+func TestBackoffGrowsWithJitterAndCaps(t *testing.T) {
+	b := backoff{min: 100 * time.Millisecond, max: 2 * time.Second}
+	prevMax := time.Duration(0)
+	for i := 0; i < 12; i++ {
+		d := b.next()
+		ceiling := min(100*time.Millisecond<<i, 2*time.Second)
+		if d < ceiling/2 || d > ceiling {
+			t.Fatalf("attempt %d: %v outside [%v, %v]", i, d, ceiling/2, ceiling)
+		}
+		prevMax = max(prevMax, d)
+	}
+	b.reset()
+	if d := b.next(); d > 100*time.Millisecond {
+		t.Fatalf("after reset: %v", d)
+	}
+}
+
+// A re-adopted process is recognised by pid and start time; a reused pid
+// is not mistaken for it.
+func TestExecRuntimeAdopt(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	pid := strconv.Itoa(cmd.Process.Pid)
+	ticks, ok := processStartTicks(cmd.Process.Pid)
+	if !ok {
+		t.Fatal("no start time")
+	}
+	p, ok := ExecRuntime{}.Adopt(pid, ticks)
+	if !ok || !p.Belongs(cmd.Process.Pid) {
+		t.Fatal("live workload not adopted")
+	}
+	if _, ok := (ExecRuntime{}).Adopt(pid, ticks+1); ok {
+		t.Fatal("adopted a process with another start time")
+	}
+	_ = p.Signal(syscall.SIGKILL)
+	done := make(chan struct{})
+	go func() { p.Wait(); close(done) }()
+	_ = cmd.Wait()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("adopted process's end not seen")
+	}
+}

@@ -1,0 +1,232 @@
+// Package e2e runs real agent processes (go-nvml mocks) against a real
+// portal over HTTP: enrollment, liveness, preemption on the node, and the
+// auto-restart of a spot workload from its checkpoint.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gpuportal"
+	"gpuportal/scheduler"
+	"gpuportal/store"
+	"gpuportal/store/storetest"
+	"gpuportal/web"
+)
+
+var agentBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gpuportal-e2e")
+	if err != nil {
+		panic(err)
+	}
+	agentBin = filepath.Join(dir, "agent")
+	build := exec.Command("go", "build", "-o", agentBin, "gpuportal/cmd/agent")
+	build.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build agent: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// portal is a real portal (web server + scheduler) on a real SQLite file,
+// over real HTTP.
+type portal struct {
+	t     *testing.T
+	url   string
+	db    *store.DB
+	clock *gpuportal.ManualClock // nil: real time
+	admin string                 // an admin's API token
+	user  string                 // a customer's API token
+}
+
+func startPortal(t *testing.T, testClock bool) *portal {
+	t.Helper()
+	db, manual := storetest.Open(t)
+	var clock gpuportal.Clock = gpuportal.RealClock{}
+	if testClock {
+		manual.Set(time.Date(2026, 12, 1, 1, 30, 0, 0, time.UTC)) // 09:30 in Shanghai
+		clock = manual
+	} else {
+		manual = nil
+		db.Clock = clock
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("E2E_VERBOSE") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	sched := scheduler.New(db, clock, gpuportal.RealClock{}, log)
+	s, err := web.New(context.Background(), web.Config{DB: db, Logger: log, Clock: clock, TestClock: manual, Location: storetest.Shanghai, Scheduler: sched})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { sched.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+	p := &portal{t: t, url: srv.URL, db: db, clock: manual}
+	p.admin = p.token(storetest.MustCreateUser(t, db, "admin@example.com", gpuportal.RoleAdmin))
+	p.user = p.token(storetest.MustCreateUser(t, db, "alice@example.com", gpuportal.RoleCustomer))
+	// Short notices so the test does not wait two minutes.
+	pol := gpuportal.DefaultPolicies()
+	pol.Global.SpotNoticeSeconds, pol.Global.SpotGraceSeconds = 10, 5
+	if err := db.SetPolicies(context.Background(), &gpuportal.User{ID: 1, Role: gpuportal.RoleAdmin}, pol); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (p *portal) token(u *gpuportal.User) string {
+	_, secret, err := p.db.CreateAPIToken(context.Background(), u.ID, "e2e")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return secret
+}
+
+// api calls the JSON API and decodes the answer into out (if not nil).
+func (p *portal) api(method, path, token, body string, out any) int {
+	p.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, p.url+path, r)
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			p.t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, raw, err)
+		}
+	}
+	if resp.StatusCode >= 400 && out == nil {
+		p.t.Logf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode
+}
+
+func (p *portal) nodes() []gpuportal.Node {
+	var nodes []gpuportal.Node
+	p.api("GET", "/api/v1/admin/nodes", p.admin, "", &nodes)
+	return nodes
+}
+
+func (p *portal) instance(id int64) gpuportal.Instance {
+	var i gpuportal.Instance
+	if st := p.api("GET", fmt.Sprintf("/api/v1/instances/%d", id), p.user, "", &i); st != 200 {
+		p.t.Fatalf("GET instance %d = %d", id, st)
+	}
+	return i
+}
+
+// eventually polls cond for up to d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s", d, what)
+}
+
+// agentProc is a real agent process.
+type agentProc struct {
+	cmd    *exec.Cmd
+	nodeID string
+	mu     sync.Mutex
+	log    strings.Builder
+}
+
+var readyLine = regexp.MustCompile(`agent ready node=(\S+) gpus=(\d+)`)
+
+// startAgent runs the agent binary with a simulated DGX and waits for its
+// "agent ready" line.
+func (p *portal) startAgent(t *testing.T, stateDir, checkpoints, backend string, enroll bool) *agentProc {
+	t.Helper()
+	args := []string{"--portal", p.url, "--state-dir", stateDir, "--checkpoint-root", checkpoints, "--region", "cd-1",
+		"--nvml", backend, "--heartbeat", "1s", "--hostname", filepath.Base(stateDir)}
+	if enroll {
+		var out struct{ Token string }
+		if st := p.api("POST", "/api/v1/admin/enrollment-tokens", p.admin, `{"region":"cd-1"}`, &out); st != 201 {
+			t.Fatalf("enrollment token: %d", st)
+		}
+		args = append(args, "--enroll-token", out.Token)
+	}
+	a := &agentProc{cmd: exec.Command(agentBin, args...)}
+	stdout, _ := a.cmd.StdoutPipe()
+	a.cmd.Stderr = &lockedWriter{a: a}
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil {
+				ready <- m[1]
+			}
+		}
+	}()
+	t.Cleanup(func() { a.kill() })
+	select {
+	case a.nodeID = <-ready:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("agent did not get ready:\n%s", a.output())
+	}
+	return a
+}
+
+type lockedWriter struct{ a *agentProc }
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.a.mu.Lock()
+	defer w.a.mu.Unlock()
+	if os.Getenv("E2E_VERBOSE") != "" {
+		os.Stderr.Write(b)
+	}
+	return w.a.log.Write(b)
+}
+
+func (a *agentProc) output() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.log.String()
+}
+
+func (a *agentProc) kill() {
+	if a.cmd.ProcessState == nil {
+		_ = a.cmd.Process.Signal(syscall.SIGKILL)
+		_ = a.cmd.Wait()
+	}
+}
