@@ -465,3 +465,21 @@ func (db *DB) AdminInterrupt(ctx context.Context, actor *gpuportal.User, id int6
 	db.Wakeups.Notify(node)
 	return db.Instance(ctx, actor, id)
 }
+
+// ReservationGPUs lists the GPUs assigned to an active reservation.
+func (db *DB) ReservationGPUs(ctx context.Context, reservationID int64) ([]string, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT rg.gpu_uuid FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid WHERE rg.reservation_id = ? ORDER BY g.node_id, g.idx`, reservationID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}

@@ -327,13 +327,33 @@ func (db *DB) Reservations(ctx context.Context, user *gpuportal.User, f Reservat
 		}
 		out = append(out, *r)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	for k := range out {
+		if out[k].Status == gpuportal.ReservationActive {
+			if out[k].GPUs, err = db.ReservationGPUs(ctx, out[k].ID); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
 }
 
 // Reservation returns one reservation the user may see (their own, or any
 // for an admin). Another customer's is not_found, exactly like a missing one.
 func (db *DB) Reservation(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Reservation, error) {
-	return reservationFor(ctx, db.read, user, id)
+	r, err := reservationFor(ctx, db.read, user, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.Status == gpuportal.ReservationActive {
+		if r.GPUs, err = db.ReservationGPUs(ctx, r.ID); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 func reservationFor(ctx context.Context, q queryer, user *gpuportal.User, id int64) (*gpuportal.Reservation, error) {
