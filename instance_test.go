@@ -25,8 +25,8 @@ func TestChooseVictims(t *testing.T) {
 		want []int64
 	}{
 		{0, nil},
-		{1, []int64{4}},    // any one instance covers: the youngest
-		{3, []int64{2}},    // one 4-GPU instance instead of two 2-GPU ones
+		{1, []int64{4}}, // any one instance covers: the youngest
+		{3, []int64{2}}, // one 4-GPU instance instead of two 2-GPU ones
 		{4, []int64{2}},
 		{5, []int64{4, 2}}, // two instances, the youngest that still cover
 		{6, []int64{3, 2}}, // the younger of the two 2-GPU instances

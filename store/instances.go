@@ -181,9 +181,8 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 				return err
 			}
 			if _, _, ok := snap.placeSpot(req.Count, ""); !ok {
-				msg := "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for."
-				e := gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", msg, req.Model, snap.spotRoom(), req.Count)
-				return e
+				return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for.",
+					req.Model, snap.spotRoom(), req.Count)
 			}
 		case gpuportal.KindReserved:
 			price = 0

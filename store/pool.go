@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"gpuportal"
@@ -17,14 +16,14 @@ type pool struct {
 	model, region string
 	now           time.Time
 	policy        gpuportal.Policy
-	healthy       []poolGPU         // healthy GPUs on online, non-draining nodes
-	heldBy        map[string]int64  // gpu → instance holding it
-	reservedGPU   map[string]int64  // gpu → active reservation it is assigned to
-	spots         []poolInstance    // placed spot instances not yet interrupted
-	onDemand      int               // GPUs of placed on-demand instances
-	onDemandWait  int               // GPUs of on-demand instances waiting for a place
-	reservedMax   int               // most GPUs reserved in any hour of the spot horizon
-	reservedDay   int               // most GPUs reserved in any hour of the next 24 h
+	healthy       []poolGPU        // healthy GPUs on online, non-draining nodes
+	heldBy        map[string]int64 // gpu → instance holding it
+	reservedGPU   map[string]int64 // gpu → active reservation it is assigned to
+	spots         []poolInstance   // placed spot instances not yet interrupted
+	onDemand      int              // GPUs of placed on-demand instances
+	onDemandWait  int              // GPUs of on-demand instances waiting for a place
+	reservedMax   int              // most GPUs reserved in any hour of the spot horizon
+	reservedDay   int              // most GPUs reserved in any hour of the next 24 h
 }
 
 type poolGPU struct {
@@ -229,9 +228,4 @@ func safeUntil(ctx context.Context, q queryer, p *pool, k int) (*time.Time, erro
 		t = p.now
 	}
 	return &t, nil
-}
-
-// youngestFirst orders spot instances for interruption ties.
-func youngestFirst(s []poolInstance) {
-	sort.SliceStable(s, func(i, j int) bool { return s[i].startedAt.After(s[j].startedAt) })
 }

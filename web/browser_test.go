@@ -122,3 +122,11 @@ func TestBrowserSignUpLogInSwitchLanguage(t *testing.T) {
 		t.Fatalf("language not remembered: %+v %v", u, err)
 	}
 }
+
+// waitJS waits until a JavaScript expression is true in the page.
+func waitJS(t *testing.T, ctx context.Context, expr string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr)); err != nil {
+		t.Fatalf("waiting for %s: %v", expr, err)
+	}
+}

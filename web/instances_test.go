@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -117,5 +118,53 @@ func TestAgentAPIAuth(t *testing.T) {
 	}
 	if st, body := e.apiCall("POST", "/api/v1/agent/heartbeat", nodeTok, `{"revision":"x"}`); st != http.StatusBadRequest {
 		t.Fatalf("malformed heartbeat = %d %s", st, body)
+	}
+}
+
+func TestInstanceAndFleetPages(t *testing.T) {
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	if p := b.get("/instances"); p.status != 200 || !strings.Contains(p.body, `data-testid="launch-form"`) || !strings.Contains(p.body, "¥2.40") ||
+		!strings.Contains(p.body, "No booking in the next 90 days") {
+		t.Fatalf("instances page = %d", p.status)
+	}
+	p := b.post("/instances", url.Values{"kind": {"spot"}, "model": {"a100-80g"}, "region": {"cd-1"}, "count": {"2"}, "command": {"python train.py"}, "auto_restart": {"true"}})
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("launch form = %d %s", p.status, p.body)
+	}
+	list := b.get("/instances/list")
+	if !strings.Contains(list.body, `data-testid="instance-1"`) || strings.Contains(list.body, "<html") {
+		t.Fatalf("list fragment = %s", list.body)
+	}
+	if p := b.post("/instances", url.Values{"kind": {"spot"}, "model": {"a100-80g"}, "region": {"cd-1"}, "count": {"20"}, "command": {"x"}}); p.status != http.StatusBadRequest || !strings.Contains(p.body, `data-testid="error-count"`) {
+		t.Fatalf("bad count = %d", p.status)
+	}
+	if p := b.post("/instances/1/stop", nil); p.status != http.StatusSeeOther {
+		t.Fatalf("stop = %d", p.status)
+	}
+	if p := b.get("/admin/nodes"); p.status != http.StatusForbidden {
+		t.Fatalf("customer fleet page = %d", p.status)
+	}
+	a := e.browser()
+	a.login("admin@example.com", storetest.Password)
+	if p := a.get("/admin/nodes"); p.status != 200 || !strings.Contains(p.body, `data-testid="node-a-1"`) || strings.Count(p.body, "<progress") != 8 {
+		t.Fatalf("fleet page = %d", p.status)
+	}
+	if p := a.post("/admin/nodes/a-1/drain", url.Values{"drain": {"true"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("drain = %d", p.status)
+	}
+	if n, _ := e.db.HealthyGPUs(t.Context(), "a100-80g", "cd-1"); n != 0 {
+		t.Fatalf("a drained node still offers %d GPUs", n)
+	}
+	if p := a.get("/admin/nodes/table"); !strings.Contains(p.body, `data-testid="undrain"`) {
+		t.Fatal("no undrain button on a draining node")
+	}
+	a.post("/admin/nodes/a-1/drain", url.Values{"drain": {"false"}})
+	if n, _ := e.db.HealthyGPUs(t.Context(), "a100-80g", "cd-1"); n != 8 {
+		t.Fatalf("undrained node offers %d GPUs", n)
 	}
 }

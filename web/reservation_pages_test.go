@@ -141,7 +141,10 @@ func TestBrowserBookAndCancel(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="calendar-grid"]`)),
 		// Monday 20:00–24:00 (the clock is Monday 08:00): 12 h ahead.
 		chromedp.Click(chromedp.CSS(`[data-testid="slot-2026-11-30T20:00"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="quote-hint"]`)),
+	)
+	// Wait for the first click's quote panel before the second click.
+	waitJS(t, ctx, `(document.querySelector('[data-testid="quote-hint"]') || {textContent: ""}).textContent.includes("last hour")`)
+	run(
 		chromedp.Click(chromedp.CSS(`[data-testid="slot-2026-11-30T23:00"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="quote-total"]`)),
 	)

@@ -42,6 +42,13 @@ func (s *Server) routes() {
 	app.POST("/reservations/:id/cancel", s.handleCancelForm, requireUser)
 	app.GET("/reservations/:id/ics", s.handleICS, requireUser)
 	app.GET("/ledger", s.handleLedgerPage, requireUser)
+	app.GET("/instances", s.handleInstancesPage, requireUser)
+	app.GET("/instances/list", s.handleInstanceList, requireUser)
+	app.POST("/instances", s.handleLaunchForm, requireUser)
+	app.POST("/instances/:id/stop", s.handleStopForm, requireUser)
+	app.GET("/admin/nodes", s.handleFleetPage, requireAdmin)
+	app.GET("/admin/nodes/table", s.handleFleetTable, requireAdmin)
+	app.POST("/admin/nodes/:id/drain", s.handleDrainForm, requireAdmin)
 	app.GET("/admin", s.handleAdmin, requireAdmin)
 	app.POST("/admin/models/:id/price", s.handleSetPriceForm, requireAdmin)
 

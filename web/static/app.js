@@ -41,3 +41,14 @@ document.addEventListener("htmx:configRequest", function (evt) {
   document.addEventListener("htmx:afterSwap", highlight);
   document.addEventListener("DOMContentLoaded", highlight);
 })();
+
+// Interruption countdowns tick every second between the list's refreshes
+// (counting from the seconds left that the server rendered, so they follow
+// the portal's clock, not the browser's).
+setInterval(function () {
+  document.querySelectorAll(".countdown[data-left]").forEach(function (el) {
+    var left = Math.max(0, parseInt(el.dataset.left, 10) - 1);
+    el.dataset.left = String(left);
+    el.textContent = el.textContent.replace(/\d+ s/, left + " s");
+  });
+}, 1000);

@@ -1,0 +1,144 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"gpuportal"
+	"gpuportal/web/i18n"
+	"gpuportal/web/templates"
+)
+
+// instancesPage builds /instances around a launch form's state.
+func (s *Server) instancesPage(c echo.Context, form templates.LaunchForm) (templates.InstancesPage, error) {
+	ctx := c.Request().Context()
+	models, err := s.db.Models(ctx)
+	if err != nil {
+		return templates.InstancesPage{}, err
+	}
+	regions, err := s.db.Regions(ctx)
+	if err != nil {
+		return templates.InstancesPage{}, err
+	}
+	if form.Model == "" {
+		form.Model, form.Region, form.Kind, form.Count = models[0].ID, regions[0].ID, gpuportal.KindSpot, 1
+	}
+	pol, err := s.db.Policies(ctx)
+	if err != nil {
+		return templates.InstancesPage{}, err
+	}
+	for _, m := range models {
+		if m.ID == form.Model {
+			form.ListPrice = m.ListPrice
+			form.SpotPrice = gpuportal.SpotPrice(m.ListPrice, pol.For(m.ID).SpotDiscountPercent)
+		}
+	}
+	form.SafeUntil, _ = s.db.SafeUntil(ctx, form.Model, form.Region, max(form.Count, 1))
+	list, err := s.db.Instances(ctx, currentUser(c), 0)
+	if err != nil {
+		return templates.InstancesPage{}, err
+	}
+	return templates.InstancesPage{Models: models, Regions: regions, Launch: form, Instances: list, Now: s.cfg.Clock.Now(), AllUsers: currentUser(c).IsAdmin()}, nil
+}
+
+func (s *Server) handleInstancesPage(c echo.Context) error {
+	p, err := s.instancesPage(c, templates.LaunchForm{})
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Instances(p))
+}
+
+func (s *Server) handleInstanceList(c echo.Context) error {
+	list, err := s.db.Instances(c.Request().Context(), currentUser(c), 0)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.InstanceList(list, s.cfg.Clock.Now()))
+}
+
+func (s *Server) handleLaunchForm(c echo.Context) error {
+	form := templates.LaunchForm{
+		Kind: c.FormValue("kind"), Model: c.FormValue("model"), Region: c.FormValue("region"),
+		Command: c.FormValue("command"), AutoRestart: c.FormValue("auto_restart") == "true",
+		ReservationID: strings.TrimSpace(c.FormValue("reservation_id")),
+	}
+	req := gpuportal.LaunchRequest{Kind: form.Kind, Model: form.Model, Region: form.Region, Command: form.Command, AutoRestart: form.AutoRestart}
+	var err error
+	if form.Count, err = strconv.Atoi(c.FormValue("count")); err != nil {
+		err = gpuportal.FieldErrorf(gpuportal.EINVALID, "count", "The GPU count must be a whole number.")
+	}
+	req.Count = form.Count
+	if err == nil && form.ReservationID != "" {
+		id, perr := strconv.ParseInt(form.ReservationID, 10, 64)
+		if perr != nil {
+			err = gpuportal.FieldErrorf(gpuportal.EINVALID, "reservation_id", "The reservation number must be a number.")
+		}
+		req.ReservationID = &id
+	}
+	var inst *gpuportal.Instance
+	if err == nil {
+		inst, err = s.db.Launch(c.Request().Context(), currentUser(c), req)
+	}
+	if err != nil {
+		code := gpuportal.ErrorCode(err)
+		if code == gpuportal.EINTERNAL {
+			return err
+		}
+		msg := i18n.Error(reqOf(c).lang, err)
+		if f := gpuportal.ErrorField(err); f == "count" || f == "command" || f == "reservation_id" {
+			form.Errors = templates.FieldErrors{f: msg}
+		} else {
+			form.Error = msg
+		}
+		p, perr := s.instancesPage(c, form)
+		if perr != nil {
+			return perr
+		}
+		return s.render(c, statusOf[code], templates.Instances(p))
+	}
+	s.kick()
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Instance #%d launched: it starts as soon as its GPUs are assigned.", inst.ID))
+	return redirect(c, "/instances")
+}
+
+func (s *Server) handleStopForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	if _, err := s.db.Stop(c.Request().Context(), currentUser(c), id); err != nil {
+		return err
+	}
+	s.kick()
+	s.addFlash(c, "info", i18n.T(reqOf(c).lang, "Instance #%d is stopping.", id))
+	return redirect(c, "/instances")
+}
+
+func (s *Server) handleFleetPage(c echo.Context) error {
+	nodes, err := s.db.Nodes(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Fleet(templates.FleetPage{Nodes: nodes}))
+}
+
+func (s *Server) handleFleetTable(c echo.Context) error {
+	nodes, err := s.db.Nodes(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.FleetTable(nodes))
+}
+
+func (s *Server) handleDrainForm(c echo.Context) error {
+	drain := c.FormValue("drain") != "false"
+	if err := s.db.SetDrain(c.Request().Context(), currentUser(c), c.Param("id"), drain); err != nil {
+		return err
+	}
+	s.kick()
+	return redirect(c, "/admin/nodes")
+}
