@@ -122,36 +122,53 @@ func (db *DB) NodeByToken(ctx context.Context, token string) (string, error) {
 // It returns the node's current desired-state revision.
 func (db *DB) RecordHeartbeat(ctx context.Context, nodeID string, hb gpuportal.AgentHeartbeat, now time.Time) (int64, error) {
 	var revision int64
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	hbSec := hb.HeartbeatSeconds
+	if hbSec < 1 || hbSec > 300 {
+		hbSec = 10
+	}
+	upNodeStmt, err := db.prepare(ctx, `UPDATE nodes SET last_heartbeat_at = ?, online = 1, heartbeat_seconds = ? WHERE id = ?`)
+	if err != nil {
+		return 0, err
+	}
+	upGPUStmt, err := db.prepare(ctx, `UPDATE gpus SET memory_used_mib = ?, utilization_percent = ?, temperature_c = ?, power_w = ?,
+			xid_errors = ?, last_xid = ?, ecc_uncorrected = ?, healthy = ? WHERE uuid = ?`)
+	if err != nil {
+		return 0, err
+	}
+	err = db.inTx(ctx, func(tx *sql.Tx) error {
 		var online bool
-		hbSec := hb.HeartbeatSeconds
-		if hbSec < 1 || hbSec > 300 {
-			hbSec = 10
-		}
 		if err := tx.QueryRowContext(ctx, `SELECT online, revision FROM nodes WHERE id = ?`, nodeID).Scan(&online, &revision); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET last_heartbeat_at = ?, online = 1, heartbeat_seconds = ? WHERE id = ?`, now.Unix(), hbSec, nodeID); err != nil {
+		healthChanged := !online
+		health := map[string]bool{}
+		rows, err := tx.QueryContext(ctx, `SELECT uuid, healthy FROM gpus WHERE node_id = ?`, nodeID)
+		if err != nil {
 			return err
 		}
-		healthChanged := !online
+		for rows.Next() {
+			var u string
+			var h bool
+			if err := rows.Scan(&u, &h); err != nil {
+				rows.Close()
+				return err
+			}
+			health[u] = h
+		}
+		rows.Close()
+		upNode, upGPU := tx.StmtContext(ctx, upNodeStmt), tx.StmtContext(ctx, upGPUStmt)
+		if _, err := upNode.ExecContext(ctx, now.Unix(), hbSec, nodeID); err != nil {
+			return err
+		}
 		for _, g := range hb.GPUs {
-			res, err := tx.ExecContext(ctx, `UPDATE gpus SET memory_used_mib = ?, utilization_percent = ?, temperature_c = ?, power_w = ?,
-				xid_errors = ?, last_xid = ?, ecc_uncorrected = ? WHERE uuid = ? AND node_id = ?`,
-				g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected, g.UUID, nodeID)
-			if err != nil {
+			was, ours := health[g.UUID]
+			if !ours {
+				continue // not a GPU we rent, or another node's
+			}
+			if _, err := upGPU.ExecContext(ctx, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected, g.Healthy, g.UUID); err != nil {
 				return err
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				continue // not a GPU we rent
-			}
-			res, err = tx.ExecContext(ctx, `UPDATE gpus SET healthy = ? WHERE uuid = ? AND healthy <> ?`, g.Healthy, g.UUID, g.Healthy)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n > 0 {
-				healthChanged = true
-			}
+			healthChanged = healthChanged || was != g.Healthy
 		}
 		if healthChanged {
 			return recomputeCapacity(ctx, tx)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"gpuportal"
@@ -35,6 +36,30 @@ type DB struct {
 	// Wall is real time, for what agents enforce in their own clocks
 	// (the notice they are given counts from the real moment it was issued).
 	Wall gpuportal.Clock
+
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt // hot-path statements, prepared once
+}
+
+// prepare returns a statement prepared once on the write connection, so
+// the hot paths (heartbeats) skip re-parsing SQL. Call it outside a
+// transaction (the write pool has one connection) and use the statement in
+// one with tx.StmtContext.
+func (db *DB) prepare(ctx context.Context, query string) (*sql.Stmt, error) {
+	db.stmtMu.Lock()
+	defer db.stmtMu.Unlock()
+	if s, ok := db.stmts[query]; ok {
+		return s, nil
+	}
+	s, err := db.write.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if db.stmts == nil {
+		db.stmts = map[string]*sql.Stmt{}
+	}
+	db.stmts[query] = s
+	return s, nil
 }
 
 // Open opens the database named by dsn: a SQLite file path (created if
@@ -87,6 +112,11 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock) (*DB, e
 
 // Close closes the database.
 func (db *DB) Close() error {
+	db.stmtMu.Lock()
+	for _, s := range db.stmts {
+		s.Close()
+	}
+	db.stmtMu.Unlock()
 	return errors.Join(db.read.Close(), db.write.Close())
 }
 
