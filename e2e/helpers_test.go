@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 // portal is a real portal (web server + scheduler) on a real SQLite file,
 // over real HTTP.
 type portal struct {
-	t     *testing.T
+	t     testing.TB
 	url   string
 	db    *store.DB
 	clock *gpuportal.ManualClock // nil: real time
@@ -59,7 +59,11 @@ type portal struct {
 	user  string                 // a customer's API token
 }
 
-func startPortal(t *testing.T, testClock bool) *portal {
+func startPortal(t *testing.T, testClock bool) *portal { return startPortalTB(t, testClock) }
+
+func startPortalB(b *testing.B) *portal { return startPortalTB(b, false) }
+
+func startPortalTB(t testing.TB, testClock bool) *portal {
 	t.Helper()
 	db, manual := storetest.Open(t)
 	var clock gpuportal.Clock = gpuportal.RealClock{}
@@ -174,8 +178,21 @@ var readyLine = regexp.MustCompile(`agent ready node=(\S+) gpus=(\d+)`)
 // "agent ready" line.
 func (p *portal) startAgent(t *testing.T, stateDir, checkpoints, backend string, enroll bool) *agentProc {
 	t.Helper()
+	return p.runAgent(t, stateDir, checkpoints, backend, enroll, "1s", "")
+}
+
+// startAgentArgs enrols an agent with a given heartbeat and metrics address.
+func (p *portal) startAgentArgs(t testing.TB, stateDir, checkpoints, backend, heartbeat, metrics string) *agentProc {
+	return p.runAgent(t, stateDir, checkpoints, backend, true, heartbeat, metrics)
+}
+
+func (p *portal) runAgent(t testing.TB, stateDir, checkpoints, backend string, enroll bool, heartbeat, metrics string) *agentProc {
+	t.Helper()
 	args := []string{"--portal", p.url, "--state-dir", stateDir, "--checkpoint-root", checkpoints, "--region", "cd-1",
-		"--nvml", backend, "--heartbeat", "1s", "--hostname", filepath.Base(stateDir)}
+		"--nvml", backend, "--heartbeat", heartbeat, "--hostname", filepath.Base(stateDir)}
+	if metrics != "" {
+		args = append(args, "--metrics-addr", metrics)
+	}
 	if enroll {
 		var out struct{ Token string }
 		if st := p.api("POST", "/api/v1/admin/enrollment-tokens", p.admin, `{"region":"cd-1"}`, &out); st != 201 {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"database/sql"
 	"encoding/json"
 	"time"
@@ -46,4 +47,39 @@ func (db *DB) BulkInsertReservationsForBenchmark(ctx context.Context, userID int
 		return nil
 	})
 	return err
+}
+
+// BulkRunSpotForBenchmark puts n running 1-GPU spot instances on the first
+// n free GPUs of a model (benchmarks only: no checks, no placement).
+func (db *DB) BulkRunSpotForBenchmark(ctx context.Context, userID int64, model, region string, n int) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT g.uuid, g.node_id FROM gpus g JOIN nodes nd ON nd.id = g.node_id WHERE g.model_id = ? AND nd.region_id = ?
+			AND g.uuid NOT IN (SELECT gpu_uuid FROM instance_gpus) ORDER BY g.node_id, g.idx LIMIT ?`, model, region, n)
+		if err != nil {
+			return err
+		}
+		type gpu struct{ uuid, node string }
+		var gpus []gpu
+		for rows.Next() {
+			var g gpu
+			if err := rows.Scan(&g.uuid, &g.node); err != nil {
+				rows.Close()
+				return err
+			}
+			gpus = append(gpus, g)
+		}
+		rows.Close()
+		now := unix(db.now())
+		for i, g := range gpus {
+			var id int64
+			if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, status, node_id, attempt, checkpoint_key, price_fen, created_at, started_at)
+				VALUES (?, 'spot', ?, ?, 1, 'train', 'running', ?, 1, ?, 240, ?, ?) RETURNING id`, userID, model, region, g.node, fmt.Sprintf("bench-%d", i), now, now).Scan(&id); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g.uuid, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

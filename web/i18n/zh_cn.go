@@ -302,6 +302,8 @@ var zhCN = map[string]string{
 	"advance must be a duration like \"90m\" or \"24h\", up to a year.":                                                  "advance 必须是时长，例如 \"90m\" 或 \"24h\"，最长一年。",
 	"Send either {\"advance\": \"90m\"} or {\"set\": \"2026-12-01T08:00:00Z\"}.":                                         "请发送 {\"advance\": \"90m\"} 或 {\"set\": \"2026-12-01T08:00:00Z\"} 之一。",
 
+	"Run on this reservation": "在此预订上运行",
+
 	// Fleet and agents.
 	"Fleet": "机群",
 	"Nodes and GPUs with live telemetry (refreshed every 5 s). Enrol a node with `portal enroll-token --region R`.": "节点与 GPU 的实时遥测（每 5 秒刷新）。使用 `portal enroll-token --region R` 注册新节点。",
