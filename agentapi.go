@@ -66,6 +66,8 @@ type WorkloadStatus struct {
 	// left on its GPUs.
 	GPUsFree bool   `json:"gpus_free"`
 	Error    string `json:"error,omitempty"` // it could not be started
+	// LogTail is the end of the workload's output (at most 4 KiB).
+	LogTail string `json:"log_tail,omitempty"`
 }
 
 // AgentHeartbeat reports a node's GPUs and workloads. WaitSeconds > 0 asks

@@ -107,6 +107,7 @@ type Instance struct {
 	ExitCode      *int                  `json:"exit_code,omitempty"`
 	Error         string                `json:"error,omitempty"`
 	Restarts      int                   `json:"restarts"`
+	LogTail       string                `json:"log_tail,omitempty"`
 	Attempt       int                   `json:"attempt"`
 	CheckpointKey string                `json:"-"`
 }

@@ -251,7 +251,8 @@ func (a *Agent) heartbeat(wait bool) gpuportal.AgentHeartbeat {
 func (a *Agent) statusesLocked() []gpuportal.WorkloadStatus {
 	out := []gpuportal.WorkloadStatus{}
 	for _, w := range a.workloads {
-		st := gpuportal.WorkloadStatus{InstanceID: w.rec.InstanceID, Attempt: w.rec.Attempt, State: gpuportal.WorkloadRunning, StartedAt: w.rec.StartedAt, Signal: w.signal}
+		st := gpuportal.WorkloadStatus{InstanceID: w.rec.InstanceID, Attempt: w.rec.Attempt, State: gpuportal.WorkloadRunning, StartedAt: w.rec.StartedAt, Signal: w.signal,
+			LogTail: tailFile(a.logPath(w.rec.InstanceID), 4096)}
 		if w.exited {
 			st.State = gpuportal.WorkloadExited
 			end := w.endedAt
@@ -424,7 +425,7 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	}
 	proc, err := a.cfg.Runtime.Start(Spec{
 		InstanceID: dw.InstanceID, GPUs: dw.GPUs, Command: dw.Command, Env: env, CheckpointDir: w.rec.CheckpointDir,
-		LogPath: filepath.Join(a.cfg.StateDir, "logs", fmt.Sprintf("instance-%d.log", dw.InstanceID)),
+		LogPath: a.logPath(dw.InstanceID),
 	})
 	if err != nil {
 		fail(err)
@@ -643,3 +644,39 @@ func (a *Agent) metadataView(secret string) (metadataView, bool) {
 
 // NodeID is the id the portal gave this node (after Run has enrolled).
 func (a *Agent) NodeID() string { return a.creds.NodeID }
+
+func (a *Agent) logPath(instanceID int64) string {
+	return filepath.Join(a.cfg.StateDir, "logs", fmt.Sprintf("instance-%d.log", instanceID))
+}
+
+// tailFile returns the last max bytes of a file, from a line start.
+func tailFile(path string, max int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil || info.Size() == 0 {
+		return ""
+	}
+	off := max64(0, info.Size()-max)
+	buf := make([]byte, info.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return ""
+	}
+	s := string(buf)
+	if off > 0 {
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			s = s[i+1:]
+		}
+	}
+	return strings.ToValidUTF8(s, "?")
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}

@@ -150,6 +150,9 @@ func TestPreemptionOnTheNode(t *testing.T) {
 		}
 		return false
 	})
+	if tail := p.instance(good.ID).LogTail; tail != "" {
+		t.Logf("log tail: %q", tail)
+	}
 	if !strings.Contains(ag.output(), "grace over: SIGKILL") || !strings.Contains(ag.output(), "gpus_free=true") {
 		t.Errorf("agent log lacks the SIGKILL or the GPU check:\n%s", ag.output())
 	}

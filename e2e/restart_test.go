@@ -131,7 +131,7 @@ func TestAgentRestartReadoptsWorkloads(t *testing.T) {
 	p := startPortal(t, false)
 	dir := t.TempDir()
 	ag := p.startAgent(t, dir+"/node", dir+"/ckpt", "mock:dgxh100", true)
-	body, _ := json.Marshal(map[string]any{"kind": "on_demand", "model": "h100-80g", "region": "cd-1", "count": 2, "command": "echo $$ > $GPUPORTAL_CHECKPOINT_DIR/pid; i=0; while [ $i -lt 600 ]; do i=$((i+1)); sleep 0.1; done"})
+	body, _ := json.Marshal(map[string]any{"kind": "on_demand", "model": "h100-80g", "region": "cd-1", "count": 2, "command": "echo hello from the GPU; echo $$ > $GPUPORTAL_CHECKPOINT_DIR/pid; i=0; while [ $i -lt 600 ]; do i=$((i+1)); sleep 0.1; done"})
 	var inst gpuportal.Instance
 	if st := p.api("POST", "/api/v1/instances", p.user, string(body), &inst); st != 201 {
 		t.Fatalf("launch = %d", st)
@@ -144,6 +144,7 @@ func TestAgentRestartReadoptsWorkloads(t *testing.T) {
 	if got := p.instance(inst.ID); got.Status != gpuportal.InstanceRunning || got.Attempt != 1 {
 		t.Fatalf("after the agent restart: %+v", got)
 	}
+	eventually(t, 5*time.Second, "the workload's output in the instance", func() bool { return strings.Contains(p.instance(inst.ID).LogTail, "hello from the GPU") })
 	var stopped gpuportal.Instance
 	p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", inst.ID), p.user, "", &stopped)
 	eventually(t, 15*time.Second, "the stop", func() bool { return p.instance(inst.ID).Status == gpuportal.InstanceStopped })

@@ -2,9 +2,9 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"gpuportal"

@@ -12,7 +12,7 @@ import (
 )
 
 const instanceColumns = `id, user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, coalesce(node_id, ''),
-	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts`
+	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail`
 
 func scanInstance(row interface{ Scan(...any) error }) (*gpuportal.Instance, error) {
 	var i gpuportal.Instance
@@ -20,7 +20,7 @@ func scanInstance(row interface{ Scan(...any) error }) (*gpuportal.Instance, err
 	var reason sql.NullString
 	var created int64
 	if err := row.Scan(&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
-		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts); err != nil {
+		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail); err != nil {
 		return nil, err
 	}
 	i.CreatedAt = fromUnix(created)
@@ -281,7 +281,7 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 		var reason sql.NullString
 		var created int64
 		if err := rows.Scan(&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
-			&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &x.wall, &x.grace); err != nil {
+			&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &x.wall, &x.grace); err != nil {
 			rows.Close()
 			return d, err
 		}
@@ -329,6 +329,15 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 				continue
 			} else if err != nil {
 				return err
+			}
+			if r.LogTail != "" && r.LogTail != i.LogTail {
+				tail := r.LogTail
+				if len(tail) > 4096 {
+					tail = tail[len(tail)-4096:]
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE instances SET log_tail = ? WHERE id = ?`, tail, i.ID); err != nil {
+					return err
+				}
 			}
 			switch {
 			case r.State == gpuportal.WorkloadRunning && i.Status == gpuportal.InstancePending:

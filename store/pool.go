@@ -60,34 +60,14 @@ func loadPool(ctx context.Context, q queryer, model, region string, now time.Tim
 		p.healthy = append(p.healthy, g)
 	}
 	rows.Close()
-	rows, err = q.QueryContext(ctx, `SELECT ig.gpu_uuid, ig.instance_id FROM instance_gpus ig JOIN instances i ON i.id = ig.instance_id WHERE i.model_id = ? AND i.region_id = ?`, model, region)
-	if err != nil {
+	if err := gpuOwners(ctx, q, p.heldBy, `SELECT ig.gpu_uuid, ig.instance_id FROM instance_gpus ig JOIN instances i ON i.id = ig.instance_id
+		WHERE i.model_id = ? AND i.region_id = ?`, model, region); err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var g string
-		var id int64
-		if err := rows.Scan(&g, &id); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		p.heldBy[g] = id
-	}
-	rows.Close()
-	rows, err = q.QueryContext(ctx, `SELECT rg.gpu_uuid, rg.reservation_id FROM reservation_gpus rg JOIN reservations r ON r.id = rg.reservation_id WHERE r.model_id = ? AND r.region_id = ?`, model, region)
-	if err != nil {
+	if err := gpuOwners(ctx, q, p.reservedGPU, `SELECT rg.gpu_uuid, rg.reservation_id FROM reservation_gpus rg JOIN reservations r ON r.id = rg.reservation_id
+		WHERE r.model_id = ? AND r.region_id = ?`, model, region); err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var g string
-		var id int64
-		if err := rows.Scan(&g, &id); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		p.reservedGPU[g] = id
-	}
-	rows.Close()
 	rows, err = q.QueryContext(ctx, `SELECT id, kind, count, coalesce(node_id, ''), coalesce(started_at, created_at) FROM instances
 		WHERE model_id = ? AND region_id = ? AND kind IN ('spot', 'on_demand') AND status IN ('pending', 'running')`, model, region)
 	if err != nil {
@@ -119,6 +99,24 @@ func loadPool(ctx context.Context, q queryer, model, region string, now time.Tim
 		return nil, err
 	}
 	return p, nil
+}
+
+// gpuOwners fills into with the (gpu, owner id) rows of query.
+func gpuOwners(ctx context.Context, q queryer, into map[string]int64, query string, args ...any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("load GPU owners: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var g string
+		var id int64
+		if err := rows.Scan(&g, &id); err != nil {
+			return err
+		}
+		into[g] = id
+	}
+	return rows.Err()
 }
 
 // maxReserved is the most GPUs reserved in any hour that overlaps [from, to].

@@ -46,7 +46,8 @@ CREATE TABLE instances (
     stop_requested_at INTEGER,
     exit_code         INTEGER,
     error             TEXT NOT NULL DEFAULT '',
-    restarts          INTEGER NOT NULL DEFAULT 0
+    restarts          INTEGER NOT NULL DEFAULT 0,
+    log_tail          TEXT NOT NULL DEFAULT ''    -- the last lines of the workload's output, as its agent reports them
 );
 CREATE INDEX instances_user ON instances(user_id, id);
 CREATE INDEX instances_status ON instances(status);

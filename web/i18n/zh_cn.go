@@ -303,6 +303,8 @@ var zhCN = map[string]string{
 	"Send either {\"advance\": \"90m\"} or {\"set\": \"2026-12-01T08:00:00Z\"}.":                                         "请发送 {\"advance\": \"90m\"} 或 {\"set\": \"2026-12-01T08:00:00Z\"} 之一。",
 
 	"Run on this reservation": "在此预订上运行",
+	"Output":                  "输出",
+	"Instance":                "实例",
 
 	// Fleet and agents.
 	"Fleet": "机群",
