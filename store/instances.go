@@ -437,6 +437,9 @@ func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, 
 		i.ID, i.UserID, i.Model, i.Region, i.Count, unix(now), unix(deadline), reason); err != nil {
 		return err
 	}
+	if err := db.notify(ctx, tx, i.UserID, gpuportal.NoteSpotInterruption, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Deadline: deadline, Reason: reason}); err != nil {
+		return err
+	}
 	return bumpNode(ctx, tx, i.Node)
 }
 

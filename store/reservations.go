@@ -105,6 +105,25 @@ func (db *DB) Quote(ctx context.Context, req gpuportal.BookingRequest) (gpuporta
 	if err := gpuportal.ValidateBooking(req, policy, db.now()); err != nil {
 		return gpuportal.Quote{}, err
 	}
+	// A quote for a full window says so (and offers the waitlist) before
+	// anyone clicks "book".
+	healthy, err := healthyGPUs(ctx, db.read, req.Model, req.Region)
+	if err != nil {
+		return gpuportal.Quote{}, err
+	}
+	capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
+	var full int64
+	var reserved int
+	err = db.read.QueryRowContext(ctx, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?
+		AND reserved + ? > ? ORDER BY hour LIMIT 1`, req.Model, req.Region, unix(req.Start.UTC()), unix(req.End.UTC()), req.Count, capacity).Scan(&full, &reserved)
+	switch {
+	case err == nil:
+		return gpuportal.Quote{}, capacityError(fromUnix(full), max(0, capacity-reserved), req.Count, db.Location)
+	case req.Count > capacity:
+		return gpuportal.Quote{}, capacityError(req.Start, capacity, req.Count, db.Location)
+	case !errors.Is(err, sql.ErrNoRows):
+		return gpuportal.Quote{}, fmt.Errorf("check capacity: %w", err)
+	}
 	return gpuportal.QuoteFor(*model, req.Count, req.Start, req.End, policy, db.Location), nil
 }
 
@@ -161,6 +180,10 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 	}
 	desc := fmt.Sprintf("Reservation #%d: %d × %s, %s, %d h", res.ID, res.Count, model.Name, req.Region, res.Hours())
 	if err := addLedger(ctx, tx, userID, now, "reservation", res.Price, &res.ID, desc); err != nil {
+		return nil, err
+	}
+	if err := db.notify(ctx, tx, userID, gpuportal.NoteBookingConfirmed, gpuportal.NoteParams{ReservationID: res.ID, Model: res.Model, Region: res.Region,
+		Count: res.Count, Start: res.Start, End: res.End, Price: res.Price}); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -439,6 +462,10 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 					return err
 				}
 			}
+		}
+		if err := db.notify(ctx, tx, r.UserID, gpuportal.NoteBookingCancelled, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region,
+			Count: r.Count, Start: r.Start, End: r.End, Price: r.Price, Fee: p.Fee, Refund: p.Refund}); err != nil {
+			return err
 		}
 		if p.Fee > 0 {
 			if err := db.audit(ctx, tx, user.ID, "reservation.cancel_with_fee", fmt.Sprintf("reservation/%d", r.ID),

@@ -11,7 +11,7 @@ import (
 
 // TickResult counts what one scheduler tick did.
 type TickResult struct {
-	Activated, Completed, Interrupted, Placed, NodeFailures int
+	Activated, Completed, Interrupted, Placed, NodeFailures, Offers int
 }
 
 // Tick does whatever is due by now, each step in its own transaction:
@@ -24,6 +24,7 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 	var nodes []string
 	steps := []func(context.Context, *sql.Tx, time.Time, *TickResult, *[]string) error{
 		db.completeReservations, db.activateReservations, db.handleNodeFailures, db.preempt, db.place,
+		db.waitlistStep, db.remindersStep,
 	}
 	for _, step := range steps {
 		if err := db.inTx(ctx, func(tx *sql.Tx) error { return step(ctx, tx, now, &res, &nodes) }); err != nil {
@@ -224,6 +225,10 @@ func (db *DB) shortReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.Res
 	left := r.End.Sub(now.Truncate(time.Hour))
 	hoursLeft := int((left + time.Hour - 1) / time.Hour)
 	refund := r.Price * gpuportal.Fen(missing*hoursLeft) / gpuportal.Fen(r.Count*r.Hours())
+	if err := db.notify(ctx, tx, r.UserID, gpuportal.NoteReservationShorted, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region,
+		Count: r.Count, Start: r.Start, End: r.End, Missing: missing, Refund: refund}); err != nil {
+		return err
+	}
 	if refund <= 0 {
 		return nil
 	}
@@ -420,6 +425,11 @@ func (db *DB) place(ctx context.Context, tx *sql.Tx, now time.Time, res *TickRes
 			return err
 		}
 		p.hold(i.ID, gpus)
+		if i.Restarts > 0 && i.Kind == gpuportal.KindSpot {
+			if err := db.notify(ctx, tx, i.UserID, gpuportal.NoteInstanceRestarted, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count}); err != nil {
+				return err
+			}
+		}
 		switch i.Kind {
 		case gpuportal.KindOnDemand:
 			p.onDemand += i.Count

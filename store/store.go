@@ -37,6 +37,10 @@ type DB struct {
 	// (the notice they are given counts from the real moment it was issued).
 	Wall gpuportal.Clock
 
+	// Channels are the notification channels the portal can send (email
+	// with PORTAL_SMTP_URL, sms with PORTAL_SMS_URL); in-app always works.
+	Channels map[string]bool
+
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt // hot-path statements, prepared once
 }

@@ -114,6 +114,9 @@ func (s *Server) quotePanel(c echo.Context, get func(string) string, model, regi
 	}
 	q.Error = i18n.Error(lang, err)
 	q.ErrorCap = gpuportal.ErrorCode(err) == gpuportal.ECAPACITY
+	if q.ErrorCap {
+		q.JoinStart, q.JoinEnd = req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339)
+	}
 	return q
 }
 
@@ -173,6 +176,9 @@ func (s *Server) handleBookForm(c echo.Context) error {
 		return err
 	}
 	q := templates.QuotePanel{Model: g.Model.ID, Region: g.Region, Count: req.Count, Error: i18n.Error(reqOf(c).lang, err), ErrorCap: code == gpuportal.ECAPACITY}
+	if q.ErrorCap {
+		q.JoinStart, q.JoinEnd = req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339)
+	}
 	if !req.Start.IsZero() && !req.End.IsZero() {
 		q.Start = req.Start.In(s.cfg.Location).Format("2006-01-02T15:04")
 		q.End = req.End.In(s.cfg.Location).Format("2006-01-02T15:04")

@@ -5,9 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
-	ics "github.com/arran4/golang-ical"
 	"github.com/labstack/echo/v4"
 
 	"gpuportal"
@@ -141,31 +139,9 @@ func (s *Server) handleICS(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body := reservationICS(r, m, c.Request().Host)
+	body := gpuportal.ReservationICS(r, m, c.Request().Host)
 	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="reservation-%d.ics"`, r.ID))
 	return c.Blob(http.StatusOK, "text/calendar; charset=utf-8", []byte(body))
-}
-
-// reservationICS renders one reservation as a VCALENDAR with one VEVENT.
-func reservationICS(r *gpuportal.Reservation, m *gpuportal.Model, host string) string {
-	cal := ics.NewCalendar()
-	cal.SetMethod(ics.MethodPublish)
-	cal.SetProductId("-//gpuportal//reservations//EN")
-	ev := cal.AddEvent(fmt.Sprintf("reservation-%d@%s", r.ID, host))
-	ev.SetCreatedTime(r.CreatedAt)
-	ev.SetDtStampTime(r.CreatedAt)
-	ev.SetStartAt(r.Start.UTC())
-	ev.SetEndAt(r.End.UTC())
-	ev.SetSummary(fmt.Sprintf("%d × %s (%s) — reservation #%d", r.Count, m.Name, r.Region, r.ID))
-	ev.SetDescription(fmt.Sprintf("gpuportal reservation #%d: %d × %s (%s) in region %s, %s to %s UTC, price %s. Status: %s.",
-		r.ID, r.Count, m.Name, m.ID, r.Region, r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339), r.Price, r.Status))
-	ev.SetLocation("Region " + r.Region)
-	if r.Status == gpuportal.ReservationCancelled {
-		ev.SetStatus(ics.ObjectStatusCancelled)
-	} else {
-		ev.SetStatus(ics.ObjectStatusConfirmed)
-	}
-	return cal.Serialize()
 }
 
 func (s *Server) apiLedger(c echo.Context) error {

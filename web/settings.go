@@ -18,6 +18,11 @@ func (s *Server) settingsPage(c echo.Context, p templates.SettingsPage) (templat
 		return p, err
 	}
 	p.Tokens = tokens
+	prefs, err := s.db.Prefs(c.Request().Context(), u.ID)
+	if err != nil {
+		return p, err
+	}
+	p.NotifyEmail, p.NotifySMS = prefs.Email, prefs.SMS
 	if p.Name == "" {
 		p.Name, p.Phone = u.Name, u.Phone
 	}

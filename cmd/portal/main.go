@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"gpuportal"
+	"gpuportal/notify"
 	"gpuportal/scheduler"
 	"gpuportal/store"
 	"gpuportal/web"
@@ -114,6 +115,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	testClock := fs.Bool("test-clock", false, "use a manual business clock that admins can move (POST /api/v1/admin/clock)")
 	nowFlag := fs.String("now", "", "with --test-clock: start the clock at this RFC 3339 time (default: the real time)")
 	logLevel := fs.String("log-level", envOr(getenv, "PORTAL_LOG_LEVEL", "info"), "debug, info, warn or error (env PORTAL_LOG_LEVEL)")
+	publicURL := fs.String("public-url", getenv("PORTAL_PUBLIC_URL"), "the portal's address as users reach it, for links in emails and SMS (env PORTAL_PUBLIC_URL; default http://<addr>)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: portal [serve] [flags]\n\nflags:")
 		fs.PrintDefaults()
@@ -122,6 +124,9 @@ environment:
   PORTAL_SECRET           derives the session cookie keys (default: generated once, kept in the database)
   PORTAL_ADMIN_EMAIL      with PORTAL_ADMIN_PASSWORD: make sure this admin exists at start
   PORTAL_ADMIN_PASSWORD
+  PORTAL_SMTP_URL         smtp://user:pass@host:port?from=addr&tls=none|starttls|tls — enables email
+  PORTAL_SMS_URL          HTTP endpoint receiving {"to","text"} JSON — enables SMS
+  PORTAL_SMS_SECRET       signs SMS requests: X-Signature: sha256=<hex HMAC-SHA256 of the body>
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -170,6 +175,10 @@ environment:
 		log.Info("admin ensured", "email", email)
 	}
 
+	dispatcher, err := newDispatcher(db, getenv, log, loc)
+	if err != nil {
+		return err
+	}
 	sched := scheduler.New(db, clock, gpuportal.RealClock{}, log)
 	srv, err := web.New(ctx, web.Config{
 		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"), Scheduler: sched,
@@ -182,6 +191,10 @@ environment:
 		return err
 	}
 	url := "http://" + l.Addr().String()
+	dispatcher.BaseURL = *publicURL
+	if dispatcher.BaseURL == "" {
+		dispatcher.BaseURL = url
+	}
 	if *demo {
 		if err := seedDemo(ctx, db, stdout, url); err != nil {
 			l.Close()
@@ -196,7 +209,9 @@ environment:
 	schedCtx, stopSched := context.WithCancel(ctx)
 	schedDone := make(chan struct{})
 	go func() { sched.Run(schedCtx); close(schedDone) }()
-	defer func() { stopSched(); <-schedDone }()
+	dispatchDone := make(chan struct{})
+	go func() { dispatcher.Run(schedCtx); close(dispatchDone) }()
+	defer func() { stopSched(); <-schedDone; <-dispatchDone }()
 	if *demo && *demoAgents != "" {
 		stopAgents, err := startDemoAgents(ctx, db, url, *demoAgents, filepath.Join(filepath.Dir(dbf.db), "demo-agents"), log)
 		if err != nil {
@@ -316,4 +331,27 @@ func runEnrollToken(ctx context.Context, args []string, getenv func(string) stri
 	}
 	fmt.Fprintln(stdout, tok)
 	return nil
+}
+
+// newDispatcher configures email and SMS from the environment and tells the
+// store which channels to write to the outbox.
+func newDispatcher(db *store.DB, getenv func(string) string, log *slog.Logger, loc *time.Location) (*notify.Dispatcher, error) {
+	d := &notify.Dispatcher{DB: db, Log: log, Location: loc}
+	db.Channels = map[string]bool{}
+	if raw := getenv("PORTAL_SMTP_URL"); raw != "" {
+		smtp, err := notify.NewSMTPSender(raw)
+		if err != nil {
+			return nil, err
+		}
+		d.Email = smtp
+		db.Channels[gpuportal.ChannelEmail] = true
+	}
+	if raw := getenv("PORTAL_SMS_URL"); raw != "" {
+		if getenv("PORTAL_SMS_SECRET") == "" {
+			return nil, errors.New("PORTAL_SMS_URL needs PORTAL_SMS_SECRET to sign the requests")
+		}
+		d.SMS = &notify.SMSSender{URL: raw, Secret: getenv("PORTAL_SMS_SECRET")}
+		db.Channels[gpuportal.ChannelSMS] = true
+	}
+	return d, nil
 }

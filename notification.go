@@ -1,0 +1,88 @@
+package gpuportal
+
+import "time"
+
+// Notification kinds.
+const (
+	NoteBookingConfirmed   = "booking_confirmed"
+	NoteBookingCancelled   = "booking_cancelled"
+	NoteWaitlistOffer      = "waitlist_offer"
+	NoteWaitlistExpired    = "waitlist_expired"
+	NoteWaitlistBooked     = "waitlist_booked"
+	NoteReservationStarts  = "reservation_starting"
+	NoteReservationEnds    = "reservation_ending"
+	NoteSpotInterruption   = "spot_interruption"
+	NoteInstanceRestarted  = "instance_restarted"
+	NoteReservationShorted = "reservation_short"
+)
+
+// Notification channels.
+const (
+	ChannelApp   = "app"
+	ChannelEmail = "email"
+	ChannelSMS   = "sms"
+)
+
+// NoteParams are the facts a notification is written from; which are set
+// depends on the kind.
+type NoteParams struct {
+	ReservationID int64     `json:"reservation_id,omitempty"`
+	InstanceID    int64     `json:"instance_id,omitempty"`
+	EntryID       int64     `json:"entry_id,omitempty"`
+	Model         string    `json:"model,omitempty"`
+	Region        string    `json:"region,omitempty"`
+	Count         int       `json:"count,omitempty"`
+	Start         time.Time `json:"start,omitzero"`
+	End           time.Time `json:"end,omitzero"`
+	Price         Fen       `json:"price_fen,omitempty"`
+	Fee           Fen       `json:"fee_fen,omitempty"`
+	Refund        Fen       `json:"refund_fen,omitempty"`
+	Expires       time.Time `json:"expires,omitzero"`
+	Deadline      time.Time `json:"deadline,omitzero"`
+	Reason        string    `json:"reason,omitempty"`
+	Missing       int       `json:"missing,omitempty"`
+}
+
+// Notification is one message to one user on one channel.
+type Notification struct {
+	ID        int64      `json:"id"`
+	UserID    int64      `json:"user_id"`
+	Kind      string     `json:"kind"`
+	Params    NoteParams `json:"params"`
+	Channel   string     `json:"channel"`
+	Recipient string     `json:"recipient"`
+	Status    string     `json:"status"`
+	Attempts  int        `json:"attempts"`
+	LastError string     `json:"last_error,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	SentAt    *time.Time `json:"sent_at,omitempty"`
+	NextTry   time.Time  `json:"next_attempt_at"`
+}
+
+// Waitlist entry statuses.
+const (
+	WaitWaiting   = "waiting"
+	WaitOffered   = "offered"
+	WaitClaimed   = "claimed"
+	WaitExpired   = "expired"
+	WaitCancelled = "cancelled"
+)
+
+// WaitlistEntry asks for a full window; it is offered the capacity when it
+// frees, in order of joining (first fit).
+type WaitlistEntry struct {
+	ID             int64      `json:"id"`
+	UserID         int64      `json:"user_id"`
+	Model          string     `json:"model"`
+	Region         string     `json:"region"`
+	Count          int        `json:"count"`
+	Start          time.Time  `json:"start"`
+	End            time.Time  `json:"end"`
+	AutoBook       bool       `json:"auto_book"`
+	Status         string     `json:"status"`
+	Position       int        `json:"position,omitempty"`
+	CreatedAt      time.Time  `json:"created_at"`
+	OfferExpiresAt *time.Time `json:"offer_expires_at,omitempty"`
+	ReservationID  *int64     `json:"reservation_id,omitempty"`
+	Note           string     `json:"note,omitempty"`
+}

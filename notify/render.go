@@ -1,0 +1,113 @@
+package notify
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"strings"
+	"time"
+
+	"gpuportal"
+	"gpuportal/web/i18n"
+)
+
+// Message is a rendered notification.
+type Message struct {
+	Subject     string
+	Text        string
+	HTML        string
+	SMS         string // one short SMS
+	Attachments []Attachment
+}
+
+// Attachment is a file sent with an email.
+type Attachment struct {
+	Name        string
+	ContentType string
+	Data        []byte
+}
+
+// Render writes a notification in a language. baseURL makes links absolute.
+func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) Message {
+	p := n.Params
+	T := func(key string, args ...any) string { return i18n.T(lang, key, args...) }
+	when := func(tm time.Time) string { return tm.In(loc).Format("2006-01-02 15:04") }
+	zone := loc.String()
+	what := fmt.Sprintf("%d × %s", p.Count, p.Model)
+	link := strings.TrimRight(baseURL, "/")
+	var m Message
+	var lines []string
+	switch n.Kind {
+	case gpuportal.NoteBookingConfirmed:
+		link += fmt.Sprintf("/reservations/%d", p.ReservationID)
+		m.Subject = T("Booking confirmed: reservation #%d", p.ReservationID)
+		lines = []string{T("Your reservation #%d is confirmed: %s in %s, %s to %s (%s).", p.ReservationID, what, p.Region, when(p.Start), when(p.End), zone), T("Price: %s.", p.Price.String())}
+		m.SMS = T("gpuportal: reservation #%d confirmed, %s from %s.", p.ReservationID, what, when(p.Start))
+	case gpuportal.NoteBookingCancelled:
+		link += fmt.Sprintf("/reservations/%d", p.ReservationID)
+		m.Subject = T("Reservation #%d cancelled", p.ReservationID)
+		lines = []string{T("Reservation #%d (%s, %s to %s) is cancelled.", p.ReservationID, what, when(p.Start), when(p.End)), T("Fee: %s, refund: %s.", p.Fee.String(), p.Refund.String())}
+		m.SMS = T("gpuportal: reservation #%d cancelled, fee %s, refund %s.", p.ReservationID, p.Fee.String(), p.Refund.String())
+	case gpuportal.NoteWaitlistOffer:
+		link += "/waitlist"
+		m.Subject = T("GPUs are free for your waitlist request")
+		lines = []string{T("%s in %s from %s to %s (%s) is held for you until %s.", what, p.Region, when(p.Start), when(p.End), zone, when(p.Expires)),
+			T("Claim it before then; the price is the quote at the moment you claim.")}
+		m.SMS = T("gpuportal: %s from %s is held for you until %s. Claim: %s", what, when(p.Start), when(p.Expires), link)
+	case gpuportal.NoteWaitlistExpired:
+		link += "/waitlist"
+		m.Subject = T("Your waitlist request for %s has expired", what)
+		lines = []string{T("The waitlist request for %s from %s to %s has expired.", what, when(p.Start), when(p.End))}
+		m.SMS = T("gpuportal: the waitlist request for %s from %s has expired.", what, when(p.Start))
+	case gpuportal.NoteWaitlistBooked:
+		link += fmt.Sprintf("/reservations/%d", p.ReservationID)
+		m.Subject = T("Booked from the waitlist: reservation #%d", p.ReservationID)
+		lines = []string{T("Capacity freed and your waitlist request was booked: reservation #%d, %s, %s to %s (%s).", p.ReservationID, what, when(p.Start), when(p.End), zone), T("Price: %s.", p.Price.String())}
+		m.SMS = T("gpuportal: waitlist booked, reservation #%d, %s from %s.", p.ReservationID, what, when(p.Start))
+	case gpuportal.NoteReservationStarts:
+		link += fmt.Sprintf("/reservations/%d", p.ReservationID)
+		m.Subject = T("Reservation #%d starts in 1 hour", p.ReservationID)
+		lines = []string{T("Reservation #%d (%s) starts at %s (%s).", p.ReservationID, what, when(p.Start), zone)}
+		m.SMS = T("gpuportal: reservation #%d starts at %s.", p.ReservationID, when(p.Start))
+	case gpuportal.NoteReservationEnds:
+		link += fmt.Sprintf("/reservations/%d", p.ReservationID)
+		m.Subject = T("Reservation #%d ends in 40 minutes", p.ReservationID)
+		lines = []string{T("Reservation #%d (%s) ends at %s (%s): save your work; its instances stop then.", p.ReservationID, what, when(p.End), zone)}
+		m.SMS = T("gpuportal: reservation #%d ends at %s, save your work.", p.ReservationID, when(p.End))
+	case gpuportal.NoteSpotInterruption:
+		link += "/instances"
+		m.Subject = T("Spot instance #%d will be interrupted", p.InstanceID)
+		lines = []string{T("Instance #%d (%s) gets SIGTERM at %s (%s), reason: %s.", p.InstanceID, what, p.Deadline.In(loc).Format("2006-01-02 15:04:05"), zone, T(p.Reason)),
+			T("Save a checkpoint now; its metadata endpoint shows the same deadline.")}
+		m.SMS = T("gpuportal: spot instance #%d gets SIGTERM at %s. Checkpoint now.", p.InstanceID, p.Deadline.In(loc).Format("15:04:05"))
+	case gpuportal.NoteInstanceRestarted:
+		link += "/instances"
+		m.Subject = T("Spot instance #%d restarted", p.InstanceID)
+		lines = []string{T("Instance #%d (%s) was restarted automatically after an interruption; it finds its checkpoint directory again.", p.InstanceID, what)}
+		m.SMS = T("gpuportal: spot instance #%d restarted.", p.InstanceID)
+	case gpuportal.NoteReservationShorted:
+		link += fmt.Sprintf("/reservations/%d", p.ReservationID)
+		m.Subject = T("Reservation #%d lost %d GPUs", p.ReservationID, p.Missing)
+		lines = []string{T("A node failure took %d GPUs of reservation #%d and no replacement was free; %s is refunded for the hours left.", p.Missing, p.ReservationID, p.Refund.String())}
+		m.SMS = T("gpuportal: reservation #%d lost %d GPUs to a node failure; %s refunded.", p.ReservationID, p.Missing, p.Refund.String())
+	default:
+		m.Subject = n.Kind
+		lines = []string{n.Kind}
+		m.SMS = "gpuportal: " + n.Kind
+	}
+	m.Text = strings.Join(lines, "\n") + "\n\n" + link + "\n"
+	var buf bytes.Buffer
+	_ = emailHTML.Execute(&buf, struct {
+		Subject, Link, Open string
+		Lines               []string
+	}{m.Subject, link, T("Open in gpuportal"), lines})
+	m.HTML = buf.String()
+	return m
+}
+
+var emailHTML = template.Must(template.New("email").Parse(`<!DOCTYPE html>
+<html><body style="font-family: sans-serif; line-height: 1.5">
+<h2>{{.Subject}}</h2>
+{{range .Lines}}<p>{{.}}</p>
+{{end}}<p><a href="{{.Link}}">{{.Open}}</a></p>
+</body></html>`))

@@ -1,0 +1,183 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"gpuportal"
+)
+
+// notify writes a notification to the outbox in the caller's transaction:
+// an in-app row always, and email/SMS rows as the user's settings and the
+// portal's configured channels allow. The dispatcher sends them later.
+func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string, p gpuportal.NoteParams) error {
+	var email, phone string
+	var wantEmail, wantSMS bool
+	err := tx.QueryRowContext(ctx, `SELECT email, phone, notify_email, notify_sms FROM users WHERE id = ?`, userID).Scan(&email, &phone, &wantEmail, &wantSMS)
+	if err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	params, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	now := db.Wall.Now().Unix()
+	add := func(channel, recipient, status string) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO notifications (user_id, kind, params, channel, recipient, status, next_attempt_at, created_at, sent_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, userID, kind, string(params), channel, recipient, status, now, now,
+			map[bool]any{true: now, false: nil}[status == "sent"])
+		return err
+	}
+	if err := add(gpuportal.ChannelApp, "", "sent"); err != nil {
+		return err
+	}
+	if wantEmail && db.Channels[gpuportal.ChannelEmail] {
+		if err := add(gpuportal.ChannelEmail, email, "pending"); err != nil {
+			return err
+		}
+	}
+	if wantSMS && phone != "" && db.Channels[gpuportal.ChannelSMS] {
+		if err := add(gpuportal.ChannelSMS, phone, "pending"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const noteColumns = `id, user_id, kind, params, channel, recipient, status, attempts, last_error, created_at, sent_at, next_attempt_at`
+
+func scanNote(row interface{ Scan(...any) error }) (*gpuportal.Notification, error) {
+	var n gpuportal.Notification
+	var params string
+	var created, next int64
+	var sent sql.NullInt64
+	if err := row.Scan(&n.ID, &n.UserID, &n.Kind, &params, &n.Channel, &n.Recipient, &n.Status, &n.Attempts, &n.LastError, &created, &sent, &next); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(params), &n.Params); err != nil {
+		return nil, fmt.Errorf("notification %d params: %w", n.ID, err)
+	}
+	n.CreatedAt, n.SentAt, n.NextTry = fromUnix(created), fromNullUnix(sent), fromUnix(next)
+	return &n, nil
+}
+
+func (db *DB) listNotes(ctx context.Context, query string, args ...any) ([]gpuportal.Notification, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+noteColumns+` FROM notifications WHERE `+query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list notifications: %w", err)
+	}
+	defer rows.Close()
+	out := []gpuportal.Notification{}
+	for rows.Next() {
+		n, err := scanNote(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *n)
+	}
+	return out, rows.Err()
+}
+
+// InApp lists a user's in-app notifications, newest first.
+func (db *DB) InApp(ctx context.Context, userID int64, limit int) ([]gpuportal.Notification, error) {
+	return db.listNotes(ctx, `user_id = ? AND channel = 'app' ORDER BY id DESC LIMIT ?`, userID, limit)
+}
+
+// Outbox lists email and SMS notifications for admins, newest first,
+// optionally only those with a status.
+func (db *DB) Outbox(ctx context.Context, status string, limit int) ([]gpuportal.Notification, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 200
+	}
+	if status != "" {
+		return db.listNotes(ctx, `channel <> 'app' AND status = ? ORDER BY id DESC LIMIT ?`, status, limit)
+	}
+	return db.listNotes(ctx, `channel <> 'app' ORDER BY id DESC LIMIT ?`, limit)
+}
+
+// staleSending is how long a claimed message may stay unconfirmed before
+// the dispatcher assumes its process died and tries it again (at most that
+// one message is then sent twice).
+const staleSending = 2 * time.Minute
+
+// DueNotifications returns up to limit messages due for (re)sending.
+func (db *DB) DueNotifications(ctx context.Context, now time.Time, limit int) ([]gpuportal.Notification, error) {
+	return db.listNotes(ctx, `channel <> 'app' AND ((status = 'pending' AND next_attempt_at <= ?) OR (status = 'sending' AND next_attempt_at <= ?))
+		ORDER BY next_attempt_at, id LIMIT ?`, now.Unix(), now.Add(-staleSending).Unix(), limit)
+}
+
+// ClaimNotification marks a message as being sent by this dispatcher; false
+// if another got it first.
+func (db *DB) ClaimNotification(ctx context.Context, id int64, now time.Time) (bool, error) {
+	res, err := db.write.ExecContext(ctx, `UPDATE notifications SET status = 'sending', attempts = attempts + 1, next_attempt_at = ?
+		WHERE id = ? AND ((status = 'pending' AND next_attempt_at <= ?) OR (status = 'sending' AND next_attempt_at <= ?))`,
+		now.Unix(), id, now.Unix(), now.Add(-staleSending).Unix())
+	if err != nil {
+		return false, fmt.Errorf("claim notification: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// NotificationSent records a delivery.
+func (db *DB) NotificationSent(ctx context.Context, id int64, now time.Time) error {
+	_, err := db.write.ExecContext(ctx, `UPDATE notifications SET status = 'sent', sent_at = ?, last_error = '' WHERE id = ?`, now.Unix(), id)
+	return err
+}
+
+// NotificationFailed records a failed attempt: retried at next, or given up
+// (status failed, visible to admins) when next is zero.
+func (db *DB) NotificationFailed(ctx context.Context, id int64, errText string, next time.Time) error {
+	if len(errText) > 500 {
+		errText = errText[:500]
+	}
+	if next.IsZero() {
+		_, err := db.write.ExecContext(ctx, `UPDATE notifications SET status = 'failed', last_error = ? WHERE id = ?`, errText, id)
+		return err
+	}
+	_, err := db.write.ExecContext(ctx, `UPDATE notifications SET status = 'pending', last_error = ?, next_attempt_at = ? WHERE id = ?`, errText, next.Unix(), id)
+	return err
+}
+
+// Resend queues a message again (admin; audited).
+func (db *DB) Resend(ctx context.Context, actor *gpuportal.User, id int64) error {
+	if !actor.IsAdmin() {
+		return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only admins can resend notifications.")
+	}
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		var status, channel string
+		err := tx.QueryRowContext(ctx, `SELECT status, channel FROM notifications WHERE id = ?`, id).Scan(&status, &channel)
+		if errors.Is(err, sql.ErrNoRows) || channel == gpuportal.ChannelApp {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Notification %d not found.", id)
+		} else if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE notifications SET status = 'pending', attempts = 0, next_attempt_at = ?, last_error = '' WHERE id = ?`, db.Wall.Now().Unix(), id); err != nil {
+			return err
+		}
+		return db.audit(ctx, tx, actor.ID, "notification.resend", fmt.Sprintf("notification/%d", id), map[string]string{"status": status}, map[string]string{"status": "pending"})
+	})
+}
+
+// NotificationPrefs are a user's channel choices.
+type NotificationPrefs struct {
+	Email bool `json:"email"`
+	SMS   bool `json:"sms"`
+}
+
+// Prefs returns a user's notification choices.
+func (db *DB) Prefs(ctx context.Context, userID int64) (NotificationPrefs, error) {
+	var p NotificationPrefs
+	err := db.read.QueryRowContext(ctx, `SELECT notify_email, notify_sms FROM users WHERE id = ?`, userID).Scan(&p.Email, &p.SMS)
+	return p, err
+}
+
+// SetPrefs changes a user's notification choices.
+func (db *DB) SetPrefs(ctx context.Context, userID int64, p NotificationPrefs) error {
+	_, err := db.write.ExecContext(ctx, `UPDATE users SET notify_email = ?, notify_sms = ? WHERE id = ?`, p.Email, p.SMS, userID)
+	return err
+}

@@ -1,0 +1,322 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"gpuportal"
+)
+
+const waitColumns = `id, user_id, model_id, region_id, count, start_at, end_at, auto_book, status, created_at, offer_expires_at, reservation_id, note`
+
+func scanWait(row interface{ Scan(...any) error }) (*gpuportal.WaitlistEntry, error) {
+	var w gpuportal.WaitlistEntry
+	var start, end, created int64
+	var expires, res sql.NullInt64
+	if err := row.Scan(&w.ID, &w.UserID, &w.Model, &w.Region, &w.Count, &start, &end, &w.AutoBook, &w.Status, &created, &expires, &res, &w.Note); err != nil {
+		return nil, err
+	}
+	w.Start, w.End, w.CreatedAt = fromUnix(start), fromUnix(end), fromUnix(created)
+	w.OfferExpiresAt = fromNullUnix(expires)
+	if res.Valid {
+		w.ReservationID = &res.Int64
+	}
+	return &w, nil
+}
+
+// JoinWaitlist puts a request for a window on the waitlist. It must be a
+// request the user could book (same rules); whether it is full now does not
+// matter — if it fits, the next tick offers (or books) it at once.
+func (db *DB) JoinWaitlist(ctx context.Context, user *gpuportal.User, req gpuportal.BookingRequest, autoBook bool) (*gpuportal.WaitlistEntry, error) {
+	req.Start, req.End = req.Start.UTC(), req.End.UTC()
+	var out *gpuportal.WaitlistEntry
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		_, policy, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
+		if err != nil {
+			return err
+		}
+		if err := gpuportal.ValidateBooking(req, policy, db.now()); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM waitlist_entries WHERE user_id = ? AND status IN ('waiting', 'offered')`, user.ID).Scan(&n); err != nil {
+			return err
+		}
+		if n >= 20 {
+			return gpuportal.Errorf(gpuportal.EPOLICY, "You can wait for at most 20 windows at a time.")
+		}
+		var id int64
+		if err := tx.QueryRowContext(ctx, `INSERT INTO waitlist_entries (user_id, model_id, region_id, count, start_at, end_at, auto_book, status, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'waiting', ?) RETURNING id`, user.ID, req.Model, req.Region, req.Count, unix(req.Start), unix(req.End), autoBook, unix(db.now())).Scan(&id); err != nil {
+			return fmt.Errorf("join waitlist: %w", err)
+		}
+		out, err = waitFor(ctx, tx, user, id)
+		return err
+	})
+	return out, err
+}
+
+func waitFor(ctx context.Context, q queryer, user *gpuportal.User, id int64) (*gpuportal.WaitlistEntry, error) {
+	w, err := scanWait(q.QueryRowContext(ctx, `SELECT `+waitColumns+` FROM waitlist_entries WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && user != nil && w.UserID != user.ID && !user.IsAdmin()) {
+		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Waitlist entry %d not found.", id)
+	} else if err != nil {
+		return nil, err
+	}
+	if w.Status == gpuportal.WaitWaiting || w.Status == gpuportal.WaitOffered {
+		// Position: how many live entries for the same model and region
+		// joined before it, plus one.
+		if err := q.QueryRowContext(ctx, `SELECT count(*) + 1 FROM waitlist_entries WHERE model_id = ? AND region_id = ? AND status IN ('waiting', 'offered') AND id < ?`,
+			w.Model, w.Region, w.ID).Scan(&w.Position); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// Waitlist lists the user's entries (an admin's: everybody's), newest first.
+func (db *DB) Waitlist(ctx context.Context, user *gpuportal.User) ([]gpuportal.WaitlistEntry, error) {
+	where, args := "1 = 1", []any{}
+	if !user.IsAdmin() {
+		where, args = "user_id = ?", []any{user.ID}
+	}
+	ids, err := func() ([]int64, error) {
+		rows, err := db.read.QueryContext(ctx, `SELECT id FROM waitlist_entries WHERE `+where+` ORDER BY id DESC LIMIT 500`, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return nil, err
+			}
+			ids = append(ids, id)
+		}
+		return ids, rows.Err()
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("list waitlist: %w", err)
+	}
+	out := []gpuportal.WaitlistEntry{}
+	for _, id := range ids {
+		w, err := waitFor(ctx, db.read, user, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *w)
+	}
+	return out, nil
+}
+
+// LeaveWaitlist cancels an entry; an offer's held capacity is freed at once.
+func (db *DB) LeaveWaitlist(ctx context.Context, user *gpuportal.User, id int64) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		w, err := waitFor(ctx, tx, user, id)
+		if err != nil {
+			return err
+		}
+		switch w.Status {
+		case gpuportal.WaitOffered:
+			if err := releaseCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count); err != nil {
+				return err
+			}
+		case gpuportal.WaitWaiting:
+		default:
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Waitlist entry %d is %s already.", id, w.Status)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'cancelled' WHERE id = ?`, id)
+		return err
+	})
+}
+
+// ClaimOffer turns an offer into a confirmed reservation at the price of
+// this moment. An offer that has expired (or was never made, or is taken)
+// is gone (410).
+func (db *DB) ClaimOffer(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Reservation, error) {
+	var res *gpuportal.Reservation
+	var gone error
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		w, err := waitFor(ctx, tx, user, id)
+		if err != nil {
+			return err
+		}
+		if w.UserID != user.ID {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Waitlist entry %d not found.", id)
+		}
+		now := db.now()
+		switch {
+		case w.Status == gpuportal.WaitWaiting:
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Entry %d has no offer yet; you will be told when capacity frees.", id)
+		case w.Status != gpuportal.WaitOffered:
+			return gpuportal.Errorf(gpuportal.EGONE, "The offer for entry %d is gone (%s).", id, w.Status)
+		case !now.Before(*w.OfferExpiresAt):
+			// Expired but not yet swept: expire it now, so the next waiter
+			// gets it; the user is told it is gone.
+			if err := db.expireOffer(ctx, tx, w); err != nil {
+				return err
+			}
+			gone = gpuportal.Errorf(gpuportal.EGONE, "The offer for entry %d expired at %s.", id, w.OfferExpiresAt.Format(time.RFC3339))
+			return nil
+		}
+		if err := releaseCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count); err != nil {
+			return err
+		}
+		res, err = db.book(ctx, tx, user.ID, gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'claimed', reservation_id = ? WHERE id = ?`, res.ID, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if gone != nil {
+		return nil, gone
+	}
+	return res, nil
+}
+
+func (db *DB) expireOffer(ctx context.Context, tx *sql.Tx, w *gpuportal.WaitlistEntry) error {
+	if err := releaseCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'expired', note = 'offer expired' WHERE id = ?`, w.ID); err != nil {
+		return err
+	}
+	return db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistExpired, gpuportal.NoteParams{EntryID: w.ID, Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
+}
+
+// waitlistStep is the scheduler's waitlist work: expire offers and entries
+// whose time has passed, then offer freed capacity to the earliest entries
+// that now fit (first fit), holding it for the claim window — or book it at
+// once for auto_book entries.
+func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickResult, _ *[]string) error {
+	expired, err := queryIDs(ctx, tx, `SELECT id FROM waitlist_entries WHERE status = 'offered' AND offer_expires_at <= ?`, unix(now))
+	if err != nil {
+		return err
+	}
+	for _, id := range expired {
+		w, err := waitFor(ctx, tx, nil, id)
+		if err != nil {
+			return err
+		}
+		if err := db.expireOffer(ctx, tx, w); err != nil {
+			return err
+		}
+	}
+	past, err := queryIDs(ctx, tx, `SELECT id FROM waitlist_entries WHERE status = 'waiting' AND start_at <= ?`, unix(now))
+	if err != nil {
+		return err
+	}
+	for _, id := range past {
+		w, err := waitFor(ctx, tx, nil, id)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'expired', note = 'the window started' WHERE id = ?`, id); err != nil {
+			return err
+		}
+		if err := db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistExpired, gpuportal.NoteParams{EntryID: w.ID, Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End}); err != nil {
+			return err
+		}
+	}
+	waiting, err := queryIDs(ctx, tx, `SELECT id FROM waitlist_entries WHERE status = 'waiting' ORDER BY id`)
+	if err != nil {
+		return err
+	}
+	for _, id := range waiting {
+		w, err := waitFor(ctx, tx, nil, id)
+		if err != nil {
+			return err
+		}
+		_, policy, err := db.catalogEntry(ctx, tx, w.Model, w.Region)
+		if err != nil {
+			return err
+		}
+		healthy, err := healthyGPUs(ctx, tx, w.Model, w.Region)
+		if err != nil {
+			return err
+		}
+		capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
+		var full int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ? AND reserved + ? > ?`,
+			w.Model, w.Region, unix(w.Start), unix(w.End), w.Count, capacity).Scan(&full); err != nil {
+			return err
+		}
+		if full > 0 || w.Count > capacity {
+			continue // does not fit yet; a later, smaller entry may
+		}
+		if w.AutoBook {
+			r, err := db.book(ctx, tx, w.UserID, gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
+			if code := gpuportal.ErrorCode(err); code == gpuportal.EPOLICY || code == gpuportal.EINVALID {
+				// Not bookable for this user now (credit, lead time): it
+				// stays waiting; its start expiring it eventually.
+				continue
+			} else if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'claimed', reservation_id = ?, offered_at = ? WHERE id = ?`, r.ID, unix(now), id); err != nil {
+				return err
+			}
+			if err := db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistBooked, gpuportal.NoteParams{EntryID: w.ID, ReservationID: r.ID, Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End, Price: r.Price}); err != nil {
+				return err
+			}
+			res.Offers++
+			continue
+		}
+		if err := takeCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location); err != nil {
+			return err
+		}
+		expires := now.Add(time.Duration(policy.WaitlistClaimMinutes) * time.Minute)
+		if w.Start.Before(expires) {
+			expires = w.Start // an offer never runs past the start
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'offered', offered_at = ?, offer_expires_at = ? WHERE id = ?`, unix(now), unix(expires), id); err != nil {
+			return err
+		}
+		if err := db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistOffer, gpuportal.NoteParams{EntryID: w.ID, Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End, Expires: expires}); err != nil {
+			return err
+		}
+		res.Offers++
+	}
+	return nil
+}
+
+// remindersStep tells owners an hour before their reservation starts and
+// 40 minutes before it ends, once each.
+func (db *DB) remindersStep(ctx context.Context, tx *sql.Tx, now time.Time, _ *TickResult, _ *[]string) error {
+	for _, rm := range []struct {
+		query, flag, kind string
+	}{
+		{`SELECT id FROM reservations WHERE status IN ('confirmed', 'active') AND reminded_start = 0 AND start_at > ? AND start_at <= ?`, "reminded_start", gpuportal.NoteReservationStarts},
+		{`SELECT id FROM reservations WHERE status IN ('confirmed', 'active') AND reminded_end = 0 AND end_at > ? AND end_at <= ?`, "reminded_end", gpuportal.NoteReservationEnds},
+	} {
+		ahead := time.Hour
+		if rm.flag == "reminded_end" {
+			ahead = 40 * time.Minute
+		}
+		ids, err := queryIDs(ctx, tx, rm.query, unix(now), unix(now.Add(ahead)))
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			r, err := reservationFor(ctx, tx, nil, id)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE reservations SET `+rm.flag+` = 1 WHERE id = ?`, id); err != nil {
+				return err
+			}
+			if err := db.notify(ctx, tx, r.UserID, rm.kind, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region, Count: r.Count, Start: r.Start, End: r.End}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

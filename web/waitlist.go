@@ -1,0 +1,197 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"gpuportal"
+	"gpuportal/web/i18n"
+	"gpuportal/web/templates"
+)
+
+// waitJSON is POST /api/v1/waitlist's body: a booking request and auto_book.
+type waitJSON struct {
+	bookingJSON
+	AutoBook bool `json:"auto_book"`
+}
+
+func (s *Server) apiJoinWaitlist(c echo.Context) error {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxJSONBody))
+	if err != nil {
+		return jsonError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var in waitJSON
+	if err := dec.Decode(&in); err != nil {
+		return jsonError(err)
+	}
+	req, err := bookingFields(in.Model, in.Region, in.Count, in.Start, in.End, s.cfg.Location)
+	if err != nil {
+		return err
+	}
+	w, err := s.db.JoinWaitlist(c.Request().Context(), currentUser(c), req, in.AutoBook)
+	if err != nil {
+		return err
+	}
+	s.kick()
+	return c.JSON(http.StatusCreated, w)
+}
+
+func (s *Server) apiWaitlist(c echo.Context) error {
+	list, err := s.db.Waitlist(c.Request().Context(), currentUser(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, list)
+}
+
+func (s *Server) apiLeaveWaitlist(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.db.LeaveWaitlist(c.Request().Context(), currentUser(c), id); err != nil {
+		return err
+	}
+	s.kick()
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) apiClaim(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	r, err := s.db.ClaimOffer(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		s.kick() // an expired offer passes to the next waiter
+		return err
+	}
+	s.kick()
+	return c.JSON(http.StatusCreated, r)
+}
+
+func (s *Server) apiInApp(c echo.Context) error {
+	list, err := s.db.InApp(c.Request().Context(), currentUser(c).ID, 200)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, list)
+}
+
+func (s *Server) apiOutbox(c echo.Context) error {
+	list, err := s.db.Outbox(c.Request().Context(), c.QueryParam("status"), 0)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, list)
+}
+
+func (s *Server) apiResend(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.db.Resend(c.Request().Context(), currentUser(c), id); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"id": id, "status": "pending"})
+}
+
+// --- pages ---
+
+func (s *Server) handleWaitlistPage(c echo.Context) error {
+	list, err := s.db.Waitlist(c.Request().Context(), currentUser(c))
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Waitlist(templates.WaitlistPage{Entries: list, Now: s.cfg.Clock.Now()}))
+}
+
+// handleJoinForm joins the waitlist from the calendar's "window full" panel.
+func (s *Server) handleJoinForm(c echo.Context) error {
+	req, err := parseBookingValues(c.FormValue, s.cfg.Location)
+	if err == nil {
+		var w *gpuportal.WaitlistEntry
+		if w, err = s.db.JoinWaitlist(c.Request().Context(), currentUser(c), req, c.FormValue("auto_book") == "true"); err == nil {
+			s.kick()
+			s.addFlash(c, "success", i18n.T(reqOf(c).lang, "You are number %d on the waitlist for this window. We will tell you by email and SMS when it frees.", w.Position))
+			return redirect(c, "/waitlist")
+		}
+	}
+	return err
+}
+
+func (s *Server) handleClaimForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	r, err := s.db.ClaimOffer(c.Request().Context(), currentUser(c), id)
+	s.kick()
+	if err != nil {
+		if gpuportal.ErrorCode(err) == gpuportal.EGONE {
+			s.addFlash(c, "error", i18n.Error(reqOf(c).lang, err))
+			return redirect(c, "/waitlist")
+		}
+		return err
+	}
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Claimed: reservation #%d is confirmed.", r.ID))
+	return redirect(c, resPath(r.ID))
+}
+
+func (s *Server) handleLeaveForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.db.LeaveWaitlist(c.Request().Context(), currentUser(c), id); err != nil {
+		return err
+	}
+	s.kick()
+	s.addFlash(c, "info", i18n.T(reqOf(c).lang, "You left the waitlist (entry #%d).", id))
+	return redirect(c, "/waitlist")
+}
+
+func (s *Server) handleNotificationsPage(c echo.Context) error {
+	list, err := s.db.InApp(c.Request().Context(), currentUser(c).ID, 200)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Notifications(s.renderNotes(c, list)))
+}
+
+func (s *Server) handleOutboxPage(c echo.Context) error {
+	list, err := s.db.Outbox(c.Request().Context(), c.QueryParam("status"), 0)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Outbox(templates.OutboxPage{Notes: s.renderNotes(c, list), Status: c.QueryParam("status")}))
+}
+
+func (s *Server) handleResendForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.db.Resend(c.Request().Context(), currentUser(c), id); err != nil {
+		return err
+	}
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Notification %s queued again.", strconv.FormatInt(id, 10)))
+	return redirect(c, "/admin/notifications")
+}
+
+func (s *Server) handlePrefsForm(c echo.Context) error {
+	p := prefsFromForm(c)
+	if err := s.db.SetPrefs(c.Request().Context(), currentUser(c).ID, p); err != nil {
+		return err
+	}
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Your notification settings have been saved."))
+	return redirect(c, "/settings")
+}
