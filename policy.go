@@ -1,6 +1,7 @@
 package gpuportal
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -215,4 +216,10 @@ func (p Policy) validate(prefix string) []*Error {
 		errs = append(errs, FieldErrorf(EINVALID, fmt.Sprintf("%s.cancellation_tiers[%d].min_hours_before", prefix, n-1), "The last tier must have min_hours_before 0 so every cancellation before the start has a fee."))
 	}
 	return errs
+}
+
+// String is the override as compact JSON (for "is anything overridden").
+func (o PolicyOverride) String() string {
+	b, _ := json.Marshal(o)
+	return string(b)
 }

@@ -83,3 +83,95 @@ func (db *DB) BulkRunSpotForBenchmark(ctx context.Context, userID int64, model, 
 		return nil
 	})
 }
+
+// SpotRunForTest is a hand-built spot run for the rate tests.
+type SpotRunForTest struct {
+	Instance   int64
+	GPUs       int
+	Start, End time.Time
+}
+
+// InterruptionForTest is a hand-built interruption.
+type InterruptionForTest struct {
+	Instance int64
+	At       time.Time
+	Reason   string
+}
+
+// InsertSpotHistoryForTest writes runs and interruptions (with the
+// instances they need) directly.
+func (db *DB) InsertSpotHistoryForTest(ctx context.Context, userID int64, model, region string, runs []SpotRunForTest, ints []InterruptionForTest) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		for _, r := range runs {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO instances (id, user_id, kind, model_id, region_id, count, command, status, checkpoint_key, price_fen, created_at)
+				VALUES (?, ?, 'spot', ?, ?, ?, 'x', 'stopped', 'k', 240, ?) ON CONFLICT (id) DO NOTHING`, r.Instance, userID, model, region, r.GPUs, unix(r.Start)); err != nil {
+				return err
+			}
+			var end any
+			if !r.End.IsZero() {
+				end = unix(r.End)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO spot_runs (instance_id, attempt, model_id, region_id, gpus, started_at, ended_at) VALUES (?, 1, ?, ?, ?, ?, ?)`,
+				r.Instance, model, region, r.GPUs, unix(r.Start), end); err != nil {
+				return err
+			}
+		}
+		for _, i := range ints {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO interruptions (instance_id, user_id, model_id, region_id, gpus, notice_at, deadline_at, reason) VALUES (?, ?, ?, ?, 1, ?, ?, ?)`,
+				i.Instance, userID, model, region, unix(i.At), unix(i.At.Add(2*time.Minute)), i.Reason); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// BulkSpotHistoryForBenchmark writes a year of spot runs (perHour starts an
+// hour, a few GPUs each, hours long) and their interruptions, then rolls
+// them up.
+func (db *DB) BulkSpotHistoryForBenchmark(ctx context.Context, userID int64, model, region string, now time.Time, hours, perHour int) error {
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		ins, err := tx.PrepareContext(ctx, `INSERT INTO instances (id, user_id, kind, model_id, region_id, count, command, status, checkpoint_key, price_fen, created_at)
+			VALUES (?, ?, 'spot', ?, ?, ?, 'x', 'stopped', '', 240, ?)`)
+		if err != nil {
+			return err
+		}
+		run, err := tx.PrepareContext(ctx, `INSERT INTO spot_runs (instance_id, attempt, model_id, region_id, gpus, started_at, ended_at) VALUES (?, 1, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		intr, err := tx.PrepareContext(ctx, `INSERT INTO interruptions (instance_id, user_id, model_id, region_id, gpus, notice_at, deadline_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?, 'reservation')`)
+		if err != nil {
+			return err
+		}
+		id := int64(1_000_000)
+		start0 := now.Add(-time.Duration(hours) * time.Hour)
+		for h := 0; h < hours; h++ {
+			for k := 0; k < perHour; k++ {
+				id++
+				start := start0.Add(time.Duration(h)*time.Hour + time.Duration(k*3600/perHour)*time.Second)
+				end := start.Add(time.Duration(2+k%14) * time.Hour)
+				if end.After(now) {
+					end = now
+				}
+				gpus := 1 + k%4
+				if _, err := ins.ExecContext(ctx, id, userID, model, region, gpus, unix(start)); err != nil {
+					return err
+				}
+				if _, err := run.ExecContext(ctx, id, model, region, gpus, unix(start), unix(end)); err != nil {
+					return err
+				}
+				if k%17 == 0 {
+					if _, err := intr.ExecContext(ctx, id, userID, model, region, gpus, unix(end), unix(end.Add(2*time.Minute))); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return db.RollupAll(ctx, now)
+}

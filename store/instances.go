@@ -344,6 +344,9 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 				if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'running', started_at = ? WHERE id = ?`, unix(now), i.ID); err != nil {
 					return err
 				}
+				if err := recordRunStart(ctx, tx, i, now); err != nil {
+					return err
+				}
 			case r.State == gpuportal.WorkloadExited && (i.Status == gpuportal.InstancePending || i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting):
 				var stopAsked sql.NullInt64
 				if err := tx.QueryRowContext(ctx, `SELECT stop_requested_at FROM instances WHERE id = ?`, i.ID).Scan(&stopAsked); err != nil {
@@ -396,6 +399,9 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 		code = sql.NullInt64{Int64: int64(*exitCode), Valid: true}
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM instance_gpus WHERE instance_id = ?`, i.ID); err != nil {
+		return err
+	}
+	if err := recordRunEnd(ctx, tx, i, now); err != nil {
 		return err
 	}
 	restart := outcome == gpuportal.InstanceInterrupted && i.AutoRestart

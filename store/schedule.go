@@ -24,7 +24,7 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 	var nodes []string
 	steps := []func(context.Context, *sql.Tx, time.Time, *TickResult, *[]string) error{
 		db.completeReservations, db.activateReservations, db.handleNodeFailures, db.preempt, db.place,
-		db.waitlistStep, db.remindersStep,
+		db.waitlistStep, db.remindersStep, db.rollupStep,
 	}
 	for _, step := range steps {
 		if err := db.inTx(ctx, func(tx *sql.Tx) error { return step(ctx, tx, now, &res, &nodes) }); err != nil {

@@ -70,7 +70,11 @@ func (s *Server) renderAdmin(c echo.Context, status int, errs templates.FieldErr
 	if err != nil {
 		return err
 	}
-	return s.render(c, status, templates.Admin(templates.AdminPage{Models: models, Errors: errs}))
+	o, err := s.db.Overview(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return s.render(c, status, templates.Admin(templates.AdminPage{Models: models, Errors: errs, Overview: o}))
 }
 
 func (s *Server) handleSetPriceForm(c echo.Context) error {

@@ -37,6 +37,9 @@ func (s *Server) instancesPage(c echo.Context, form templates.LaunchForm) (templ
 		}
 	}
 	form.SafeUntil, _ = s.db.SafeUntil(ctx, form.Model, form.Region, max(form.Count, 1))
+	if r, err := s.db.Rates(ctx, form.Model, form.Region, min(max(form.Count, 1), gpuportal.MaxGPUsPerInstance)); err == nil {
+		form.Bucket = r.Trailing.Bucket
+	}
 	list, err := s.db.Instances(ctx, currentUser(c), 0)
 	if err != nil {
 		return templates.InstancesPage{}, err

@@ -6,6 +6,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"gpuportal"
+	"gpuportal/store"
+	"gpuportal/web/templates"
 )
 
 func (s *Server) apiGetPolicies(c echo.Context) error {
@@ -26,5 +28,27 @@ func (s *Server) apiPutPolicies(c echo.Context) error {
 	if err := s.db.SetPolicies(c.Request().Context(), currentUser(c), p); err != nil {
 		return err
 	}
+	s.kick() // a policy change may free capacity for waiters
 	return s.apiGetPolicies(c)
+}
+
+func auditFilter(c echo.Context) store.AuditFilter {
+	return store.AuditFilter{Action: c.QueryParam("action"), Actor: c.QueryParam("actor"), Subject: c.QueryParam("subject")}
+}
+
+func (s *Server) apiAudit(c echo.Context) error {
+	list, err := s.db.Audit(c.Request().Context(), auditFilter(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, list)
+}
+
+func (s *Server) handleAuditPage(c echo.Context) error {
+	f := auditFilter(c)
+	list, err := s.db.Audit(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Audit(templates.AuditPage{Entries: list, Filter: f}))
 }

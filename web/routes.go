@@ -32,6 +32,7 @@ func (s *Server) routes() {
 	app.POST("/settings/profile", s.handleProfileForm, requireUser)
 	app.POST("/settings/tokens", s.handleCreateTokenForm, requireUser)
 	app.POST("/settings/tokens/:id/revoke", s.handleRevokeTokenForm, requireUser)
+	app.GET("/rates", s.handleRatesPage)
 	app.GET("/calendar", s.handleCalendar)
 	app.GET("/calendar/grid", s.handleCalendarGrid)
 	app.GET("/calendar/quote", s.handleCalendarQuote)
@@ -57,6 +58,9 @@ func (s *Server) routes() {
 	app.POST("/settings/notifications", s.handlePrefsForm, requireUser)
 	app.GET("/admin/notifications", s.handleOutboxPage, requireAdmin)
 	app.POST("/admin/notifications/:id/resend", s.handleResendForm, requireAdmin)
+	app.GET("/admin/policies", s.handlePolicyPage, requireAdmin)
+	app.POST("/admin/policies", s.handlePolicyForm, requireAdmin)
+	app.GET("/admin/audit", s.handleAuditPage, requireAdmin)
 	app.GET("/admin", s.handleAdmin, requireAdmin)
 	app.POST("/admin/models/:id/price", s.handleSetPriceForm, requireAdmin)
 
@@ -73,6 +77,7 @@ func (s *Server) routes() {
 	api.GET("/admin/policies", s.apiGetPolicies, requireAdmin)
 	api.PUT("/admin/policies", s.apiPutPolicies, requireAdmin)
 
+	api.GET("/interruption-rates", s.apiRates)
 	api.GET("/availability", s.apiAvailability)
 	api.GET("/quote", s.apiQuote)
 	api.POST("/reservations", s.apiBook, requireUser, s.idempotent)
@@ -95,6 +100,7 @@ func (s *Server) routes() {
 	api.GET("/admin/notifications", s.apiOutbox, requireAdmin)
 	api.POST("/admin/notifications/:id/resend", s.apiResend, requireAdmin)
 
+	api.GET("/admin/audit", s.apiAudit, requireAdmin)
 	api.GET("/admin/nodes", s.apiNodes, requireAdmin)
 	api.POST("/admin/nodes/:id/drain", s.apiDrain, requireAdmin)
 	api.POST("/admin/enrollment-tokens", s.apiEnrollmentToken, requireAdmin)

@@ -116,6 +116,15 @@ func startDemoAgents(ctx context.Context, db *store.DB, portalURL, agentBin, dir
 	}
 	log.Info("demo fleet running", "agents", len(procs), "logs", dir)
 	if fresh == 0 {
+		var customers []*gpuportal.User
+		for _, email := range []string{"alice@gpuportal.demo", "bob@gpuportal.demo"} {
+			if u, err := db.UserByEmail(ctx, email); err == nil {
+				customers = append(customers, u)
+			}
+		}
+		if err := db.SeedDemoHistory(ctx, customers, db.Clock.Now()); err != nil {
+			log.Warn("demo history", "err", err)
+		}
 		if bob, err := db.UserByEmail(ctx, "bob@gpuportal.demo"); err == nil {
 			if err := seedDemoBookings(ctx, db, bob); err != nil {
 				log.Warn("demo bookings", "err", err)

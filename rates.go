@@ -1,0 +1,51 @@
+package gpuportal
+
+import "time"
+
+// RateBucket is the AWS-style interruption-frequency bucket of a rate
+// (a fraction: 0.05 is 5 %). Edges belong to the higher bucket: exactly 5 %
+// is "5-10%".
+func RateBucket(rate float64) string {
+	switch {
+	case rate < 0.05:
+		return "<5%"
+	case rate < 0.10:
+		return "5-10%"
+	case rate < 0.15:
+		return "10-15%"
+	case rate < 0.20:
+		return "15-20%"
+	}
+	return ">20%"
+}
+
+// InterruptionRates is GET /api/v1/interruption-rates's answer.
+type InterruptionRates struct {
+	Model      string         `json:"model"`
+	Region     string         `json:"region"`
+	Trailing   TrailingRate   `json:"trailing_30d"`
+	ByHour     []float64      `json:"by_hour_of_week"` // 168 cells: Monday 00:00 first, site zone; interruptions per 100 spot GPU-hours
+	GPUHours   []float64      `json:"gpu_hours_by_hour_of_week"`
+	Reasons    map[string]int `json:"reasons"`
+	Bursts     int            `json:"bursts"` // interruptions within 3 minutes of each other counted once
+	SafeUntil  *time.Time     `json:"safe_until"`
+	Count      int            `json:"count"`
+	TimeZone   string         `json:"time_zone"`
+	ComputedAt time.Time      `json:"computed_at"`
+}
+
+// TrailingRate is the trailing 30 days: spot instances that ran, how many
+// were interrupted, the rate and its bucket.
+type TrailingRate struct {
+	Instances   int     `json:"instances"`
+	Interrupted int     `json:"interrupted"`
+	Rate        float64 `json:"rate"`
+	Bucket      string  `json:"bucket"`
+}
+
+// HourOfWeek is the heatmap cell of t in loc: weekday (Monday = 0) × 24 +
+// hour.
+func HourOfWeek(t time.Time, loc *time.Location) int {
+	l := t.In(loc)
+	return ((int(l.Weekday())+6)%7)*24 + l.Hour()
+}

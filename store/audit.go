@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// AuditEntry is one line of the audit log: who changed what, old → new.
+type AuditEntry struct {
+	ID       int64           `json:"id"`
+	At       time.Time       `json:"at"`
+	ActorID  *int64          `json:"actor_id,omitempty"`
+	Actor    string          `json:"actor"`
+	Action   string          `json:"action"`
+	Subject  string          `json:"subject"`
+	OldValue json.RawMessage `json:"old"`
+	NewValue json.RawMessage `json:"new"`
+}
+
+// AuditFilter narrows the audit log; empty fields match everything.
+type AuditFilter struct {
+	Action  string // prefix, e.g. "policies" or "reservation.cancel"
+	Actor   string // email
+	Subject string // prefix, e.g. "node/"
+	Limit   int
+}
+
+// Audit lists audit entries, newest first.
+func (db *DB) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
+	if f.Limit <= 0 || f.Limit > 1000 {
+		f.Limit = 200
+	}
+	where, args := []string{"1 = 1"}, []any{}
+	if f.Action != "" {
+		where, args = append(where, "a.action LIKE ? ESCAPE '\\'"), append(args, likePrefix(f.Action))
+	}
+	if f.Subject != "" {
+		where, args = append(where, "a.subject LIKE ? ESCAPE '\\'"), append(args, likePrefix(f.Subject))
+	}
+	if f.Actor != "" {
+		where, args = append(where, "u.email = ?"), append(args, strings.ToLower(strings.TrimSpace(f.Actor)))
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT a.id, a.at, a.actor_id, coalesce(u.email, 'system'), a.action, a.subject, a.old_value, a.new_value
+		FROM audit_log a LEFT JOIN users u ON u.id = a.actor_id WHERE `+strings.Join(where, " AND ")+` ORDER BY a.id DESC LIMIT ?`, append(args, f.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	defer rows.Close()
+	out := []AuditEntry{}
+	for rows.Next() {
+		var e AuditEntry
+		var at int64
+		var actor *int64
+		var oldV, newV string
+		if err := rows.Scan(&e.ID, &at, &actor, &e.Actor, &e.Action, &e.Subject, &oldV, &newV); err != nil {
+			return nil, err
+		}
+		e.At, e.ActorID = fromUnix(at), actor
+		e.OldValue, e.NewValue = json.RawMessage(nonEmptyJSON(oldV)), json.RawMessage(nonEmptyJSON(newV))
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func nonEmptyJSON(s string) string {
+	if s == "" {
+		return "null"
+	}
+	return s
+}
+
+// likePrefix escapes a LIKE pattern and makes it a prefix match.
+func likePrefix(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(s) + "%"
+}
