@@ -10,7 +10,7 @@ import (
 
 // GPUStates counts a model's GPUs in a region by what they do now.
 type GPUStates struct {
-	Model, Region                                         string
+	Model, Region                                      string
 	Reserved, OnDemand, Spot, Idle, Unhealthy, Offline int
 }
 

@@ -192,7 +192,6 @@ func rollupInterruptions(ctx context.Context, tx *sql.Tx, h int64) error {
 	return nil
 }
 
-
 // RollupAll rolls up every completed hour (demo seeding, tests).
 func (db *DB) RollupAll(ctx context.Context, now time.Time) error {
 	for {
