@@ -60,12 +60,14 @@ func loadPool(ctx context.Context, q queryer, model, region string, now time.Tim
 		p.healthy = append(p.healthy, g)
 	}
 	rows.Close()
-	if err := gpuOwners(ctx, q, p.heldBy, `SELECT ig.gpu_uuid, ig.instance_id FROM instance_gpus ig JOIN instances i ON i.id = ig.instance_id
-		WHERE i.model_id = ? AND i.region_id = ?`, model, region); err != nil {
+	// Driven from the small tables of live assignments (CROSS JOIN keeps
+	// SQLite from starting at the ever-growing instances or reservations).
+	if err := gpuOwners(ctx, q, p.heldBy, `SELECT ig.gpu_uuid, ig.instance_id FROM instance_gpus ig CROSS JOIN gpus g
+		WHERE g.uuid = ig.gpu_uuid AND g.model_id = ?`, model); err != nil {
 		return nil, err
 	}
-	if err := gpuOwners(ctx, q, p.reservedGPU, `SELECT rg.gpu_uuid, rg.reservation_id FROM reservation_gpus rg JOIN reservations r ON r.id = rg.reservation_id
-		WHERE r.model_id = ? AND r.region_id = ?`, model, region); err != nil {
+	if err := gpuOwners(ctx, q, p.reservedGPU, `SELECT rg.gpu_uuid, rg.reservation_id FROM reservation_gpus rg CROSS JOIN gpus g
+		WHERE g.uuid = rg.gpu_uuid AND g.model_id = ?`, model); err != nil {
 		return nil, err
 	}
 	rows, err = q.QueryContext(ctx, `SELECT id, kind, count, coalesce(node_id, ''), coalesce(started_at, created_at) FROM instances

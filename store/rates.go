@@ -225,8 +225,12 @@ func (db *DB) Rates(ctx context.Context, model, region string, count int) (*gpup
 	since := now.Add(-30 * 24 * time.Hour)
 	r := &gpuportal.InterruptionRates{Model: model, Region: region, Count: count, ByHour: make([]float64, 168), GPUHours: make([]float64, 168),
 		Reasons: map[string]int{}, TimeZone: db.Location.String(), ComputedAt: now}
-	if err := db.read.QueryRowContext(ctx, `SELECT count(DISTINCT instance_id) FROM spot_runs WHERE model_id = ? AND region_id = ? AND (ended_at IS NULL OR ended_at >= ?) AND started_at < ?`,
-		model, region, unix(since), unix(now)).Scan(&r.Trailing.Instances); err != nil {
+	// Two index ranges (ended in the window; still running), deduplicated:
+	// an OR of the two would scan the whole history.
+	if err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM (
+			SELECT instance_id FROM spot_runs WHERE model_id = ? AND region_id = ? AND ended_at >= ?
+			UNION SELECT instance_id FROM spot_runs WHERE model_id = ? AND region_id = ? AND ended_at IS NULL AND started_at < ?) AS ran`,
+		model, region, unix(since), model, region, unix(now)).Scan(&r.Trailing.Instances); err != nil {
 		return nil, fmt.Errorf("rates: %w", err)
 	}
 	if err := db.read.QueryRowContext(ctx, `SELECT count(DISTINCT instance_id) FROM interruptions WHERE model_id = ? AND region_id = ? AND notice_at >= ? AND notice_at <= ?`,
