@@ -112,13 +112,17 @@ func seedReservation(ctx context.Context, tx *sql.Tx, userID int64, m gpuportal.
 	if !cancel {
 		return nil
 	}
-	at := q.Start.Add(-10 * time.Hour) // a 50 % fee under the default tiers
+	// Early enough to be free: demo customers keep their credit.
+	at := q.Start.Add(-30 * time.Hour)
 	fee, refund := gpuportal.CancellationFee(q.Total, policy.CancellationTiers, q.Start, at)
 	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ? WHERE id = ?`, unix(at), fee, refund, fee > 0, id); err != nil {
 		return err
 	}
 	if err := addLedger(ctx, tx, userID, at, "refund", -q.Total, &id, fmt.Sprintf("Reservation #%d cancelled: price returned", id)); err != nil {
 		return err
+	}
+	if fee == 0 {
+		return nil
 	}
 	return addLedger(ctx, tx, userID, at, "cancellation_fee", fee, &id, fmt.Sprintf("Reservation #%d: cancellation fee", id))
 }

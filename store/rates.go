@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"time"
 
 	"gpuportal"
@@ -29,85 +28,27 @@ func recordRunEnd(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, now ti
 	return err
 }
 
-// rollupHoursPerTick bounds one tick's catching up (a year takes a few
-// dozen ticks; demo seeding rolls up in a loop).
-const rollupHoursPerTick = 24 * 14
-
-// rollupStep folds every completed hour since the last roll-up into
-// spot_hourly: GPU-seconds of spot runs, interruptions by reason, bursts.
+// rollupStep folds new spot history into spot_hourly.
 func (db *DB) rollupStep(ctx context.Context, tx *sql.Tx, now time.Time, _ *TickResult, _ *[]string) error {
-	_, err := db.rollup(ctx, tx, now, rollupHoursPerTick)
-	return err
+	return rollup(ctx, tx, now)
 }
 
-// rollup folds the spot history into spot_hourly: the GPU-seconds of
-// every run that ended since the last roll-up (spread over the hours it
-// ran), and the interruptions and bursts of up to max completed hours.
-// Both passes read only what is new, so catching up a year stays linear.
-func (db *DB) rollup(ctx context.Context, tx *sql.Tx, now time.Time, max int) (int, error) {
-	if err := rollupRuns(ctx, tx, now); err != nil {
-		return 0, err
-	}
-	next, ok, err := setting(ctx, tx, "spot_rollup_next_hour")
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		var first sql.NullInt64
-		if err := tx.QueryRowContext(ctx, `SELECT min(notice_at) FROM interruptions`).Scan(&first); err != nil {
-			return 0, err
-		}
-		if !first.Valid {
-			return 0, nil
-		}
-		next = first.Int64 - first.Int64%3600
-	}
-	done := 0
-	for ; next+3600 <= unix(now) && done < max; next += 3600 {
-		if err := rollupInterruptions(ctx, tx, next); err != nil {
-			return done, err
-		}
-		done++
-	}
-	return done, setSetting(ctx, tx, "spot_rollup_next_hour", next)
-}
-
-func setting(ctx context.Context, tx *sql.Tx, key string) (int64, bool, error) {
-	var v string
-	err := tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE key = ?`, key).Scan(&v)
-	if err == sql.ErrNoRows {
-		return 0, false, nil
-	} else if err != nil {
-		return 0, false, err
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, false, fmt.Errorf("setting %s = %q: %w", key, v, err)
-	}
-	return n, true, nil
-}
-
-func setSetting(ctx context.Context, tx *sql.Tx, key string, n int64) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, strconv.FormatInt(n, 10))
-	return err
-}
-
-// rollupRuns adds the GPU-seconds of runs that ended in [watermark, now)
-// to the hours they ran in.
-func rollupRuns(ctx context.Context, tx *sql.Tx, now time.Time) error {
-	from, _, err := setting(ctx, tx, "spot_rollup_runs_until")
-	if err != nil {
-		return err
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT model_id, region_id, gpus, started_at, ended_at FROM spot_runs WHERE ended_at >= ? AND ended_at < ?`, from, unix(now))
-	if err != nil {
-		return fmt.Errorf("roll up runs: %w", err)
-	}
+// rollup folds every run that has ended and every interruption not yet
+// counted into spot_hourly — a run's GPU-seconds spread over the hours it
+// ran, an interruption into its hour by reason, and a burst for each
+// interruption with no other of its model and region in the 3 minutes
+// before it. Rows are marked as counted, so history inserted late (the
+// demo's) or a clock moved back is still counted once.
+func rollup(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	type key struct {
 		model, region string
 		hour          int64
 	}
 	secs := map[key]int64{}
+	rows, err := tx.QueryContext(ctx, `SELECT model_id, region_id, gpus, started_at, ended_at FROM spot_runs WHERE rolled = 0 AND ended_at <= ?`, unix(now))
+	if err != nil {
+		return fmt.Errorf("roll up runs: %w", err)
+	}
 	for rows.Next() {
 		var model, region string
 		var gpus, start, end int64
@@ -123,88 +64,66 @@ func rollupRuns(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	for k, n := range secs {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO spot_hourly (model_id, region_id, hour, gpu_seconds) VALUES (?, ?, ?, ?)
-			ON CONFLICT (model_id, region_id, hour) DO UPDATE SET gpu_seconds = spot_hourly.gpu_seconds + excluded.gpu_seconds`, k.model, k.region, k.hour, n); err != nil {
-			return err
-		}
-	}
-	return setSetting(ctx, tx, "spot_rollup_runs_until", unix(now))
-}
-
-func rollupInterruptions(ctx context.Context, tx *sql.Tx, h int64) error {
-	end := h + 3600
-	upsert := func(model, region string, col string, n int64) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO spot_hourly (model_id, region_id, hour, `+col+`) VALUES (?, ?, ?, ?)
-			ON CONFLICT (model_id, region_id, hour) DO UPDATE SET `+col+` = excluded.`+col, model, region, h, n)
-		return err
-	}
-	type row struct {
-		model, region, key string
-		n                  int64
-	}
-	collect := func(query string, args ...any) ([]row, error) {
-		rows, err := tx.QueryContext(ctx, query, args...)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var out []row
-		for rows.Next() {
-			var r row
-			if err := rows.Scan(&r.model, &r.region, &r.key, &r.n); err != nil {
-				return nil, err
-			}
-			out = append(out, r)
-		}
-		return out, rows.Err()
-	}
-	reasons, err := collect(`SELECT model_id, region_id, reason, count(*) FROM interruptions WHERE notice_at >= ? AND notice_at < ? GROUP BY model_id, region_id, reason`, h, end)
+	ints := map[key]map[string]int64{} // column → count
+	rows, err = tx.QueryContext(ctx, `SELECT i.model_id, i.region_id, i.reason, i.notice_at,
+		NOT EXISTS (SELECT 1 FROM interruptions j WHERE j.model_id = i.model_id AND j.region_id = i.region_id
+			AND j.notice_at >= i.notice_at - 180 AND (j.notice_at < i.notice_at OR (j.notice_at = i.notice_at AND j.id < i.id)))
+		FROM interruptions i WHERE i.rolled = 0 AND i.notice_at <= ?`, unix(now))
 	if err != nil {
 		return fmt.Errorf("roll up interruptions: %w", err)
 	}
-	totals := map[[2]string]int64{}
-	for _, r := range reasons {
-		totals[[2]string{r.model, r.region}] += r.n
-		if err := upsert(r.model, r.region, "by_"+r.key, r.n); err != nil {
+	for rows.Next() {
+		var model, region, reason string
+		var at int64
+		var burst bool
+		if err := rows.Scan(&model, &region, &reason, &at, &burst); err != nil {
+			rows.Close()
+			return err
+		}
+		k := key{model, region, at - at%3600}
+		if ints[k] == nil {
+			ints[k] = map[string]int64{}
+		}
+		ints[k]["interruptions"]++
+		ints[k]["by_"+reason]++
+		if burst {
+			ints[k]["bursts"]++
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	add := func(k key, col string, n int64) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO spot_hourly (model_id, region_id, hour, `+col+`) VALUES (?, ?, ?, ?)
+			ON CONFLICT (model_id, region_id, hour) DO UPDATE SET `+col+` = spot_hourly.`+col+` + excluded.`+col, k.model, k.region, k.hour, n)
+		return err
+	}
+	for k, n := range secs {
+		if err := add(k, "gpu_seconds", n); err != nil {
 			return err
 		}
 	}
-	for k, n := range totals {
-		if err := upsert(k[0], k[1], "interruptions", n); err != nil {
-			return err
+	for k, cols := range ints {
+		for col, n := range cols {
+			switch col {
+			case "interruptions", "bursts", "by_reservation", "by_on_demand", "by_node_failure", "by_admin":
+				if err := add(k, col, n); err != nil {
+					return err
+				}
+			}
 		}
 	}
-	// A burst starts with an interruption that has no other of the same
-	// model and region in the 3 minutes before it.
-	bursts, err := collect(`SELECT i.model_id, i.region_id, '', count(*) FROM interruptions i WHERE i.notice_at >= ? AND i.notice_at < ?
-		AND NOT EXISTS (SELECT 1 FROM interruptions j WHERE j.model_id = i.model_id AND j.region_id = i.region_id
-			AND j.notice_at >= i.notice_at - 180 AND (j.notice_at < i.notice_at OR (j.notice_at = i.notice_at AND j.id < i.id)))
-		GROUP BY i.model_id, i.region_id`, h, end)
-	if err != nil {
-		return fmt.Errorf("roll up bursts: %w", err)
+	if _, err := tx.ExecContext(ctx, `UPDATE spot_runs SET rolled = 1 WHERE rolled = 0 AND ended_at <= ?`, unix(now)); err != nil {
+		return err
 	}
-	for _, r := range bursts {
-		if err := upsert(r.model, r.region, "bursts", r.n); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err = tx.ExecContext(ctx, `UPDATE interruptions SET rolled = 1 WHERE rolled = 0 AND notice_at <= ?`, unix(now))
+	return err
 }
 
-// RollupAll rolls up every completed hour (demo seeding, tests).
+// RollupAll folds all spot history up to now (demo seeding, tests).
 func (db *DB) RollupAll(ctx context.Context, now time.Time) error {
-	for {
-		var n int
-		err := db.inTx(ctx, func(tx *sql.Tx) error {
-			var err error
-			n, err = db.rollup(ctx, tx, now, rollupHoursPerTick)
-			return err
-		})
-		if err != nil || n < rollupHoursPerTick {
-			return err
-		}
-	}
+	return db.inTx(ctx, func(tx *sql.Tx) error { return rollup(ctx, tx, now) })
 }
 
 // Rates computes the interruption rates of a model in a region: the

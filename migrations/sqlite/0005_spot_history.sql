@@ -10,11 +10,13 @@ CREATE TABLE spot_runs (
     gpus        INTEGER NOT NULL,
     started_at  INTEGER NOT NULL,
     ended_at    INTEGER,             -- NULL while running
+    rolled      INTEGER NOT NULL DEFAULT 0, -- counted in spot_hourly
     PRIMARY KEY (instance_id, attempt)
 );
+CREATE INDEX spot_runs_to_roll ON spot_runs(ended_at) WHERE rolled = 0;
 CREATE INDEX spot_runs_open ON spot_runs(model_id, region_id, ended_at);
-CREATE INDEX spot_runs_ended ON spot_runs(ended_at);
-CREATE INDEX interruptions_notice ON interruptions(notice_at);
+ALTER TABLE interruptions ADD COLUMN rolled INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX interruptions_to_roll ON interruptions(notice_at) WHERE rolled = 0;
 
 -- Per model, region and UTC hour: spot GPU-seconds run, interruptions (by
 -- reason) and bursts (interruptions more than 3 minutes after the previous
