@@ -43,8 +43,8 @@ func (db *DB) policyFor(ctx context.Context, tx *sql.Tx, model string) (gpuporta
 	return p.For(model), nil
 }
 
-func queryIDs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]int64, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
+func queryIDs(ctx context.Context, q queryer, query string, args ...any) ([]int64, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -83,22 +83,7 @@ func (db *DB) Waitlist(ctx context.Context, user *gpuportal.User) ([]gpuportal.W
 	if !user.IsAdmin() {
 		where, args = "user_id = ?", []any{user.ID}
 	}
-	ids, err := func() ([]int64, error) {
-		rows, err := db.read.QueryContext(ctx, `SELECT id FROM waitlist_entries WHERE `+where+` ORDER BY id DESC LIMIT 500`, args...)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				return nil, err
-			}
-			ids = append(ids, id)
-		}
-		return ids, rows.Err()
-	}()
+	ids, err := queryIDs(ctx, db.read, `SELECT id FROM waitlist_entries WHERE `+where+` ORDER BY id DESC LIMIT 500`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list waitlist: %w", err)
 	}
