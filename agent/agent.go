@@ -649,8 +649,8 @@ func (a *Agent) logPath(instanceID int64) string {
 	return filepath.Join(a.cfg.StateDir, "logs", fmt.Sprintf("instance-%d.log", instanceID))
 }
 
-// tailFile returns the last max bytes of a file, from a line start.
-func tailFile(path string, max int64) string {
+// tailFile returns the last limit bytes of a file, from a line start.
+func tailFile(path string, limit int64) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
@@ -660,7 +660,7 @@ func tailFile(path string, max int64) string {
 	if err != nil || info.Size() == 0 {
 		return ""
 	}
-	off := max64(0, info.Size()-max)
+	off := max(0, info.Size()-limit)
 	buf := make([]byte, info.Size()-off)
 	if _, err := f.ReadAt(buf, off); err != nil {
 		return ""
@@ -672,11 +672,4 @@ func tailFile(path string, max int64) string {
 		}
 	}
 	return strings.ToValidUTF8(s, "?")
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }

@@ -14,13 +14,15 @@ import (
 const instanceColumns = `id, user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, coalesce(node_id, ''),
 	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail`
 
-func scanInstance(row interface{ Scan(...any) error }) (*gpuportal.Instance, error) {
+// scanInstance reads instanceColumns, then any extra columns into extra.
+func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal.Instance, error) {
 	var i gpuportal.Instance
 	var resID, started, ended, notice, deadline, exit sql.NullInt64
 	var reason sql.NullString
 	var created int64
-	if err := row.Scan(&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
-		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail); err != nil {
+	dest := append([]any{&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
+		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail}, extra...)
+	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
 	i.CreatedAt = fromUnix(created)
@@ -276,19 +278,12 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	var extras []extra
 	for rows.Next() {
 		var x extra
-		var i gpuportal.Instance
-		var resID, started, ended, notice, deadline, exit sql.NullInt64
-		var reason sql.NullString
-		var created int64
-		if err := rows.Scan(&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
-			&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &x.wall, &x.grace); err != nil {
+		i, err := scanInstance(rows, &x.wall, &x.grace)
+		if err != nil {
 			rows.Close()
 			return d, err
 		}
-		if notice.Valid && deadline.Valid {
-			i.Interruption = &gpuportal.InstanceInterruption{NoticeAt: fromUnix(notice.Int64), Deadline: fromUnix(deadline.Int64), Reason: reason.String}
-		}
-		list = append(list, &i)
+		list = append(list, i)
 		extras = append(extras, x)
 	}
 	rows.Close()

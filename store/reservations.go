@@ -112,17 +112,8 @@ func (db *DB) Quote(ctx context.Context, req gpuportal.BookingRequest) (gpuporta
 		return gpuportal.Quote{}, err
 	}
 	capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
-	var full int64
-	var reserved int
-	err = db.read.QueryRowContext(ctx, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?
-		AND reserved + ? > ? ORDER BY hour LIMIT 1`, req.Model, req.Region, unix(req.Start.UTC()), unix(req.End.UTC()), req.Count, capacity).Scan(&full, &reserved)
-	switch {
-	case err == nil:
-		return gpuportal.Quote{}, capacityError(fromUnix(full), max(0, capacity-reserved), req.Count, db.Location)
-	case req.Count > capacity:
-		return gpuportal.Quote{}, capacityError(req.Start, capacity, req.Count, db.Location)
-	case !errors.Is(err, sql.ErrNoRows):
-		return gpuportal.Quote{}, fmt.Errorf("check capacity: %w", err)
+	if err := checkFits(ctx, db.read, req.Model, req.Region, req.Start.UTC(), req.End.UTC(), req.Count, capacity, db.Location); err != nil {
+		return gpuportal.Quote{}, err
 	}
 	return gpuportal.QuoteFor(*model, req.Count, req.Start, req.End, policy, db.Location), nil
 }
@@ -198,14 +189,8 @@ func takeCapacity(ctx context.Context, tx *sql.Tx, model, region string, start, 
 	if err := ensureUsageRows(ctx, tx, model, region, start, end); err != nil {
 		return err
 	}
-	var full int64
-	var reserved int
-	err := tx.QueryRowContext(ctx, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?
-		AND reserved + ? > ? ORDER BY hour LIMIT 1`, model, region, unix(start), unix(end), count, capacity).Scan(&full, &reserved)
-	if err == nil {
-		return capacityError(fromUnix(full), max(0, capacity-reserved), count, loc)
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("check capacity: %w", err)
+	if err := checkFits(ctx, tx, model, region, start, end, count, capacity, loc); err != nil {
+		return err
 	}
 	res, err := tx.ExecContext(ctx, `UPDATE hourly_usage SET reserved = reserved + ?
 		WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ? AND reserved + ? <= ?`,
@@ -216,6 +201,24 @@ func takeCapacity(ctx context.Context, tx *sql.Tx, model, region string, start, 
 	if n, _ := res.RowsAffected(); int(n) != int(end.Sub(start)/time.Hour) {
 		// Another portal took the last GPUs between the check and the update.
 		return capacityError(start, 0, count, loc)
+	}
+	return nil
+}
+
+// checkFits reports capacity_unavailable, naming the first hour of
+// [start, end) where count more GPUs would not fit; nil when all fit.
+func checkFits(ctx context.Context, q queryer, model, region string, start, end time.Time, count, capacity int, loc *time.Location) error {
+	if count > capacity {
+		return capacityError(start, capacity, count, loc)
+	}
+	var full int64
+	var reserved int
+	err := q.QueryRowContext(ctx, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?
+		AND reserved + ? > ? ORDER BY hour LIMIT 1`, model, region, unix(start), unix(end), count, capacity).Scan(&full, &reserved)
+	if err == nil {
+		return capacityError(fromUnix(full), max(0, capacity-reserved), count, loc)
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("check capacity: %w", err)
 	}
 	return nil
 }

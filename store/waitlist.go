@@ -229,13 +229,10 @@ func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *
 			return err
 		}
 		capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
-		var full int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ? AND reserved + ? > ?`,
-			w.Model, w.Region, unix(w.Start), unix(w.End), w.Count, capacity).Scan(&full); err != nil {
-			return err
-		}
-		if full > 0 || w.Count > capacity {
+		if err := checkFits(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location); gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
 			continue // does not fit yet; a later, smaller entry may
+		} else if err != nil {
+			return err
 		}
 		if w.AutoBook {
 			r, err := db.book(ctx, tx, w.UserID, gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})

@@ -2,8 +2,6 @@ package web
 
 import (
 	"bytes"
-	"encoding/json"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -24,14 +22,9 @@ type bookingJSON struct {
 // parseBookingJSON decodes and checks the shape of a booking request body.
 // The rules (duration, lead time, capacity) are the store's to check.
 func parseBookingJSON(body []byte) (gpuportal.BookingRequest, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var in bookingJSON
-	if err := dec.Decode(&in); err != nil {
-		return gpuportal.BookingRequest{}, jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return gpuportal.BookingRequest{}, gpuportal.Errorf(gpuportal.EINVALID, "The request body must be a single JSON object.")
+	if err := decodeStrict(bytes.NewReader(body), &in); err != nil {
+		return gpuportal.BookingRequest{}, err
 	}
 	return bookingFields(in.Model, in.Region, in.Count, in.Start, in.End, time.UTC)
 }

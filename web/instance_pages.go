@@ -36,9 +36,8 @@ func (s *Server) instancesPage(c echo.Context, form templates.LaunchForm) (templ
 			form.SpotPrice = gpuportal.SpotPrice(m.ListPrice, pol.For(m.ID).SpotDiscountPercent)
 		}
 	}
-	form.SafeUntil, _ = s.db.SafeUntil(ctx, form.Model, form.Region, max(form.Count, 1))
 	if r, err := s.db.Rates(ctx, form.Model, form.Region, min(max(form.Count, 1), gpuportal.MaxGPUsPerInstance)); err == nil {
-		form.Bucket = r.Trailing.Bucket
+		form.Bucket, form.SafeUntil = r.Trailing.Bucket, r.SafeUntil
 	}
 	list, err := s.db.Instances(ctx, currentUser(c), 0)
 	if err != nil {

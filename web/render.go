@@ -44,8 +44,12 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 // bindJSON decodes a JSON request body strictly: unknown fields, wrong
 // types, trailing data and oversized bodies are invalid_input, never a 500.
 func bindJSON(c echo.Context, dst any) error {
-	body := http.MaxBytesReader(c.Response(), c.Request().Body, maxJSONBody)
-	dec := json.NewDecoder(body)
+	return decodeStrict(http.MaxBytesReader(c.Response(), c.Request().Body, maxJSONBody), dst)
+}
+
+// decodeStrict decodes exactly one JSON value with no unknown fields.
+func decodeStrict(r io.Reader, dst any) error {
+	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return jsonError(err)

@@ -1,9 +1,6 @@
 package web
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -21,15 +18,9 @@ type waitJSON struct {
 }
 
 func (s *Server) apiJoinWaitlist(c echo.Context) error {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxJSONBody))
-	if err != nil {
-		return jsonError(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var in waitJSON
-	if err := dec.Decode(&in); err != nil {
-		return jsonError(err)
+	if err := bindJSON(c, &in); err != nil {
+		return err
 	}
 	req, err := bookingFields(in.Model, in.Region, in.Count, in.Start, in.End, s.cfg.Location)
 	if err != nil {
