@@ -126,23 +126,14 @@ func (db *DB) RecordHeartbeat(ctx context.Context, nodeID string, hb gpuportal.A
 	if hbSec < 1 || hbSec > 300 {
 		hbSec = 10
 	}
-	upNodeStmt, err := db.prepare(ctx, `UPDATE nodes SET last_heartbeat_at = ?, online = 1, heartbeat_seconds = ? WHERE id = ?`)
-	if err != nil {
-		return 0, err
-	}
-	upGPUStmt, err := db.prepare(ctx, `UPDATE gpus SET memory_used_mib = ?, utilization_percent = ?, temperature_c = ?, power_w = ?,
-			xid_errors = ?, last_xid = ?, ecc_uncorrected = ?, healthy = ? WHERE uuid = ?`)
-	if err != nil {
-		return 0, err
-	}
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		var online bool
-		if err := tx.QueryRowContext(ctx, `SELECT online, revision FROM nodes WHERE id = ?`, nodeID).Scan(&online, &revision); err != nil {
+		if err := db.row(ctx, tx, `SELECT online, revision FROM nodes WHERE id = ?`, nodeID).Scan(&online, &revision); err != nil {
 			return err
 		}
 		healthChanged := !online
 		health := map[string]bool{}
-		rows, err := tx.QueryContext(ctx, `SELECT uuid, healthy FROM gpus WHERE node_id = ?`, nodeID)
+		rows, err := db.rows(ctx, tx, `SELECT uuid, healthy FROM gpus WHERE node_id = ?`, nodeID)
 		if err != nil {
 			return err
 		}
@@ -156,8 +147,7 @@ func (db *DB) RecordHeartbeat(ctx context.Context, nodeID string, hb gpuportal.A
 			health[u] = h
 		}
 		rows.Close()
-		upNode, upGPU := tx.StmtContext(ctx, upNodeStmt), tx.StmtContext(ctx, upGPUStmt)
-		if _, err := upNode.ExecContext(ctx, now.Unix(), hbSec, nodeID); err != nil {
+		if _, err := db.execTx(ctx, tx, `UPDATE nodes SET last_heartbeat_at = ?, online = 1, heartbeat_seconds = ? WHERE id = ?`, now.Unix(), hbSec, nodeID); err != nil {
 			return err
 		}
 		for _, g := range hb.GPUs {
@@ -165,7 +155,8 @@ func (db *DB) RecordHeartbeat(ctx context.Context, nodeID string, hb gpuportal.A
 			if !ours {
 				continue // not a GPU we rent, or another node's
 			}
-			if _, err := upGPU.ExecContext(ctx, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected, g.Healthy, g.UUID); err != nil {
+			if _, err := db.execTx(ctx, tx, `UPDATE gpus SET memory_used_mib = ?, utilization_percent = ?, temperature_c = ?, power_w = ?,
+				xid_errors = ?, last_xid = ?, ecc_uncorrected = ?, healthy = ? WHERE uuid = ?`, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected, g.Healthy, g.UUID); err != nil {
 				return err
 			}
 			healthChanged = healthChanged || was != g.Healthy

@@ -49,7 +49,7 @@ func (db *DB) SeedDemoHistory(ctx context.Context, customers []*gpuportal.User, 
 					end := start.Add(time.Duration(4+rng.IntN(9)) * time.Hour)
 					count := 4 << rng.IntN(3)
 					q := gpuportal.QuoteFor(m, count, start, end, policy, db.Location)
-					if err := seedReservation(ctx, tx, u.ID, m, q, policy, start.Add(-time.Duration(24+rng.IntN(200))*time.Hour), rng.IntN(8) == 0); err != nil {
+					if err := db.seedReservation(ctx, tx, u.ID, m, q, policy, start.Add(-time.Duration(24+rng.IntN(200))*time.Hour), rng.IntN(8) == 0); err != nil {
 						return err
 					}
 				}
@@ -94,7 +94,7 @@ func (db *DB) SeedDemoHistory(ctx context.Context, customers []*gpuportal.User, 
 	return db.RollupAll(ctx, now)
 }
 
-func seedReservation(ctx context.Context, tx *sql.Tx, userID int64, m gpuportal.Model, q gpuportal.Quote, policy gpuportal.Policy, created time.Time, cancel bool) error {
+func (db *DB) seedReservation(ctx context.Context, tx *sql.Tx, userID int64, m gpuportal.Model, q gpuportal.Quote, policy gpuportal.Policy, created time.Time, cancel bool) error {
 	quoteJSON, _ := json.Marshal(q)
 	tiersJSON, _ := json.Marshal(policy.CancellationTiers)
 	status := gpuportal.ReservationCompleted
@@ -106,7 +106,7 @@ func seedReservation(ctx context.Context, tx *sql.Tx, userID int64, m gpuportal.
 		VALUES (?, ?, 'cd-1', ?, ?, ?, ?, ?, ?, ?, ?, 1, 1) RETURNING id`, userID, m.ID, q.Count, unix(q.Start), unix(q.End), status, q.Total, string(quoteJSON), string(tiersJSON), unix(created)).Scan(&id); err != nil {
 		return err
 	}
-	if err := addLedger(ctx, tx, userID, created, "reservation", q.Total, &id, fmt.Sprintf("Reservation #%d: %d × %s, cd-1, %d h", id, q.Count, m.Name, len(q.Hours))); err != nil {
+	if err := db.addLedger(ctx, tx, userID, created, "reservation", q.Total, &id, fmt.Sprintf("Reservation #%d: %d × %s, cd-1, %d h", id, q.Count, m.Name, len(q.Hours))); err != nil {
 		return err
 	}
 	if !cancel {
@@ -118,13 +118,13 @@ func seedReservation(ctx context.Context, tx *sql.Tx, userID int64, m gpuportal.
 	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ? WHERE id = ?`, unix(at), fee, refund, fee > 0, id); err != nil {
 		return err
 	}
-	if err := addLedger(ctx, tx, userID, at, "refund", -q.Total, &id, fmt.Sprintf("Reservation #%d cancelled: price returned", id)); err != nil {
+	if err := db.addLedger(ctx, tx, userID, at, "refund", -q.Total, &id, fmt.Sprintf("Reservation #%d cancelled: price returned", id)); err != nil {
 		return err
 	}
 	if fee == 0 {
 		return nil
 	}
-	return addLedger(ctx, tx, userID, at, "cancellation_fee", fee, &id, fmt.Sprintf("Reservation #%d: cancellation fee", id))
+	return db.addLedger(ctx, tx, userID, at, "cancellation_fee", fee, &id, fmt.Sprintf("Reservation #%d: cancellation fee", id))
 }
 
 func seedSpotRun(ctx context.Context, tx *sql.Tx, userID int64, model, region string, gpus int, price gpuportal.Fen, start, end, interruptedAt time.Time, reason string) error {

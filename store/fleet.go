@@ -61,7 +61,7 @@ func recomputeCapacity(ctx context.Context, tx *sql.Tx) error {
 // HealthyGPUs returns the healthy GPUs of a model in a region on online,
 // non-draining nodes.
 func (db *DB) HealthyGPUs(ctx context.Context, model, region string) (int, error) {
-	return healthyGPUs(ctx, db.read, model, region)
+	return db.healthyGPUs(ctx, db.read, model, region)
 }
 
 type queryer interface {
@@ -69,9 +69,9 @@ type queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-func healthyGPUs(ctx context.Context, q queryer, model, region string) (int, error) {
+func (db *DB) healthyGPUs(ctx context.Context, q queryer, model, region string) (int, error) {
 	var n int
-	err := q.QueryRowContext(ctx, `SELECT healthy_gpus FROM capacity WHERE model_id = ? AND region_id = ?`, model, region).Scan(&n)
+	err := db.row(ctx, q, `SELECT healthy_gpus FROM capacity WHERE model_id = ? AND region_id = ?`, model, region).Scan(&n)
 	if err == sql.ErrNoRows {
 		return 0, nil
 	}

@@ -382,7 +382,7 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, outcome string, exitCode *int, errText string, userStopped bool, now time.Time) error {
 	minutes := 0
 	if i.StartedAt != nil {
-		policy, err := policies(ctx, tx)
+		policy, err := db.policies(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -459,7 +459,7 @@ func (db *DB) AdminInterrupt(ctx context.Context, actor *gpuportal.User, id int6
 		if i.Kind != gpuportal.KindSpot || (i.Status != gpuportal.InstanceRunning && i.Status != gpuportal.InstancePending) || i.Node == "" {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "Only a placed spot instance that is not already interrupted can be interrupted (instance %d is a %s instance, %s).", i.ID, i.Kind, i.Status)
 		}
-		p, err := policies(ctx, tx)
+		p, err := db.policies(ctx, tx)
 		if err != nil {
 			return err
 		}

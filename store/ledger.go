@@ -9,8 +9,8 @@ import (
 	"gpuportal"
 )
 
-func addLedger(ctx context.Context, tx *sql.Tx, userID int64, at time.Time, kind string, amount gpuportal.Fen, reservationID *int64, desc string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, description) VALUES (?, ?, ?, ?, ?, ?)`,
+func (db *DB) addLedger(ctx context.Context, tx *sql.Tx, userID int64, at time.Time, kind string, amount gpuportal.Fen, reservationID *int64, desc string) error {
+	_, err := db.execTx(ctx, tx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, description) VALUES (?, ?, ?, ?, ?, ?)`,
 		userID, unix(at), kind, amount, reservationID, desc)
 	if err != nil {
 		return fmt.Errorf("ledger %s: %w", kind, err)

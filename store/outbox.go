@@ -17,7 +17,7 @@ import (
 func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string, p gpuportal.NoteParams) error {
 	var email, phone string
 	var wantEmail, wantSMS bool
-	err := tx.QueryRowContext(ctx, `SELECT email, phone, notify_email, notify_sms FROM users WHERE id = ?`, userID).Scan(&email, &phone, &wantEmail, &wantSMS)
+	err := db.row(ctx, tx, `SELECT email, phone, notify_email, notify_sms FROM users WHERE id = ?`, userID).Scan(&email, &phone, &wantEmail, &wantSMS)
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
@@ -27,9 +27,12 @@ func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string,
 	}
 	now := db.Wall.Now().Unix()
 	add := func(channel, recipient, status string) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO notifications (user_id, kind, params, channel, recipient, status, next_attempt_at, created_at, sent_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, userID, kind, string(params), channel, recipient, status, now, now,
-			map[bool]any{true: now, false: nil}[status == "sent"])
+		var sentAt any // NULL until sent
+		if status == "sent" {
+			sentAt = now
+		}
+		_, err := db.execTx(ctx, tx, `INSERT INTO notifications (user_id, kind, params, channel, recipient, status, next_attempt_at, created_at, sent_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, userID, kind, string(params), channel, recipient, status, now, now, sentAt)
 		return err
 	}
 	if err := add(gpuportal.ChannelApp, "", "sent"); err != nil {

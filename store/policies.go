@@ -13,12 +13,12 @@ import (
 // Policies returns the policies document (the defaults until an admin
 // saves one).
 func (db *DB) Policies(ctx context.Context) (gpuportal.Policies, error) {
-	return policies(ctx, db.read)
+	return db.policies(ctx, db.read)
 }
 
-func policies(ctx context.Context, q queryer) (gpuportal.Policies, error) {
+func (db *DB) policies(ctx context.Context, q queryer) (gpuportal.Policies, error) {
 	var doc string
-	err := q.QueryRowContext(ctx, `SELECT document FROM policies WHERE id = 1`).Scan(&doc)
+	err := db.row(ctx, q, `SELECT document FROM policies WHERE id = 1`).Scan(&doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return gpuportal.DefaultPolicies(), nil
 	} else if err != nil {
@@ -61,7 +61,7 @@ func (db *DB) SetPolicies(ctx context.Context, actor *gpuportal.User, p gpuporta
 		return err
 	}
 	return db.inTx(ctx, func(tx *sql.Tx) error {
-		old, err := policies(ctx, tx)
+		old, err := db.policies(ctx, tx)
 		if err != nil {
 			return err
 		}

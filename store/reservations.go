@@ -17,20 +17,20 @@ import (
 // invalid input, naming the field.
 func (db *DB) catalogEntry(ctx context.Context, q queryer, modelID, regionID string) (*gpuportal.Model, gpuportal.Policy, error) {
 	var m gpuportal.Model
-	err := q.QueryRowContext(ctx, `SELECT id, name, memory_gib, list_price_fen FROM models WHERE id = ?`, modelID).Scan(&m.ID, &m.Name, &m.MemoryGiB, &m.ListPrice)
+	err := db.row(ctx, q, `SELECT id, name, memory_gib, list_price_fen FROM models WHERE id = ?`, modelID).Scan(&m.ID, &m.Name, &m.MemoryGiB, &m.ListPrice)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, gpuportal.Policy{}, gpuportal.FieldErrorf(gpuportal.EINVALID, "model", "Unknown GPU model %q.", modelID)
 	} else if err != nil {
 		return nil, gpuportal.Policy{}, fmt.Errorf("read model: %w", err)
 	}
 	var n int
-	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM regions WHERE id = ?`, regionID).Scan(&n); err != nil {
+	if err := db.row(ctx, q, `SELECT count(*) FROM regions WHERE id = ?`, regionID).Scan(&n); err != nil {
 		return nil, gpuportal.Policy{}, fmt.Errorf("read region: %w", err)
 	}
 	if n == 0 {
 		return nil, gpuportal.Policy{}, gpuportal.FieldErrorf(gpuportal.EINVALID, "region", "Unknown region %q.", regionID)
 	}
-	p, err := policies(ctx, q)
+	p, err := db.policies(ctx, q)
 	if err != nil {
 		return nil, gpuportal.Policy{}, err
 	}
@@ -55,7 +55,7 @@ func (db *DB) Availability(ctx context.Context, modelID, regionID string, from, 
 	if err != nil {
 		return nil, err
 	}
-	healthy, err := healthyGPUs(ctx, db.read, modelID, regionID)
+	healthy, err := db.healthyGPUs(ctx, db.read, modelID, regionID)
 	if err != nil {
 		return nil, err
 	}
@@ -107,12 +107,12 @@ func (db *DB) Quote(ctx context.Context, req gpuportal.BookingRequest) (gpuporta
 	}
 	// A quote for a full window says so (and offers the waitlist) before
 	// anyone clicks "book".
-	healthy, err := healthyGPUs(ctx, db.read, req.Model, req.Region)
+	healthy, err := db.healthyGPUs(ctx, db.read, req.Model, req.Region)
 	if err != nil {
 		return gpuportal.Quote{}, err
 	}
 	capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
-	if err := checkFits(ctx, db.read, req.Model, req.Region, req.Start.UTC(), req.End.UTC(), req.Count, capacity, db.Location); err != nil {
+	if err := db.checkFits(ctx, db.read, req.Model, req.Region, req.Start.UTC(), req.End.UTC(), req.Count, capacity, db.Location); err != nil {
 		return gpuportal.Quote{}, err
 	}
 	return gpuportal.QuoteFor(*model, req.Count, req.Start, req.End, policy, db.Location), nil
@@ -144,15 +144,15 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 	if err := gpuportal.ValidateBooking(req, policy, now); err != nil {
 		return nil, err
 	}
-	if err := checkCredit(ctx, tx, userID, policy, now); err != nil {
+	if err := db.checkCredit(ctx, tx, userID, policy, now); err != nil {
 		return nil, err
 	}
-	healthy, err := healthyGPUs(ctx, tx, req.Model, req.Region)
+	healthy, err := db.healthyGPUs(ctx, tx, req.Model, req.Region)
 	if err != nil {
 		return nil, err
 	}
 	capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
-	if err := takeCapacity(ctx, tx, req.Model, req.Region, req.Start, req.End, req.Count, capacity, db.Location); err != nil {
+	if err := db.takeCapacity(ctx, tx, req.Model, req.Region, req.Start, req.End, req.Count, capacity, db.Location); err != nil {
 		return nil, err
 	}
 	quote := gpuportal.QuoteFor(*model, req.Count, req.Start, req.End, policy, db.Location)
@@ -163,14 +163,14 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 		Status: gpuportal.ReservationConfirmed, Price: quote.Total, Quote: &quote,
 		CancellationTiers: policy.CancellationTiers, CreatedAt: now,
 	}
-	err = tx.QueryRowContext(ctx, `INSERT INTO reservations (user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at)
+	err = db.row(ctx, tx, `INSERT INTO reservations (user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		userID, req.Model, req.Region, req.Count, unix(req.Start), unix(req.End), res.Status, res.Price, string(quoteJSON), string(tiersJSON), unix(now)).Scan(&res.ID)
 	if err != nil {
 		return nil, fmt.Errorf("insert reservation: %w", err)
 	}
 	desc := fmt.Sprintf("Reservation #%d: %d × %s, %s, %d h", res.ID, res.Count, model.Name, req.Region, res.Hours())
-	if err := addLedger(ctx, tx, userID, now, "reservation", res.Price, &res.ID, desc); err != nil {
+	if err := db.addLedger(ctx, tx, userID, now, "reservation", res.Price, &res.ID, desc); err != nil {
 		return nil, err
 	}
 	if err := db.notify(ctx, tx, userID, gpuportal.NoteBookingConfirmed, gpuportal.NoteParams{ReservationID: res.ID, Model: res.Model, Region: res.Region,
@@ -185,14 +185,14 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 // over capacity. The conditional UPDATE is what guarantees it: under
 // SQLite's single writer and under PostgreSQL's row locks alike, two
 // bookings cannot both pass it for the last GPUs of an hour.
-func takeCapacity(ctx context.Context, tx *sql.Tx, model, region string, start, end time.Time, count, capacity int, loc *time.Location) error {
-	if err := ensureUsageRows(ctx, tx, model, region, start, end); err != nil {
+func (db *DB) takeCapacity(ctx context.Context, tx *sql.Tx, model, region string, start, end time.Time, count, capacity int, loc *time.Location) error {
+	if err := db.ensureUsageRows(ctx, tx, model, region, start, end); err != nil {
 		return err
 	}
-	if err := checkFits(ctx, tx, model, region, start, end, count, capacity, loc); err != nil {
+	if err := db.checkFits(ctx, tx, model, region, start, end, count, capacity, loc); err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE hourly_usage SET reserved = reserved + ?
+	res, err := db.execTx(ctx, tx, `UPDATE hourly_usage SET reserved = reserved + ?
 		WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ? AND reserved + ? <= ?`,
 		count, model, region, unix(start), unix(end), count, capacity)
 	if err != nil {
@@ -207,13 +207,13 @@ func takeCapacity(ctx context.Context, tx *sql.Tx, model, region string, start, 
 
 // checkFits reports capacity_unavailable, naming the first hour of
 // [start, end) where count more GPUs would not fit; nil when all fit.
-func checkFits(ctx context.Context, q queryer, model, region string, start, end time.Time, count, capacity int, loc *time.Location) error {
+func (db *DB) checkFits(ctx context.Context, q queryer, model, region string, start, end time.Time, count, capacity int, loc *time.Location) error {
 	if count > capacity {
 		return capacityError(start, capacity, count, loc)
 	}
 	var full int64
 	var reserved int
-	err := q.QueryRowContext(ctx, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?
+	err := db.row(ctx, q, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?
 		AND reserved + ? > ? ORDER BY hour LIMIT 1`, model, region, unix(start), unix(end), count, capacity).Scan(&full, &reserved)
 	if err == nil {
 		return capacityError(fromUnix(full), max(0, capacity-reserved), count, loc)
@@ -230,7 +230,7 @@ func capacityError(hour time.Time, free, count int, loc *time.Location) error {
 
 // ensureUsageRows makes sure every hour of [start, end) has a row, so the
 // conditional UPDATE sees (and locks) them all.
-func ensureUsageRows(ctx context.Context, tx *sql.Tx, model, region string, start, end time.Time) error {
+func (db *DB) ensureUsageRows(ctx context.Context, tx *sql.Tx, model, region string, start, end time.Time) error {
 	var b strings.Builder
 	b.WriteString(`INSERT INTO hourly_usage (model_id, region_id, hour, reserved) VALUES `)
 	args := make([]any, 0, 3*int(end.Sub(start)/time.Hour))
@@ -242,7 +242,7 @@ func ensureUsageRows(ctx context.Context, tx *sql.Tx, model, region string, star
 		args = append(args, model, region, unix(t))
 	}
 	b.WriteString(` ON CONFLICT (model_id, region_id, hour) DO NOTHING`)
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+	if _, err := db.execTx(ctx, tx, b.String(), args...); err != nil {
 		return fmt.Errorf("ensure hourly usage rows: %w", err)
 	}
 	return nil
@@ -263,8 +263,8 @@ func releaseCapacity(ctx context.Context, tx *sql.Tx, model, region string, star
 
 // checkCredit refuses users with more late cancellations in the trailing 30
 // days than the policy allows, telling them when they can book again.
-func checkCredit(ctx context.Context, q queryer, userID int64, p gpuportal.Policy, now time.Time) error {
-	rows, err := q.QueryContext(ctx, `SELECT cancelled_at FROM reservations WHERE user_id = ? AND late_cancel = 1 AND cancelled_at > ?`,
+func (db *DB) checkCredit(ctx context.Context, q queryer, userID int64, p gpuportal.Policy, now time.Time) error {
+	rows, err := db.rows(ctx, q, `SELECT cancelled_at FROM reservations WHERE user_id = ? AND late_cancel = 1 AND cancelled_at > ?`,
 		userID, unix(now.Add(-30*24*time.Hour)))
 	if err != nil {
 		return fmt.Errorf("read late cancellations: %w", err)
@@ -457,11 +457,11 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 			return err
 		}
 		if p.Refund > 0 {
-			if err := addLedger(ctx, tx, r.UserID, now, "refund", -r.Price, &r.ID, fmt.Sprintf("Reservation #%d cancelled: price returned", r.ID)); err != nil {
+			if err := db.addLedger(ctx, tx, r.UserID, now, "refund", -r.Price, &r.ID, fmt.Sprintf("Reservation #%d cancelled: price returned", r.ID)); err != nil {
 				return err
 			}
 			if p.Fee > 0 {
-				if err := addLedger(ctx, tx, r.UserID, now, "cancellation_fee", p.Fee, &r.ID, fmt.Sprintf("Reservation #%d: cancellation fee (%d%%)", r.ID, p.FeePercent)); err != nil {
+				if err := db.addLedger(ctx, tx, r.UserID, now, "cancellation_fee", p.Fee, &r.ID, fmt.Sprintf("Reservation #%d: cancellation fee (%d%%)", r.ID, p.FeePercent)); err != nil {
 					return err
 				}
 			}

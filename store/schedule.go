@@ -36,7 +36,7 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 }
 
 func (db *DB) policyFor(ctx context.Context, tx *sql.Tx, model string) (gpuportal.Policy, error) {
-	p, err := policies(ctx, tx)
+	p, err := db.policies(ctx, tx)
 	if err != nil {
 		return gpuportal.Policy{}, err
 	}
@@ -232,7 +232,7 @@ func (db *DB) shortReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.Res
 	if refund <= 0 {
 		return nil
 	}
-	return addLedger(ctx, tx, r.UserID, now, "refund", -refund, &r.ID,
+	return db.addLedger(ctx, tx, r.UserID, now, "refund", -refund, &r.ID,
 		fmt.Sprintf("Reservation #%d: %d GPUs could not be provided for the last %d h (node failure): refund", r.ID, missing, hoursLeft))
 }
 

@@ -42,28 +42,87 @@ type DB struct {
 	Channels map[string]bool
 
 	stmtMu sync.Mutex
-	stmts  map[string]*sql.Stmt // hot-path statements, prepared once
+	stmts  map[string]*sql.Stmt // hot statements, prepared once on the write connection
+	wanted map[string]bool      // met inside a transaction, to prepare after it
 }
 
-// prepare returns a statement prepared once on the write connection, so
-// the hot paths (heartbeats) skip re-parsing SQL. Call it outside a
-// transaction (the write pool has one connection) and use the statement in
-// one with tx.StmtContext.
-func (db *DB) prepare(ctx context.Context, query string) (*sql.Stmt, error) {
+// Hot statements of write transactions (bookings, heartbeats) are
+// prepared once on the single write connection and reused by every
+// transaction with tx.StmtContext: SQLite's parsing was a sixth of a
+// booking's CPU. A statement first met inside a transaction runs plainly
+// and is prepared after that transaction ends (preparing on the write pool
+// while a transaction holds its only connection would wait forever).
+
+// cached returns the prepared statement for query, noting it to be
+// prepared if it is not yet.
+func (db *DB) cached(query string) *sql.Stmt {
 	db.stmtMu.Lock()
 	defer db.stmtMu.Unlock()
 	if s, ok := db.stmts[query]; ok {
-		return s, nil
+		return s
 	}
-	s, err := db.write.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
+	if db.wanted == nil {
+		db.wanted = map[string]bool{}
 	}
-	if db.stmts == nil {
-		db.stmts = map[string]*sql.Stmt{}
+	db.wanted[query] = true
+	return nil
+}
+
+// prepareWanted prepares the statements noted since last time. It never
+// holds the lock while preparing: preparing waits for the write
+// connection, which a transaction may hold while it asks for a statement.
+func (db *DB) prepareWanted(ctx context.Context) {
+	db.stmtMu.Lock()
+	var todo []string
+	for q := range db.wanted {
+		todo = append(todo, q)
+		delete(db.wanted, q)
 	}
-	db.stmts[query] = s
-	return s, nil
+	db.stmtMu.Unlock()
+	for _, q := range todo {
+		s, err := db.write.PrepareContext(ctx, q)
+		if err != nil {
+			continue // it runs unprepared, and is noted again
+		}
+		db.stmtMu.Lock()
+		if db.stmts == nil {
+			db.stmts = map[string]*sql.Stmt{}
+		}
+		if _, dup := db.stmts[q]; dup {
+			s.Close()
+		} else {
+			db.stmts[q] = s
+		}
+		db.stmtMu.Unlock()
+	}
+}
+
+// execTx runs a write statement in tx, prepared once.
+func (db *DB) execTx(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if s := db.cached(query); s != nil {
+		return tx.StmtContext(ctx, s).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
+}
+
+// row runs a one-row query; in a write transaction it is prepared once.
+func (db *DB) row(ctx context.Context, q queryer, query string, args ...any) *sql.Row {
+	if tx, ok := q.(*sql.Tx); ok {
+		if s := db.cached(query); s != nil {
+			return tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
+		}
+	}
+	return q.QueryRowContext(ctx, query, args...)
+}
+
+// rows runs a query; in a write transaction it is prepared once.
+func (db *DB) rows(ctx context.Context, q queryer, query string, args ...any) (*sql.Rows, error) {
+	if tx, ok := q.(*sql.Tx); ok {
+		if s := db.cached(query); s != nil {
+			return tx.StmtContext(ctx, s).QueryContext(ctx, args...)
+		}
+	}
+	return q.QueryContext(ctx, query, args...)
 }
 
 // Open opens the database named by dsn: a SQLite file path (created if
@@ -135,6 +194,7 @@ func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	defer db.prepareWanted(ctx)
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err

@@ -224,12 +224,12 @@ func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *
 		if err != nil {
 			return err
 		}
-		healthy, err := healthyGPUs(ctx, tx, w.Model, w.Region)
+		healthy, err := db.healthyGPUs(ctx, tx, w.Model, w.Region)
 		if err != nil {
 			return err
 		}
 		capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
-		if err := checkFits(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location); gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
+		if err := db.checkFits(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location); gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
 			continue // does not fit yet; a later, smaller entry may
 		} else if err != nil {
 			return err
@@ -252,7 +252,7 @@ func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *
 			res.Offers++
 			continue
 		}
-		if err := takeCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location); err != nil {
+		if err := db.takeCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location); err != nil {
 			return err
 		}
 		expires := now.Add(time.Duration(policy.WaitlistClaimMinutes) * time.Minute)
