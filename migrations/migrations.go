@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-//go:embed sqlite/*.sql
+//go:embed sqlite/*.sql postgres/*.sql
 var files embed.FS
 
 // Migration is one numbered schema change.
@@ -22,7 +22,8 @@ type Migration struct {
 	SQL     string
 }
 
-// For returns the migrations of a dialect ("sqlite"), in order.
+// For returns the migrations of a dialect ("sqlite" or "postgres"), in
+// order. The two sets describe the same schema in each engine's types.
 func For(dialect string) ([]Migration, error) {
 	entries, err := fs.ReadDir(files, dialect)
 	if err != nil {

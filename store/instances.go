@@ -247,7 +247,7 @@ func (db *DB) Stop(ctx context.Context, user *gpuportal.User, id int64) (*gpupor
 	if err != nil {
 		return nil, err
 	}
-	db.Wakeups.Notify(node)
+	db.wake(ctx, node)
 	return db.Instance(ctx, user, id)
 }
 
@@ -371,7 +371,7 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 		return fmt.Errorf("apply workload reports: %w", err)
 	}
 	if changed {
-		db.Wakeups.Notify(nodeID)
+		db.wake(ctx, nodeID)
 	}
 	return nil
 }
@@ -474,7 +474,7 @@ func (db *DB) AdminInterrupt(ctx context.Context, actor *gpuportal.User, id int6
 	if err != nil {
 		return nil, err
 	}
-	db.Wakeups.Notify(node)
+	db.wake(ctx, node)
 	return db.Instance(ctx, actor, id)
 }
 

@@ -31,7 +31,7 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 			return res, fmt.Errorf("tick at %s: %w", now.Format(time.RFC3339), err)
 		}
 	}
-	db.Wakeups.Notify(nodes...)
+	db.wake(ctx, nodes...)
 	return res, nil
 }
 

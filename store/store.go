@@ -10,12 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
 	"gpuportal"
 	"gpuportal/migrations"
+
+	"github.com/jackc/pgx/v5"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver ("sqlite")
 )
@@ -41,6 +43,16 @@ type DB struct {
 	// with PORTAL_SMTP_URL, sms with PORTAL_SMS_URL); in-app always works.
 	Channels map[string]bool
 
+	// PostgreSQL only: the connection settings (for the listener and the
+	// scheduler lock's own connections), the kicks other portals send,
+	// and the listener's lifetime.
+	pgConfig      *pgx.ConnConfig
+	writerKey     int64 // advisory lock keys, see advisoryKey
+	leaderKey     int64
+	kicks         chan struct{}
+	stopListening context.CancelFunc
+	listening     chan struct{}
+
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt // hot statements, prepared once on the write connection
 	wanted map[string]bool      // met inside a transaction, to prepare after it
@@ -56,6 +68,9 @@ type DB struct {
 // cached returns the prepared statement for query, noting it to be
 // prepared if it is not yet.
 func (db *DB) cached(query string) *sql.Stmt {
+	if db.dialect != "sqlite" {
+		return nil // pgx prepares and caches statements per connection itself
+	}
 	db.stmtMu.Lock()
 	defer db.stmtMu.Unlock()
 	if s, ok := db.stmts[query]; ok {
@@ -132,8 +147,8 @@ func Open(ctx context.Context, dsn string, clock gpuportal.Clock) (*DB, error) {
 	if clock == nil {
 		clock = gpuportal.RealClock{}
 	}
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		return nil, gpuportal.Errorf(gpuportal.EINVALID, "PostgreSQL is not supported by this build yet; use a SQLite file path")
+	if isPostgresURL(dsn) {
+		return openPostgres(ctx, dsn, clock)
 	}
 	return openSQLite(ctx, dsn, clock)
 }
@@ -180,6 +195,13 @@ func (db *DB) Close() error {
 		s.Close()
 	}
 	db.stmtMu.Unlock()
+	if db.stopListening != nil {
+		db.stopListening()
+		<-db.listening
+	}
+	if db.read == db.write {
+		return db.write.Close()
+	}
 	return errors.Join(db.read.Close(), db.write.Close())
 }
 
@@ -189,12 +211,21 @@ func (db *DB) Dialect() string { return db.dialect }
 func (db *DB) now() time.Time { return db.Clock.Now() }
 
 // inTx runs fn in a write transaction, committing when fn returns nil.
+// Write transactions run one at a time: SQLite has one writer connection,
+// and on PostgreSQL each takes the writer advisory lock first, so the same
+// holds across every portal on the database.
 func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer db.prepareWanted(ctx)
+	if db.dialect == "postgres" {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, db.writerKey); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("writer lock: %w", err)
+		}
+	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -213,13 +244,35 @@ func (db *DB) SchemaVersion(ctx context.Context) (have, want int, err error) {
 		return 0, 0, err
 	}
 	want = len(ms)
-	var exists int
-	err = db.write.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&exists)
-	if err != nil || exists == 0 {
+	tables, err := db.tableNames(ctx)
+	if err != nil || !slices.Contains(tables, "schema_migrations") {
 		return 0, want, err
 	}
 	err = db.write.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have)
 	return have, want, err
+}
+
+// tableNames lists the database's tables in the order they were created
+// (SQLite) or by name (PostgreSQL, in the connection's schema).
+func (db *DB) tableNames(ctx context.Context) ([]string, error) {
+	query := `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rowid`
+	if db.dialect == "postgres" {
+		query = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`
+	}
+	rows, err := db.write.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, rows.Err()
 }
 
 // ErrSchemaOutdated is returned by CheckSchema when migrations are pending.
@@ -243,7 +296,11 @@ func (db *DB) CheckSchema(ctx context.Context) error {
 // Migrate applies every pending migration, each in its own transaction, and
 // returns how many it applied.
 func (db *DB) Migrate(ctx context.Context) (int, error) {
-	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`)
+		return err
+	})
+	if err != nil {
 		return 0, fmt.Errorf("create schema_migrations: %w", err)
 	}
 	ms, err := migrations.For(db.dialect)
@@ -256,7 +313,15 @@ func (db *DB) Migrate(ctx context.Context) (int, error) {
 	}
 	applied := 0
 	for _, m := range ms[have:] {
+		ran := false
 		err := db.inTx(ctx, func(tx *sql.Tx) error {
+			// Another portal starting beside this one may have applied it
+			// since; the writer lock makes this check and the change one step.
+			var done int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&done); err != nil || done > 0 {
+				return err
+			}
+			ran = true
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return err
 			}
@@ -266,16 +331,18 @@ func (db *DB) Migrate(ctx context.Context) (int, error) {
 		if err != nil {
 			return applied, fmt.Errorf("migration %s: %w", m.Name, err)
 		}
-		applied++
+		if ran {
+			applied++
+		}
 	}
 	return applied, nil
 }
 
-// IsEmpty reports whether the database has no schema at all (a new file).
+// IsEmpty reports whether the database has no schema at all (a new file
+// or a new PostgreSQL database).
 func (db *DB) IsEmpty(ctx context.Context) (bool, error) {
-	var n int
-	err := db.write.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table'`).Scan(&n)
-	return n == 0, err
+	tables, err := db.tableNames(ctx)
+	return len(tables) == 0, err
 }
 
 func unix(t time.Time) int64 { return t.Unix() }

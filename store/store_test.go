@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"gpuportal"
@@ -17,7 +16,7 @@ import (
 
 func TestMigrateEmptyDatabase(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "new.db"), nil)
+	db, err := store.Open(ctx, storetest.DSN(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +27,7 @@ func TestMigrateEmptyDatabase(t *testing.T) {
 	if err := db.CheckSchema(ctx); !errors.Is(err, store.ErrSchemaOutdated) {
 		t.Fatalf("CheckSchema on empty db = %v; want ErrSchemaOutdated", err)
 	}
-	all, _ := migrations.For("sqlite")
+	all, _ := migrations.For(storetest.Engine())
 	n, err := db.Migrate(ctx)
 	if err != nil || n != len(all) {
 		t.Fatalf("Migrate = %d, %v; want %d", n, err, len(all))
@@ -44,7 +43,7 @@ func TestMigrateEmptyDatabase(t *testing.T) {
 
 func TestMigrateExistingDatabaseKeepsData(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "portal.db")
+	path := storetest.DSN(t)
 	db, err := store.Open(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -73,15 +72,21 @@ func TestMigrateExistingDatabaseKeepsData(t *testing.T) {
 // migrated, and migrating it keeps what was there.
 func TestOldSchemaRefusedUntilMigrated(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	raw, err := sql.Open("sqlite", path)
+	path := storetest.DSN(t)
+	driver := map[string]string{"sqlite": "sqlite", "postgres": "pgx"}[storetest.Engine()]
+	raw, err := sql.Open(driver, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// An installation at version 0 of the tracking table with data of its own.
-	if _, err := raw.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
-		CREATE TABLE operator_notes (note TEXT); INSERT INTO operator_notes VALUES ('keep me');`); err != nil {
-		t.Fatal(err)
+	for _, stmt := range []string{
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
+		`CREATE TABLE operator_notes (note TEXT)`,
+		`INSERT INTO operator_notes VALUES ('keep me')`,
+	} {
+		if _, err := raw.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
 	}
 	raw.Close()
 
@@ -166,5 +171,13 @@ func TestSetListPriceIsAdminOnlyAndAudited(t *testing.T) {
 	m, err := db.SetListPrice(ctx, admin, "a100-80g", 950)
 	if err != nil || m.ListPrice != 950 {
 		t.Fatalf("set price = %+v, %v", m, err)
+	}
+}
+
+// The conformance runs really are on the engine they say.
+func TestEngineOfThisRun(t *testing.T) {
+	db, _ := storetest.Open(t)
+	if db.Dialect() != storetest.Engine() {
+		t.Fatalf("Dialect = %q in the %s run", db.Dialect(), storetest.Engine())
 	}
 }

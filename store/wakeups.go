@@ -47,3 +47,15 @@ func (w *Wakeups) Notify(nodeIDs ...string) {
 		delete(w.waiters, id)
 	}
 }
+
+// NotifyAll wakes every waiter (their wake-ups may have been missed).
+func (w *Wakeups) NotifyAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, list := range w.waiters {
+		for _, ch := range list {
+			close(ch)
+		}
+		delete(w.waiters, id)
+	}
+}

@@ -1,13 +1,23 @@
 // Package storetest opens real, migrated databases for tests: a SQLite file
-// in t.TempDir() (never a pooled :memory:).
+// in t.TempDir() (never a pooled :memory:), or a fresh schema of the
+// PostgreSQL named by PORTAL_TEST_POSTGRES. Packages whose tests must hold
+// on both engines run them twice from TestMain with Main: the same tests
+// are the conformance suite of both.
 package storetest
 
 import (
 	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
 	"fmt"
+	"net/url"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for creating test schemas
 
 	"gpuportal"
 	"gpuportal/store"
@@ -27,12 +37,104 @@ var Shanghai, _ = time.LoadLocation("Asia/Shanghai")
 // (08:00 in Asia/Shanghai).
 var Epoch = time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 
-// Open returns a migrated database in a temporary directory, closed when the
-// test ends, with a manual business clock at Epoch.
+// engine is the engine Open uses in this run of the tests: "sqlite", or
+// "postgres" during Main's second run.
+var engine = "sqlite"
+
+// Engine names the engine this run of the tests is on.
+func Engine() string { return engine }
+
+// PostgresEnv names the variable holding the URL of a PostgreSQL the tests
+// may create schemas in.
+const PostgresEnv = "PORTAL_TEST_POSTGRES"
+
+// Main runs a package's tests on SQLite and then, when PORTAL_TEST_POSTGRES
+// is set, again on PostgreSQL. Without it the second run is skipped with
+// the reason printed, except under CI=true, where that is a failure.
+func Main(m *testing.M) {
+	code := m.Run()
+	if _, ok := postgresURL(); !ok {
+		fmt.Printf("storetest: PostgreSQL run skipped: %s is not set (e.g. postgres://postgres@127.0.0.1:5432/test)\n", PostgresEnv)
+		if os.Getenv("CI") == "true" {
+			fmt.Printf("storetest: CI=true requires the PostgreSQL run\n")
+			code = max(code, 1)
+		}
+		os.Exit(code)
+	}
+	fmt.Println("storetest: running the same tests on PostgreSQL")
+	engine = "postgres"
+	if pgCode := m.Run(); pgCode != 0 {
+		fmt.Println("storetest: FAIL on PostgreSQL")
+		code = max(code, pgCode)
+	}
+	os.Exit(code)
+}
+
+func postgresURL() (string, bool) {
+	u := os.Getenv(PostgresEnv)
+	return u, u != ""
+}
+
+// DSN returns the address of a new, empty database of this run's engine,
+// removed when the test ends.
+func DSN(tb testing.TB) string {
+	tb.Helper()
+	if engine == "postgres" {
+		return PostgresDSN(tb)
+	}
+	return filepath.Join(tb.TempDir(), "portal.db")
+}
+
+// PostgresDSN returns the URL of a new, empty schema in the PostgreSQL of
+// PORTAL_TEST_POSTGRES (dropped when the test ends), for tests about
+// PostgreSQL itself. Without the variable the test is skipped, except
+// under CI=true, where it fails.
+func PostgresDSN(tb testing.TB) string {
+	tb.Helper()
+	base, ok := postgresURL()
+	if !ok {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("%s is not set; CI=true requires the PostgreSQL tests", PostgresEnv)
+		}
+		tb.Skipf("PostgreSQL test skipped: %s is not set (e.g. postgres://postgres@127.0.0.1:5432/test)", PostgresEnv)
+	}
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer admin.Close()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "test_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(`CREATE SCHEMA ` + schema); err != nil {
+		tb.Fatalf("create schema in %s: %v", PostgresEnv, err)
+	}
+	tb.Cleanup(func() {
+		admin, err := sql.Open("pgx", base)
+		if err != nil {
+			return
+		}
+		defer admin.Close()
+		if _, err := admin.Exec(`DROP SCHEMA ` + schema + ` CASCADE`); err != nil {
+			tb.Logf("drop test schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		tb.Fatalf("%s: %v", PostgresEnv, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Open returns a new, migrated database of this run's engine, closed when
+// the test ends, with a manual business clock at Epoch.
 func Open(tb testing.TB) (*store.DB, *gpuportal.ManualClock) {
 	tb.Helper()
 	clock := gpuportal.NewManualClock(Epoch)
-	db, err := store.Open(context.Background(), filepath.Join(tb.TempDir(), "portal.db"), clock)
+	db, err := store.Open(context.Background(), DSN(tb), clock)
 	if err != nil {
 		tb.Fatal(err)
 	}
