@@ -3,12 +3,19 @@
 // placement — see store.Tick); robfig/cron only calls it every minute, and
 // anything that makes something due kicks it at once. A fleet monitor
 // marks nodes offline after three missed heartbeats, in real time.
+//
+// Several portals on one PostgreSQL run one scheduler between them: each
+// portal's Run waits for the leader lock (store.DB.Lead) and schedules only
+// while it holds it. A new leader ticks at once, and since Tick is
+// level-triggered and its transactions run one at a time, whatever fell due
+// during the hand-over is done then, once.
 package scheduler
 
 import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -26,7 +33,13 @@ type Scheduler struct {
 
 	mu   sync.Mutex // one tick at a time
 	kick chan struct{}
+	// standby is set while Run waits for another portal's leadership to
+	// end: this portal then neither ticks nor watches the fleet.
+	standby atomic.Bool
 }
+
+// LeaderRetry is how often a standby portal tries to take the leadership.
+var LeaderRetry = 5 * time.Second
 
 // New returns a scheduler over db.
 func New(db *store.DB, clock, wall gpuportal.Clock, log *slog.Logger) *Scheduler {
@@ -52,17 +65,57 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) (store.TickResult, 
 	return res, nil
 }
 
-// Kick asks for a tick now (a booking, launch or cancel made something due).
+// Kick asks for a tick now (a booking, launch or cancel made something
+// due). A standby portal passes the kick on to the leader.
 func (s *Scheduler) Kick() {
+	if s.standby.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.DB.Kick(ctx)
+		return
+	}
 	select {
 	case s.kick <- struct{}{}:
 	default:
 	}
 }
 
-// Run ticks every minute (cron job "tick") and on every kick, and watches
-// node liveness every few seconds, until ctx ends.
+// Leading reports whether this portal runs the scheduler now.
+func (s *Scheduler) Leading() bool { return !s.standby.Load() }
+
+// Run schedules whenever this portal leads (always, on SQLite), until ctx
+// ends; otherwise it stands by and tries for the leadership every
+// LeaderRetry.
 func (s *Scheduler) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		s.standby.Store(true)
+		lead, ok, err := s.DB.Lead(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.Log.Error("scheduler leadership", "err", err)
+		}
+		if !ok {
+			select {
+			case <-ctx.Done():
+			case <-time.After(LeaderRetry):
+			}
+			continue
+		}
+		s.standby.Store(false)
+		s.Log.Info("scheduler: this portal leads")
+		s.lead(ctx, lead.Lost)
+		lead.Release()
+		if ctx.Err() == nil {
+			s.Log.Warn("scheduler: lost the leadership (its database connection broke); standing by")
+		}
+	}
+	s.standby.Store(true)
+}
+
+// lead ticks at once (catching up on whatever fell due while no portal
+// led), then every minute (cron job "tick") and on every kick, and watches
+// node liveness every few seconds, until ctx ends or the leadership is lost.
+func (s *Scheduler) lead(ctx context.Context, lost <-chan struct{}) {
+	_, _ = s.Tick(ctx, s.Clock.Now())
 	c := cron.New(cron.WithChain(cron.Recover(cron.DefaultLogger), cron.SkipIfStillRunning(cron.DefaultLogger)))
 	if _, err := c.AddJob("@every 1m", namedJob{"tick", func() { _, _ = s.Tick(ctx, s.Clock.Now()) }}); err != nil {
 		s.Log.Error("schedule tick", "err", err)
@@ -77,7 +130,11 @@ func (s *Scheduler) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-lost:
+			return
 		case <-s.kick:
+			_, _ = s.Tick(ctx, s.Clock.Now())
+		case <-s.DB.Kicks():
 			_, _ = s.Tick(ctx, s.Clock.Now())
 		case <-liveness.C:
 			ids, err := s.DB.MarkStaleNodesOffline(ctx, s.Wall.Now())
@@ -102,8 +159,13 @@ type namedJob struct {
 func (j namedJob) Run() { j.run() }
 
 // Advance moves a manual clock to t minute by minute, ticking at every
-// minute boundary passed (the test clock's POST /admin/clock).
+// minute boundary passed (the test clock's POST /admin/clock). A standby
+// portal only moves its clock: the leader's clock is the one that ticks.
 func (s *Scheduler) Advance(ctx context.Context, clock *gpuportal.ManualClock, to time.Time) error {
+	if s.standby.Load() {
+		clock.Set(to)
+		return nil
+	}
 	from := clock.Now()
 	for t := from.Truncate(time.Minute).Add(time.Minute); !t.After(to); t = t.Add(time.Minute) {
 		clock.Set(t)

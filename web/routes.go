@@ -128,7 +128,14 @@ func (s *Server) handleHealth(c echo.Context) error {
 	if err := s.db.Ping(c.Request().Context()); err != nil {
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	health := map[string]string{"status": "ok", "database": s.db.Dialect()}
+	if s.cfg.Scheduler != nil {
+		health["scheduler"] = "standby" // another portal on the database runs it
+		if s.cfg.Scheduler.Leading() {
+			health["scheduler"] = "leader"
+		}
+	}
+	return c.JSON(http.StatusOK, health)
 }
 
 // securityHeaders: no framing, no sniffing, and a CSP that allows only our

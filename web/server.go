@@ -44,6 +44,9 @@ type Config struct {
 // Scheduler is what the web layer needs of the scheduler.
 type Scheduler interface {
 	Kick()
+	// Leading reports whether this portal runs the scheduler (several
+	// portals on PostgreSQL run one between them).
+	Leading() bool
 	Advance(ctx context.Context, clock *gpuportal.ManualClock, to time.Time) error
 }
 
@@ -97,6 +100,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		registry: prometheus.NewRegistry(),
 	}
 	s.metrics = newHTTPMetrics(s.registry)
+	if cfg.Scheduler != nil {
+		s.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "gpuportal_scheduler_leader",
+			Help: "1 while this portal runs the scheduler, 0 while another portal on the database does.",
+		}, func() float64 {
+			if cfg.Scheduler.Leading() {
+				return 1
+			}
+			return 0
+		}))
+	}
 	s.http = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +50,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runServe(ctx, args, getenv, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, args, getenv, stdout, stderr)
+	case "migrate-data":
+		return runMigrateData(ctx, args, stdout, stderr)
 	case "admin":
 		return runAdmin(ctx, args, getenv, stdout, stderr)
 	case "enroll-token":
@@ -61,7 +65,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 const usage = `usage:
   portal [serve] [flags]                 run the portal (portal serve -h lists the flags)
-  portal migrate [--db PATH]             apply pending database migrations
+  portal migrate [--db PATH|URL]         apply pending database migrations
+  portal migrate-data --from PATH --to postgres://…
+                                         copy a SQLite installation into a new PostgreSQL database
   portal admin create --email E --password P [--name N]
                                          create an admin (or promote and reset one)
   portal enroll-token --region R         print a one-time token that enrols one node`
@@ -86,6 +92,15 @@ func (f *dbFlags) open(ctx context.Context, clock gpuportal.Clock) (*store.DB, e
 		}
 	}
 	return store.Open(ctx, f.db, clock)
+}
+
+// demoAgentsDir is where --demo keeps its simulated nodes' state: beside
+// a SQLite file, or under data/ for PostgreSQL.
+func (f *dbFlags) demoAgentsDir() string {
+	if strings.Contains(f.db, "://") {
+		return filepath.Join("data", "demo-agents")
+	}
+	return filepath.Join(filepath.Dir(f.db), "demo-agents")
 }
 
 func envOr(getenv func(string) string, key, fallback string) string {
@@ -213,7 +228,7 @@ environment:
 	go func() { dispatcher.Run(schedCtx); close(dispatchDone) }()
 	defer func() { stopSched(); <-schedDone; <-dispatchDone }()
 	if *demo && *demoAgents != "" {
-		stopAgents, err := startDemoAgents(ctx, db, url, *demoAgents, filepath.Join(filepath.Dir(dbf.db), "demo-agents"), log)
+		stopAgents, err := startDemoAgents(ctx, db, url, *demoAgents, dbf.demoAgentsDir(), log)
 		if err != nil {
 			log.Warn("demo fleet not started", "err", err)
 		} else {
@@ -275,6 +290,54 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	fmt.Fprintf(stdout, "applied %d migration(s); schema is at version %d\n", n, have)
+	return nil
+}
+
+// runMigrateData moves a SQLite installation to PostgreSQL: it migrates
+// both to this build's schema, then copies every row in one transaction.
+func runMigrateData(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("portal migrate-data", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	from := fs.String("from", "", "the SQLite database file to copy (stop its portal first)")
+	to := fs.String("to", "", "the postgres:// URL of a new database to fill")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *from == "" || strings.Contains(*from, "://") {
+		return errors.New("--from: the path of the SQLite database file")
+	}
+	if !strings.HasPrefix(*to, "postgres://") && !strings.HasPrefix(*to, "postgresql://") {
+		return errors.New("--to: a postgres:// URL")
+	}
+	if _, err := os.Stat(*from); err != nil {
+		return fmt.Errorf("--from: %w", err)
+	}
+	src, err := store.Open(ctx, *from, gpuportal.RealClock{})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := store.Open(ctx, *to, gpuportal.RealClock{})
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	for _, db := range []*store.DB{src, dst} {
+		if _, err := db.Migrate(ctx); err != nil {
+			return err
+		}
+	}
+	copied, err := store.CopyAll(ctx, src, dst)
+	if err != nil {
+		return err
+	}
+	tables := slices.Sorted(maps.Keys(copied))
+	var total int64
+	for _, t := range tables {
+		fmt.Fprintf(stdout, "%-20s %8d rows\n", t, copied[t])
+		total += copied[t]
+	}
+	fmt.Fprintf(stdout, "copied %d rows in %d tables; start the portals with --db set to the --to URL\n", total, len(tables))
 	return nil
 }
 

@@ -47,13 +47,22 @@ var listening = regexp.MustCompile(`portal listening on (http://\S+)`)
 // portal stops (gracefully) when the test ends.
 func startPortal(t *testing.T, args []string, vars map[string]string) (string, *syncBuffer) {
 	t.Helper()
+	url, out, stop := runPortal(t, args, vars)
+	t.Cleanup(stop)
+	return url, out
+}
+
+// runPortal runs `portal serve` in-process and returns its URL and a func
+// that stops it gracefully.
+func runPortal(t *testing.T, args []string, vars map[string]string) (string, *syncBuffer, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), env(vars), out, io.Discard)
 	}()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("portal stopped with %v", err)
@@ -62,7 +71,7 @@ func startPortal(t *testing.T, args []string, vars map[string]string) (string, *
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if m := listening.FindStringSubmatch(out.String()); m != nil {
-			return m[1], out
+			return m[1], out, stop
 		}
 		select {
 		case err := <-done:
@@ -71,7 +80,7 @@ func startPortal(t *testing.T, args []string, vars map[string]string) (string, *
 		}
 	}
 	t.Fatalf("portal did not start:\n%s", out.String())
-	return "", nil
+	return "", nil, nil
 }
 
 func TestServeDemoPrintsLoginsAndServes(t *testing.T) {
