@@ -168,8 +168,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 type agentProc struct {
 	cmd    *exec.Cmd
 	nodeID string
-	mu     sync.Mutex
-	log    strings.Builder
+	log    processLog
 }
 
 var readyLine = regexp.MustCompile(`agent ready node=(\S+) gpus=(\d+)`)
@@ -188,21 +187,32 @@ func (p *portal) startAgentArgs(t testing.TB, stateDir, checkpoints, backend, he
 
 func (p *portal) runAgent(t testing.TB, stateDir, checkpoints, backend string, enroll bool, heartbeat, metrics string) *agentProc {
 	t.Helper()
-	args := []string{"--portal", p.url, "--state-dir", stateDir, "--checkpoint-root", checkpoints, "--region", "cd-1",
-		"--nvml", backend, "--heartbeat", heartbeat, "--hostname", filepath.Base(stateDir)}
-	if metrics != "" {
-		args = append(args, "--metrics-addr", metrics)
-	}
+	token := ""
 	if enroll {
 		var out struct{ Token string }
 		if st := p.api("POST", "/api/v1/admin/enrollment-tokens", p.admin, `{"region":"cd-1"}`, &out); st != 201 {
 			t.Fatalf("enrollment token: %d", st)
 		}
-		args = append(args, "--enroll-token", out.Token)
+		token = out.Token
+	}
+	return startAgentProc(t, p.url, token, stateDir, checkpoints, backend, heartbeat, metrics)
+}
+
+// startAgentProc runs the agent binary against a portal (enrolling with
+// enrollToken unless it is empty) and waits for its "agent ready" line.
+func startAgentProc(t testing.TB, portalURL, enrollToken, stateDir, checkpoints, backend, heartbeat, metrics string) *agentProc {
+	t.Helper()
+	args := []string{"--portal", portalURL, "--state-dir", stateDir, "--checkpoint-root", checkpoints, "--region", "cd-1",
+		"--nvml", backend, "--heartbeat", heartbeat, "--hostname", filepath.Base(stateDir)}
+	if metrics != "" {
+		args = append(args, "--metrics-addr", metrics)
+	}
+	if enrollToken != "" {
+		args = append(args, "--enroll-token", enrollToken)
 	}
 	a := &agentProc{cmd: exec.Command(agentBin, args...)}
 	stdout, _ := a.cmd.StdoutPipe()
-	a.cmd.Stderr = &lockedWriter{a: a}
+	a.cmd.Stderr = &a.log
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -224,22 +234,28 @@ func (p *portal) runAgent(t testing.TB, stateDir, checkpoints, backend string, e
 	return a
 }
 
-type lockedWriter struct{ a *agentProc }
+// processLog collects a child process's output (echoed with E2E_VERBOSE).
+type processLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
 
-func (w *lockedWriter) Write(b []byte) (int, error) {
-	w.a.mu.Lock()
-	defer w.a.mu.Unlock()
+func (l *processLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if os.Getenv("E2E_VERBOSE") != "" {
 		os.Stderr.Write(b)
 	}
-	return w.a.log.Write(b)
+	return l.b.Write(b)
 }
 
-func (a *agentProc) output() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.log.String()
+func (l *processLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
+
+func (a *agentProc) output() string { return a.log.String() }
 
 func (a *agentProc) kill() {
 	if a.cmd.ProcessState == nil {

@@ -175,3 +175,6 @@ func (db *DB) BulkSpotHistoryForBenchmark(ctx context.Context, userID int64, mod
 	}
 	return db.RollupAll(ctx, now)
 }
+
+// Wake exposes wake to the cross-portal tests.
+func (db *DB) Wake(ctx context.Context, nodeIDs ...string) { db.wake(ctx, nodeIDs...) }

@@ -184,6 +184,14 @@ func isUniqueViolation(err error) bool {
 	return strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
 
+// isRetryable reports whether a transaction failed only because another
+// one met it (deadlock or serialization failure), so running it again can
+// succeed.
+func isRetryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
 // listen relays other portals' (and this one's) notifications: agent
 // wake-ups to this portal's long polls, kicks to its scheduler. It
 // reconnects after a lost connection and then wakes every long poll, since

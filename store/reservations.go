@@ -126,7 +126,7 @@ func (db *DB) Quote(ctx context.Context, req gpuportal.BookingRequest) (gpuporta
 func (db *DB) Book(ctx context.Context, user *gpuportal.User, req gpuportal.BookingRequest) (*gpuportal.Reservation, error) {
 	req.Start, req.End = req.Start.UTC(), req.End.UTC()
 	var res *gpuportal.Reservation
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inConcurrentTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		res, err = db.book(ctx, tx, user.ID, req)
 		return err

@@ -236,6 +236,34 @@ func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
+// inConcurrentTx runs fn in a write transaction that, on PostgreSQL, does
+// not take the writer lock: for transactions whose correctness rests on
+// row locks and conditional updates alone (a booking takes its hours with
+// one conditional UPDATE per hour row, which PostgreSQL re-checks against
+// the latest committed row when two bookings meet), so bookings on several
+// portals run side by side. Two of them that deadlock on the same hours are
+// retried. On SQLite it is inTx.
+func (db *DB) inConcurrentTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if db.dialect != "postgres" {
+		return db.inTx(ctx, fn)
+	}
+	for attempt := 1; ; attempt++ {
+		tx, err := db.write.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		err = fn(tx)
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			_ = tx.Rollback()
+		}
+		if err == nil || attempt == 3 || !isRetryable(err) {
+			return err
+		}
+	}
+}
+
 // SchemaVersion returns the version the database is at and the version this
 // build needs.
 func (db *DB) SchemaVersion(ctx context.Context) (have, want int, err error) {
