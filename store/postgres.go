@@ -175,15 +175,6 @@ func rebind(query string) string {
 	return b.String()
 }
 
-// isUniqueViolation reports whether err is a unique-constraint violation.
-func isUniqueViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code == "23505"
-	}
-	return strings.Contains(err.Error(), "UNIQUE constraint failed")
-}
-
 // isRetryable reports whether a transaction failed only because another
 // one met it (deadlock or serialization failure), so running it again can
 // succeed.

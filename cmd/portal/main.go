@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -92,6 +93,14 @@ func (f *dbFlags) open(ctx context.Context, clock gpuportal.Clock) (*store.DB, e
 		}
 	}
 	return store.Open(ctx, f.db, clock)
+}
+
+// redacted is the database address fit for logs (no password).
+func (f *dbFlags) redacted() string {
+	if u, err := neturl.Parse(f.db); err == nil && u.Scheme != "" {
+		return u.Redacted()
+	}
+	return f.db
 }
 
 // demoAgentsDir is where --demo keeps its simulated nodes' state: beside
@@ -216,7 +225,7 @@ environment:
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
-	log.Info("portal listening", "url", url, "db", dbf.db, "timezone", loc.String(), "test_clock", *testClock)
+	log.Info("portal listening", "url", url, "db", dbf.redacted(), "timezone", loc.String(), "test_clock", *testClock)
 	fmt.Fprintf(stdout, "portal listening on %s\n", url)
 
 	errc := make(chan error, 1)
