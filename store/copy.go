@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"gpuportal"
 )
 
 // CopyAll moves an installation: it copies every row of src into dst, a
@@ -27,7 +25,7 @@ func CopyAll(ctx context.Context, src, dst *DB) (map[string]int64, error) {
 		return nil, err
 	}
 	if users > 0 {
-		return nil, gpuportal.Errorf(gpuportal.ECONFLICT, "the target database already has %d accounts: migrate-data only fills a new database", users)
+		return nil, fmt.Errorf("the target database already has %d accounts: migrate-data only fills a new database", users)
 	}
 	tables, err := src.tablesInCopyOrder(ctx)
 	if err != nil {
@@ -73,7 +71,7 @@ func (db *DB) tablesInCopyOrder(ctx context.Context) ([]string, error) {
 	}
 	refs := map[string][]string{}
 	for _, t := range names {
-		ids, err := queryStrings(ctx, db.read, `SELECT DISTINCT "table" FROM pragma_foreign_key_list(?)`, t)
+		ids, err := scanColumn[string](db.read.QueryContext(ctx, `SELECT DISTINCT "table" FROM pragma_foreign_key_list(?)`, t))
 		if err != nil {
 			return nil, err
 		}
@@ -106,23 +104,6 @@ func (db *DB) tablesInCopyOrder(ctx context.Context) ([]string, error) {
 		}
 	}
 	return order, nil
-}
-
-func queryStrings(ctx context.Context, q queryer, query string, args ...any) ([]string, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
 }
 
 // copyTable copies one table's rows into tx in multi-row INSERTs.
@@ -174,33 +155,19 @@ func copyTable(ctx context.Context, src *DB, tx *sql.Tx, table string) (int64, e
 	return n, flush()
 }
 
-// resetIdentities moves every identity column's sequence past the ids
-// copied in, so new rows do not collide with them.
+// resetIdentities moves every identity key's sequence (each is a table's
+// id) past the ids copied in, so new rows do not collide with them.
 func resetIdentities(ctx context.Context, tx *sql.Tx) error {
-	rows, err := tx.QueryContext(ctx, `SELECT table_name, column_name FROM information_schema.columns
-		WHERE table_schema = current_schema() AND is_identity = 'YES'`)
+	tables, err := scanColumn[string](tx.QueryContext(ctx, `SELECT table_name FROM information_schema.columns
+		WHERE table_schema = current_schema() AND is_identity = 'YES' AND column_name = 'id'`))
 	if err != nil {
 		return err
 	}
-	type col struct{ table, column string }
-	var cols []col
-	for rows.Next() {
-		var c col
-		if err := rows.Scan(&c.table, &c.column); err != nil {
-			rows.Close()
-			return err
-		}
-		cols = append(cols, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, c := range cols {
-		_, err := tx.ExecContext(ctx, `SELECT setval(pg_get_serial_sequence(?, ?), (SELECT max(`+c.column+`) FROM `+c.table+`))
-			WHERE EXISTS (SELECT 1 FROM `+c.table+`)`, c.table, c.column)
+	for _, t := range tables {
+		_, err := tx.ExecContext(ctx, `SELECT setval(pg_get_serial_sequence(?, 'id'), (SELECT max(id) FROM `+t+`))
+			WHERE EXISTS (SELECT 1 FROM `+t+`)`, t)
 		if err != nil {
-			return fmt.Errorf("identity of %s.%s: %w", c.table, c.column, err)
+			return fmt.Errorf("identity of %s: %w", t, err)
 		}
 	}
 	return nil

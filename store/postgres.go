@@ -57,7 +57,7 @@ func isPostgresURL(dsn string) bool {
 func openPostgres(ctx context.Context, dsn string, clock gpuportal.Clock) (*DB, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, gpuportal.Errorf(gpuportal.EINVALID, "PostgreSQL URL: %v", err)
+		return nil, fmt.Errorf("PostgreSQL URL: %w", err)
 	}
 	pool := sql.OpenDB(qmarkConnector{stdlib.GetConnector(*cfg)})
 	pool.SetMaxOpenConns(16)

@@ -44,20 +44,24 @@ func (db *DB) policyFor(ctx context.Context, tx *sql.Tx, model string) (gpuporta
 }
 
 func queryIDs(ctx context.Context, q queryer, query string, args ...any) ([]int64, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
+	return scanColumn[int64](q.QueryContext(ctx, query, args...))
+}
+
+// scanColumn reads every row of a one-column result.
+func scanColumn[T any](rows *sql.Rows, err error) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var ids []int64
+	var out []T
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var v T
+		if err := rows.Scan(&v); err != nil {
 			return nil, err
 		}
-		ids = append(ids, id)
+		out = append(out, v)
 	}
-	return ids, rows.Err()
+	return out, rows.Err()
 }
 
 // completeReservations ends reservations whose end has come; their reserved

@@ -287,20 +287,7 @@ func (db *DB) tableNames(ctx context.Context) ([]string, error) {
 	if db.dialect == "postgres" {
 		query = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`
 	}
-	rows, err := db.write.QueryContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var names []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, err
-		}
-		names = append(names, name)
-	}
-	return names, rows.Err()
+	return scanColumn[string](db.write.QueryContext(ctx, query))
 }
 
 // ErrSchemaOutdated is returned by CheckSchema when migrations are pending.

@@ -236,9 +236,10 @@ func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *
 		}
 		if w.AutoBook {
 			r, err := db.book(ctx, tx, w.UserID, gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
-			if code := gpuportal.ErrorCode(err); code == gpuportal.EPOLICY || code == gpuportal.EINVALID {
-				// Not bookable for this user now (credit, lead time): it
-				// stays waiting; its start expiring it eventually.
+			if code := gpuportal.ErrorCode(err); code == gpuportal.EPOLICY || code == gpuportal.EINVALID || code == gpuportal.ECAPACITY {
+				// Not bookable for this user now (credit, lead time), or a
+				// booking on another portal took the hours since the check:
+				// it stays waiting; its start expiring it eventually.
 				continue
 			} else if err != nil {
 				return err
@@ -252,7 +253,9 @@ func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *
 			res.Offers++
 			continue
 		}
-		if err := db.takeCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location); err != nil {
+		if err := db.takeCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location); gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
+			continue // a booking on another portal took the hours since the check
+		} else if err != nil {
 			return err
 		}
 		expires := now.Add(time.Duration(policy.WaitlistClaimMinutes) * time.Minute)
