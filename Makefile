@@ -9,8 +9,9 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 run: build
 	bin/portal --demo --migrate --db data/portal.db
 
-## test: the whole suite, with the race detector
+## test: the whole suite, with the race detector (and on PostgreSQL too with PORTAL_TEST_POSTGRES)
 test:
+	@test -n "$$PORTAL_TEST_POSTGRES" || echo "make test: the PostgreSQL runs are skipped: PORTAL_TEST_POSTGRES is not set (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)"
 	$(GO) test -race -count=1 ./...
 
 ## check: formatting, vet, staticcheck, and generated templates up to date

@@ -24,6 +24,15 @@ func (db *DB) policies(ctx context.Context, q queryer) (gpuportal.Policies, erro
 	} else if err != nil {
 		return gpuportal.Policies{}, fmt.Errorf("read policies: %w", err)
 	}
+	return decodePolicies(doc)
+}
+
+// decodePolicies reads the stored policies document; none stored yet
+// (empty) means the defaults.
+func decodePolicies(doc string) (gpuportal.Policies, error) {
+	if doc == "" {
+		return gpuportal.DefaultPolicies(), nil
+	}
 	var p gpuportal.Policies
 	if err := json.Unmarshal([]byte(doc), &p); err != nil {
 		return gpuportal.Policies{}, fmt.Errorf("decode policies: %w", err)
