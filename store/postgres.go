@@ -44,11 +44,13 @@ func advisoryKey(lock, schema string) int64 {
 	return int64(h.Sum64())
 }
 
-// Notification channels between portals.
-const (
-	wakeupChannel = "gpuportal_wakeup" // payload: node ids, comma-separated
-	kickChannel   = "gpuportal_kick"   // the scheduler leader should tick now
-)
+// channelName is the name of a notification channel between the portals
+// of the installation in a schema ("wakeup": node ids, comma-separated;
+// "kick": the scheduler's leader should tick now). Channels are per
+// database, like advisory locks.
+func channelName(channel, schema string) string {
+	return fmt.Sprintf("gpuportal_%s_%08x", channel, uint32(advisoryKey(channel, schema)))
+}
 
 func isPostgresURL(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
@@ -70,6 +72,7 @@ func openPostgres(ctx context.Context, dsn string, clock gpuportal.Clock) (*DB, 
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	db.writerKey, db.leaderKey = advisoryKey("writer", schema), advisoryKey("leader", schema)
+	db.wakeupChannel, db.kickChannel = channelName("wakeup", schema), channelName("kick", schema)
 	listenCtx, stop := context.WithCancel(context.Background())
 	db.stopListening = stop
 	db.listening = make(chan struct{})
@@ -212,7 +215,7 @@ func (db *DB) listenOnce(ctx context.Context, ready chan struct{}) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	for _, ch := range []string{wakeupChannel, kickChannel} {
+	for _, ch := range []string{db.wakeupChannel, db.kickChannel} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return err
 		}
@@ -228,9 +231,9 @@ func (db *DB) listenOnce(ctx context.Context, ready chan struct{}) error {
 			return err
 		}
 		switch n.Channel {
-		case wakeupChannel:
+		case db.wakeupChannel:
 			db.Wakeups.Notify(strings.Split(n.Payload, ",")...)
-		case kickChannel:
+		case db.kickChannel:
 			select {
 			case db.kicks <- struct{}{}:
 			default:
@@ -264,7 +267,7 @@ func (db *DB) wake(ctx context.Context, nodeIDs ...string) {
 			batch++
 		}
 		batch = max(batch, 1)
-		if _, err := db.write.ExecContext(ctx, `SELECT pg_notify(?, ?)`, wakeupChannel, strings.Join(ids[:batch], ",")); err != nil {
+		if _, err := db.write.ExecContext(ctx, `SELECT pg_notify(?, ?)`, db.wakeupChannel, strings.Join(ids[:batch], ",")); err != nil {
 			// The agents still learn at their next heartbeat.
 			slog.Warn("notify agents", "err", err)
 			db.Wakeups.Notify(ids[:batch]...)
@@ -279,7 +282,7 @@ func (db *DB) Kick(ctx context.Context) {
 	if db.dialect != "postgres" {
 		return
 	}
-	if _, err := db.write.ExecContext(ctx, `SELECT pg_notify(?, '')`, kickChannel); err != nil {
+	if _, err := db.write.ExecContext(ctx, `SELECT pg_notify(?, '')`, db.kickChannel); err != nil {
 		slog.Warn("kick the scheduler leader", "err", err)
 	}
 }

@@ -49,6 +49,8 @@ type DB struct {
 	pgConfig      *pgx.ConnConfig
 	writerKey     int64 // advisory lock keys, see advisoryKey
 	leaderKey     int64
+	wakeupChannel string // notification channels, see channelName
+	kickChannel   string
 	kicks         chan struct{}
 	stopListening context.CancelFunc
 	listening     chan struct{}
