@@ -120,54 +120,119 @@ func (db *DB) NodeByToken(ctx context.Context, token string) (string, error) {
 // RecordHeartbeat stores a node's liveness and telemetry. A node that was
 // offline comes back; a GPU whose health changed changes the capacity.
 // It returns the node's current desired-state revision.
+//
+// Almost every heartbeat changes telemetry only. That common case runs
+// without the writer lock (on PostgreSQL, heartbeats from many portals run
+// side by side): it touches its own node's rows alone, and its conditional
+// UPDATEs see the latest committed state. A heartbeat that would change
+// what can be rented — a node coming back, a GPU's health — is redone
+// under the writer lock, since it recomputes the capacity.
 func (db *DB) RecordHeartbeat(ctx context.Context, nodeID string, hb gpuportal.AgentHeartbeat, now time.Time) (int64, error) {
 	var revision int64
 	hbSec := hb.HeartbeatSeconds
 	if hbSec < 1 || hbSec > 300 {
 		hbSec = 10
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		var online bool
-		if err := db.row(ctx, tx, `SELECT online, revision FROM nodes WHERE id = ?`, nodeID).Scan(&online, &revision); err != nil {
-			return err
-		}
-		healthChanged := !online
-		health := map[string]bool{}
-		rows, err := db.rows(ctx, tx, `SELECT uuid, healthy FROM gpus WHERE node_id = ?`, nodeID)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var u string
-			var h bool
-			if err := rows.Scan(&u, &h); err != nil {
-				rows.Close()
-				return err
-			}
-			health[u] = h
-		}
-		rows.Close()
-		if _, err := db.execTx(ctx, tx, `UPDATE nodes SET last_heartbeat_at = ?, online = 1, heartbeat_seconds = ? WHERE id = ?`, now.Unix(), hbSec, nodeID); err != nil {
-			return err
-		}
-		for _, g := range hb.GPUs {
-			was, ours := health[g.UUID]
-			if !ours {
-				continue // not a GPU we rent, or another node's
-			}
-			if _, err := db.execTx(ctx, tx, `UPDATE gpus SET memory_used_mib = ?, utilization_percent = ?, temperature_c = ?, power_w = ?,
-				xid_errors = ?, last_xid = ?, ecc_uncorrected = ?, healthy = ? WHERE uuid = ?`, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected, g.Healthy, g.UUID); err != nil {
-				return err
-			}
-			healthChanged = healthChanged || was != g.Healthy
-		}
-		if healthChanged {
-			return recomputeCapacity(ctx, tx)
-		}
-		return nil
+	err := db.inConcurrentTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		revision, err = db.telemetryOnly(ctx, tx, nodeID, hb, hbSec, now)
+		return err
 	})
+	if errors.Is(err, errCapacityChanges) {
+		err = db.inTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			revision, err = db.heartbeatChangingCapacity(ctx, tx, nodeID, hb, hbSec, now)
+			return err
+		})
+	}
 	if err != nil {
 		return 0, fmt.Errorf("record heartbeat: %w", err)
+	}
+	return revision, nil
+}
+
+// errCapacityChanges sends a heartbeat to the writer-locked path.
+var errCapacityChanges = errors.New("the heartbeat changes the capacity")
+
+// telemetryOnly records a heartbeat of an online node whose GPUs keep their
+// health, or returns errCapacityChanges (and the caller rolls back).
+func (db *DB) telemetryOnly(ctx context.Context, tx *sql.Tx, nodeID string, hb gpuportal.AgentHeartbeat, hbSec int, now time.Time) (int64, error) {
+	var revision int64
+	err := db.row(ctx, tx, `UPDATE nodes SET last_heartbeat_at = ?, heartbeat_seconds = ? WHERE id = ? AND online = 1 RETURNING revision`,
+		now.Unix(), hbSec, nodeID).Scan(&revision)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, errCapacityChanges // offline (or unknown: the other path says so)
+	} else if err != nil {
+		return 0, err
+	}
+	if len(hb.GPUs) == 0 {
+		return revision, nil
+	}
+	// One statement for all the node's GPUs (on PostgreSQL each statement
+	// is a round trip). A GPU whose health changed, or that is not one of
+	// ours, is not matched.
+	var q strings.Builder
+	q.WriteString(`UPDATE gpus SET memory_used_mib = v.column3, utilization_percent = v.column4, temperature_c = v.column5,
+		power_w = v.column6, xid_errors = v.column7, last_xid = v.column8, ecc_uncorrected = v.column9 FROM (VALUES `)
+	args := make([]any, 0, 9*len(hb.GPUs)+1)
+	for i, g := range hb.GPUs {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString(`(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT))`)
+		args = append(args, g.UUID, g.Healthy, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected)
+	}
+	q.WriteString(`) AS v WHERE gpus.uuid = v.column1 AND gpus.healthy = v.column2 AND gpus.node_id = ?`)
+	res, err := db.execTx(ctx, tx, q.String(), append(args, nodeID)...)
+	if err != nil {
+		return 0, err
+	}
+	if n, _ := res.RowsAffected(); int(n) != len(hb.GPUs) {
+		return 0, errCapacityChanges
+	}
+	return revision, nil
+}
+
+// heartbeatChangingCapacity records any heartbeat, recomputing the
+// capacity when the node comes back or a GPU's health changed.
+func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID string, hb gpuportal.AgentHeartbeat, hbSec int, now time.Time) (int64, error) {
+	var online bool
+	var revision int64
+	if err := db.row(ctx, tx, `SELECT online, revision FROM nodes WHERE id = ?`, nodeID).Scan(&online, &revision); err != nil {
+		return 0, err
+	}
+	healthChanged := !online
+	health := map[string]bool{}
+	rows, err := db.rows(ctx, tx, `SELECT uuid, healthy FROM gpus WHERE node_id = ?`, nodeID)
+	if err != nil {
+		return 0, err
+	}
+	for rows.Next() {
+		var u string
+		var h bool
+		if err := rows.Scan(&u, &h); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		health[u] = h
+	}
+	rows.Close()
+	if _, err := db.execTx(ctx, tx, `UPDATE nodes SET last_heartbeat_at = ?, online = 1, heartbeat_seconds = ? WHERE id = ?`, now.Unix(), hbSec, nodeID); err != nil {
+		return 0, err
+	}
+	for _, g := range hb.GPUs {
+		was, ours := health[g.UUID]
+		if !ours {
+			continue // not a GPU we rent, or another node's
+		}
+		if _, err := db.execTx(ctx, tx, `UPDATE gpus SET memory_used_mib = ?, utilization_percent = ?, temperature_c = ?, power_w = ?,
+			xid_errors = ?, last_xid = ?, ecc_uncorrected = ?, healthy = ? WHERE uuid = ?`, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected, g.Healthy, g.UUID); err != nil {
+			return 0, err
+		}
+		healthChanged = healthChanged || was != g.Healthy
+	}
+	if healthChanged {
+		return revision, recomputeCapacity(ctx, tx)
 	}
 	return revision, nil
 }
@@ -200,11 +265,19 @@ func (db *DB) MarkStaleNodesOffline(ctx context.Context, now time.Time) ([]strin
 		if len(ids) == 0 {
 			return nil
 		}
+		// Heartbeats do not wait for the writer lock: one may have come
+		// since the SELECT, and the condition is checked again on the row.
+		stale := ids[:0]
 		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, `UPDATE nodes SET online = 0 WHERE id = ?`, id); err != nil {
+			res, err := tx.ExecContext(ctx, `UPDATE nodes SET online = 0 WHERE id = ? AND online = 1 AND last_heartbeat_at < ? - 3 * heartbeat_seconds`, id, now.Unix())
+			if err != nil {
 				return err
 			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				stale = append(stale, id)
+			}
 		}
+		ids = stale
 		return recomputeCapacity(ctx, tx)
 	})
 	return ids, err
