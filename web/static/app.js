@@ -35,6 +35,10 @@ document.addEventListener("htmx:configRequest", function (evt) {
       end.value = "";
     }
     highlight();
+    // The form may have been swapped in a moment ago, before htmx wired
+    // its trigger (it does so as the swap settles): wire it now, or a
+    // quick second click would ask for no quote.
+    if (window.htmx) { window.htmx.process(f); }
     start.dispatchEvent(new Event("change", { bubbles: true }));
   });
 
