@@ -94,7 +94,9 @@ func TestPreemptionOnTheNode(t *testing.T) {
 		}
 	}
 	goodDir := filepath.Join(ckpt, fmt.Sprintf("instance-%d", good.ID))
-	eventually(t, 5*time.Second, "the notice to reach the workload", func() bool { _, err := os.Stat(filepath.Join(goodDir, "notice")); return err == nil })
+	// The workload writes notice, then termination-time, then checkpoint:
+	// wait for the last so the others are complete.
+	eventually(t, 5*time.Second, "the notice to reach the workload", func() bool { _, err := os.Stat(filepath.Join(goodDir, "checkpoint")); return err == nil })
 	noticeSeen := readUnix(t, filepath.Join(goodDir, "notice"))
 	if lag := noticeSeen.Sub(decided); lag > 2*time.Second {
 		t.Errorf("the notice reached the workload %v after the decision", lag)
