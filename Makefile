@@ -6,10 +6,10 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 .PHONY: run test check build generate vendor-assets bench clean
 
 ## run: the portal with a demo fleet (6 simulated DGX nodes) at http://127.0.0.1:8080 (logins printed);
-## make run DB=postgres://… runs it on PostgreSQL instead of data/portal.db
-DB ?= data/portal.db
+## make run PORTAL_DB=postgres://… runs it on PostgreSQL instead of data/portal.db
+PORTAL_DB ?= data/portal.db
 run: build
-	bin/portal --demo --migrate --db '$(DB)'
+	bin/portal --demo --migrate --db '$(PORTAL_DB)'
 
 ## test: the whole suite, with the race detector (and on PostgreSQL too with PORTAL_TEST_POSTGRES)
 test:
