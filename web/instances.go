@@ -103,5 +103,11 @@ func (s *Server) apiClock(c echo.Context) error {
 	if err := s.cfg.Scheduler.Advance(c.Request().Context(), s.cfg.TestClock, to); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]time.Time{"now": s.cfg.TestClock.Now()})
+	// A standby portal (another runs the scheduler on PostgreSQL) only
+	// moves its own clock; say so.
+	role := "standby"
+	if s.cfg.Scheduler.Leading() {
+		role = "leader"
+	}
+	return c.JSON(http.StatusOK, map[string]any{"now": s.cfg.TestClock.Now(), "scheduler": role})
 }
