@@ -103,11 +103,5 @@ func (s *Server) apiClock(c echo.Context) error {
 	if err := s.cfg.Scheduler.Advance(c.Request().Context(), s.cfg.TestClock, to); err != nil {
 		return err
 	}
-	// A standby portal (another runs the scheduler on PostgreSQL) only
-	// moves its own clock; say so.
-	role := "standby"
-	if s.cfg.Scheduler.Leading() {
-		role = "leader"
-	}
-	return c.JSON(http.StatusOK, map[string]any{"now": s.cfg.TestClock.Now(), "scheduler": role})
+	return c.JSON(http.StatusOK, map[string]time.Time{"now": s.cfg.TestClock.Now()})
 }
