@@ -185,10 +185,11 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 
 // takeCapacity adds count to every hour of [start, end), failing with
 // capacity_unavailable (naming the first full hour) if any hour would go
-// over capacity, and then taking nothing. The conditional UPDATE is what
-// guarantees it: under SQLite's single writer and under PostgreSQL's row
-// locks alike, two bookings cannot both pass it for the last GPUs of an
-// hour.
+// over capacity. The conditional UPDATE is what guarantees it: under
+// SQLite's single writer and under PostgreSQL's row locks alike, two
+// bookings cannot both pass it for the last GPUs of an hour. On failure
+// some hours may have been taken: the caller rolls back (a booking) or goes
+// back to a savepoint (a waitlist offer, see inSavepoint).
 func (db *DB) takeCapacity(ctx context.Context, tx *sql.Tx, model, region string, start, end time.Time, count, capacity int, loc *time.Location) error {
 	if err := db.ensureUsageRows(ctx, tx, model, region, start, end); err != nil {
 		return err
@@ -196,24 +197,18 @@ func (db *DB) takeCapacity(ctx context.Context, tx *sql.Tx, model, region string
 	if err := db.checkFits(ctx, tx, model, region, start, end, count, capacity, loc); err != nil {
 		return err
 	}
-	taken, err := scanColumn[int64](db.rows(ctx, tx, `UPDATE hourly_usage SET reserved = reserved + ?
-		WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ? AND reserved + ? <= ? RETURNING hour`,
-		count, model, region, unix(start), unix(end), count, capacity))
+	res, err := db.execTx(ctx, tx, `UPDATE hourly_usage SET reserved = reserved + ?
+		WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ? AND reserved + ? <= ?`,
+		count, model, region, unix(start), unix(end), count, capacity)
 	if err != nil {
 		return fmt.Errorf("take capacity: %w", err)
 	}
-	if len(taken) == int(end.Sub(start)/time.Hour) {
-		return nil
+	if n, _ := res.RowsAffected(); int(n) != int(end.Sub(start)/time.Hour) {
+		// A booking on another portal took the last GPUs of an hour
+		// between the check and the update.
+		return capacityError(start, 0, count, loc)
 	}
-	// A booking on another portal took the last GPUs of an hour between
-	// the check and the update: give back the hours this one got, so the
-	// caller may go on without them.
-	for _, h := range taken {
-		if _, err := tx.ExecContext(ctx, `UPDATE hourly_usage SET reserved = reserved - ? WHERE model_id = ? AND region_id = ? AND hour = ?`, count, model, region, h); err != nil {
-			return fmt.Errorf("give back capacity: %w", err)
-		}
-	}
-	return capacityError(start, 0, count, loc)
+	return nil
 }
 
 // checkFits reports capacity_unavailable, naming the first hour of

@@ -235,7 +235,12 @@ func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *
 			return err
 		}
 		if w.AutoBook {
-			r, err := db.book(ctx, tx, w.UserID, gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
+			var r *gpuportal.Reservation
+			err := inSavepoint(ctx, tx, func() error {
+				var err error
+				r, err = db.book(ctx, tx, w.UserID, gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
+				return err
+			})
 			if code := gpuportal.ErrorCode(err); code == gpuportal.EPOLICY || code == gpuportal.EINVALID || code == gpuportal.ECAPACITY {
 				// Not bookable for this user now (credit, lead time), or a
 				// booking on another portal took the hours since the check:
@@ -253,7 +258,10 @@ func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *
 			res.Offers++
 			continue
 		}
-		if err := db.takeCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location); gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
+		err = inSavepoint(ctx, tx, func() error {
+			return db.takeCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location)
+		})
+		if gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
 			continue // a booking on another portal took the hours since the check
 		} else if err != nil {
 			return err
@@ -271,6 +279,25 @@ func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *
 		res.Offers++
 	}
 	return nil
+}
+
+// inSavepoint runs fn inside tx so that, when it fails, what it wrote is
+// undone and the transaction can go on: the scheduler's waitlist step
+// skips an entry whose hours another portal's booking took meanwhile, and
+// moves on to the next.
+func inSavepoint(ctx context.Context, tx *sql.Tx, fn func() error) error {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT waitlist_entry`); err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		if _, rbErr := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT waitlist_entry`); rbErr != nil {
+			return errors.Join(err, rbErr)
+		}
+		_, _ = tx.ExecContext(ctx, `RELEASE SAVEPOINT waitlist_entry`)
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT waitlist_entry`)
+	return err
 }
 
 // remindersStep tells owners an hour before their reservation starts and
