@@ -23,8 +23,8 @@ import (
 // one database. The store's SQL is written once, in the dialect both
 // engines share; what differs lives here:
 //
-//   - placeholders: queries are written with SQLite's ? and rewritten to
-//     $1, $2, … by the connection (see qmarkConn);
+//   - parameters: queries mark them with SQLite's question mark, which the
+//     connection rewrites to PostgreSQL's $1, $2, … (see qmarkConn);
 //   - flags are 0/1 integers in both schemas, so Go bools are sent as 0/1;
 //   - write transactions take one transaction-scoped advisory lock, so
 //     every portal's writes run one at a time exactly as SQLite's single
@@ -98,9 +98,9 @@ func (c qmarkConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return qmarkConn{conn.(*stdlib.Conn)}, nil
 }
 
-// qmarkConn is pgx's database/sql connection with ? placeholders rewritten
-// and bools sent as 0/1; everything else (transactions, pings, session
-// resets, pgx's statement cache) is pgx's own.
+// qmarkConn is pgx's database/sql connection with question-mark parameters
+// rewritten and bools sent as 0/1; everything else (transactions, pings,
+// session resets, pgx's statement cache) is pgx's own.
 type qmarkConn struct{ *stdlib.Conn }
 
 func (c qmarkConn) Prepare(query string) (driver.Stmt, error) {
@@ -131,8 +131,8 @@ func (c qmarkConn) CheckNamedValue(nv *driver.NamedValue) error {
 	return nil
 }
 
-// rebind rewrites ? placeholders as $1, $2, … outside string literals,
-// quoted identifiers and comments.
+// rebind numbers the question-mark parameters $1, $2, … outside string
+// literals, quoted identifiers and comments.
 func rebind(query string) string {
 	if !strings.Contains(query, "?") {
 		return query

@@ -90,13 +90,13 @@ func (db *DB) cached(query string) *sql.Stmt {
 // connection, which a transaction may hold while it asks for a statement.
 func (db *DB) prepareWanted(ctx context.Context) {
 	db.stmtMu.Lock()
-	var todo []string
+	var queries []string
 	for q := range db.wanted {
-		todo = append(todo, q)
+		queries = append(queries, q)
 		delete(db.wanted, q)
 	}
 	db.stmtMu.Unlock()
-	for _, q := range todo {
+	for _, q := range queries {
 		s, err := db.write.PrepareContext(ctx, q)
 		if err != nil {
 			continue // it runs unprepared, and is noted again
