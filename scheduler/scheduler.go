@@ -46,7 +46,11 @@ func New(db *store.DB, clock, wall gpuportal.Clock, log *slog.Logger) *Scheduler
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Scheduler{DB: db, Clock: clock, Wall: wall, Log: log, kick: make(chan struct{}, 1)}
+	s := &Scheduler{DB: db, Clock: clock, Wall: wall, Log: log, kick: make(chan struct{}, 1)}
+	// On PostgreSQL a portal stands by until Run wins the leadership; on
+	// SQLite it is the only portal and always leads.
+	s.standby.Store(db.Dialect() == "postgres")
+	return s
 }
 
 // Tick does everything due by now.
@@ -88,12 +92,12 @@ func (s *Scheduler) Leading() bool { return !s.standby.Load() }
 // LeaderRetry.
 func (s *Scheduler) Run(ctx context.Context) {
 	for ctx.Err() == nil {
-		s.standby.Store(true)
 		lead, ok, err := s.DB.Lead(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.Log.Error("scheduler leadership", "err", err)
 		}
 		if !ok {
+			s.standby.Store(true)
 			select {
 			case <-ctx.Done():
 			case <-time.After(LeaderRetry):
@@ -103,12 +107,12 @@ func (s *Scheduler) Run(ctx context.Context) {
 		s.standby.Store(false)
 		s.Log.Info("scheduler: this portal leads")
 		s.lead(ctx, lead.Lost)
+		s.standby.Store(true)
 		lead.Release()
 		if ctx.Err() == nil {
 			s.Log.Warn("scheduler: lost the leadership (its database connection broke); standing by")
 		}
 	}
-	s.standby.Store(true)
 }
 
 // lead ticks at once (catching up on whatever fell due while no portal

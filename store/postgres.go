@@ -52,7 +52,9 @@ func channelName(channel, schema string) string {
 	return fmt.Sprintf("gpuportal_%s_%08x", channel, uint32(advisoryKey(channel, schema)))
 }
 
-func isPostgresURL(dsn string) bool {
+// IsPostgresURL reports whether dsn names a PostgreSQL database (else it
+// is a SQLite file path).
+func IsPostgresURL(dsn string) bool {
 	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 

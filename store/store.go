@@ -149,7 +149,7 @@ func Open(ctx context.Context, dsn string, clock gpuportal.Clock) (*DB, error) {
 	if clock == nil {
 		clock = gpuportal.RealClock{}
 	}
-	if isPostgresURL(dsn) {
+	if IsPostgresURL(dsn) {
 		return openPostgres(ctx, dsn, clock)
 	}
 	return openSQLite(ctx, dsn, clock)
@@ -217,25 +217,7 @@ func (db *DB) now() time.Time { return db.Clock.Now() }
 // and on PostgreSQL each takes the writer advisory lock first, so the same
 // holds across every portal on the database.
 func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer db.prepareWanted(ctx)
-	if db.dialect == "postgres" {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, db.writerKey); err != nil {
-			_ = tx.Rollback()
-			return fmt.Errorf("writer lock: %w", err)
-		}
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return db.runTx(ctx, db.dialect == "postgres", 1, fn)
 }
 
 // inConcurrentTx runs fn in a write transaction that, on PostgreSQL, does
@@ -249,18 +231,30 @@ func (db *DB) inConcurrentTx(ctx context.Context, fn func(tx *sql.Tx) error) err
 	if db.dialect != "postgres" {
 		return db.inTx(ctx, fn)
 	}
+	return db.runTx(ctx, false, 3, fn)
+}
+
+// runTx runs fn in a transaction (after taking the writer lock, if asked),
+// up to attempts times while it fails only for meeting another one.
+func (db *DB) runTx(ctx context.Context, writerLock bool, attempts int, fn func(tx *sql.Tx) error) error {
+	defer db.prepareWanted(ctx)
 	for attempt := 1; ; attempt++ {
 		tx, err := db.write.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
-		err = fn(tx)
-		if err == nil {
-			err = tx.Commit()
-		} else {
-			_ = tx.Rollback()
+		if writerLock {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, db.writerKey); err != nil {
+				_ = tx.Rollback()
+				return fmt.Errorf("writer lock: %w", err)
+			}
 		}
-		if err == nil || attempt == 3 || !isRetryable(err) {
+		if err = fn(tx); err != nil {
+			_ = tx.Rollback()
+		} else if err = tx.Commit(); err != nil {
+			err = fmt.Errorf("commit: %w", err)
+		}
+		if err == nil || attempt == attempts || !isRetryable(err) {
 			return err
 		}
 	}

@@ -315,7 +315,7 @@ func runMigrateData(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *from == "" || strings.Contains(*from, "://") {
 		return errors.New("--from: the path of the SQLite database file")
 	}
-	if !strings.HasPrefix(*to, "postgres://") && !strings.HasPrefix(*to, "postgresql://") {
+	if !store.IsPostgresURL(*to) {
 		return errors.New("--to: a postgres:// URL")
 	}
 	if _, err := os.Stat(*from); err != nil {
