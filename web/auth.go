@@ -23,7 +23,7 @@ func (s *Server) handleSignupPage(c echo.Context) error {
 
 func (s *Server) handleSignupForm(c echo.Context) error {
 	in := gpuportal.SignUp{Email: c.FormValue("email"), Password: c.FormValue("password"), Name: c.FormValue("name"), Phone: c.FormValue("phone")}
-	u, err := s.db.CreateUser(c.Request().Context(), in, gpuportal.RoleCustomer, reqOf(c).lang)
+	u, err := s.signUp(c, in)
 	if err != nil {
 		return s.renderFormError(c, err, func(f templates.AuthForm) templates.AuthForm {
 			f.Email, f.Name, f.Phone = in.Email, in.Name, in.Phone
@@ -40,11 +40,20 @@ func (s *Server) apiSignup(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	u, err := s.db.CreateUser(c.Request().Context(), in, gpuportal.RoleCustomer, reqOf(c).lang)
+	u, err := s.signUp(c, in)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, map[string]any{"user": u})
+}
+
+// signUp creates a customer account, at most signupsPerIP an hour from
+// one address (the page and the API count together).
+func (s *Server) signUp(c echo.Context, in gpuportal.SignUp) (*gpuportal.User, error) {
+	if wait, blocked := s.limiter.attempt(signupRule(c.RealIP())); blocked {
+		return nil, gpuportal.Errorf(gpuportal.ERATELIMITED, "Too many sign-ups from your address. Please try again in %d minutes.", minutesLeft(wait))
+	}
+	return s.db.CreateUser(c.Request().Context(), in, gpuportal.RoleCustomer, reqOf(c).lang)
 }
 
 // renderFormError shows a form again with the error next to its field (or
@@ -91,15 +100,15 @@ func (s *Server) handleLoginForm(c echo.Context) error {
 // checkLogin checks a password under the login rate limits.
 func (s *Server) checkLogin(c echo.Context, email, password string) (*gpuportal.User, error) {
 	ip := c.RealIP()
-	if err := s.limiter.check(ip, email); err != nil {
+	if err := s.limiter.checkLoginAllowed(ip, email); err != nil {
 		return nil, err
 	}
 	u, err := s.db.Authenticate(c.Request().Context(), email, password)
 	if gpuportal.ErrorCode(err) == gpuportal.EUNAUTHORIZED {
-		s.limiter.fail(ip, email)
+		s.limiter.loginFailed(ip, email)
 		s.log.Info("login failed", "email", email, "ip", ip)
 	} else if err == nil {
-		s.limiter.succeed(email)
+		s.limiter.loginSucceeded(ip, email)
 	}
 	return u, err
 }
@@ -150,6 +159,9 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
+	if err := s.tokenCreationAllowed(c); err != nil {
+		return err
+	}
 	u := currentUser(c)
 	if in.Email != "" || u == nil {
 		var err error
@@ -162,6 +174,15 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusCreated, tokenResponse{Token: secret, Info: t})
+}
+
+// tokenCreationAllowed counts a token creation (API or settings page)
+// against its address's limit.
+func (s *Server) tokenCreationAllowed(c echo.Context) error {
+	if wait, blocked := s.limiter.attempt(tokenRule(c.RealIP())); blocked {
+		return gpuportal.Errorf(gpuportal.ERATELIMITED, "Too many API tokens created from your address. Please try again in %d minutes.", minutesLeft(wait))
+	}
+	return nil
 }
 
 func (s *Server) apiListTokens(c echo.Context) error {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -40,14 +41,26 @@ func (s *Server) measure(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err)
 		}
 		route := c.Path()
-		if route == "" {
+		if route == "" { // c.Path() is a registered route or empty, never raw input
 			route = "unmatched"
 		}
-		method := c.Request().Method
+		method := metricMethod(c.Request().Method)
 		s.metrics.requests.WithLabelValues(route, method, strconv.Itoa(c.Response().Status)).Inc()
 		s.metrics.duration.WithLabelValues(route, method).Observe(s.cfg.WallClock.Now().Sub(start).Seconds())
 		return nil
 	}
+}
+
+// metricMethod keeps the method label to a fixed set: the method comes
+// from the client, and a label per invented method would let anyone grow
+// the portal's memory without bound.
+func metricMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 func (s *Server) handleMetrics() echo.HandlerFunc {

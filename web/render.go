@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
@@ -85,10 +86,22 @@ func redirect(c echo.Context, path string) error {
 	return c.Redirect(http.StatusSeeOther, path)
 }
 
-// safeNext returns next if it is a local path, else fallback, so that a
-// ?next= parameter cannot send users to another site.
+// safeNext returns next if it is a path on this site, else fallback, so
+// that a ?next= parameter cannot send users to another site. Browsers drop
+// tabs and newlines from URLs and read a backslash as a slash, so
+// "/%09/evil.example" or "/\\evil.example" would leave the site: any control
+// character, white space or backslash refuses next outright.
 func safeNext(next, fallback string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+	if next == "" || len(next) > 2048 || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+		return fallback
+	}
+	for _, r := range next {
+		if r < 0x20 || r == 0x7f || r == '\\' || unicode.IsSpace(r) {
+			return fallback
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
 		return fallback
 	}
 	return next

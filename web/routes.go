@@ -14,7 +14,7 @@ func (s *Server) routes() {
 	e := s.echo
 	e.Use(s.measure, middleware.Recover(), s.logRequests, middleware.BodyLimit("2M"), s.securityHeaders)
 	e.GET("/healthz", s.handleHealth)
-	e.GET("/metrics", s.handleMetrics())
+	e.GET("/metrics", s.handleMetrics(), s.metricsAllowed)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticFiles())))
 
 	// Everything below knows who is asking.

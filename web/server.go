@@ -36,6 +36,12 @@ type Config struct {
 	// Secret, when set, derives the session keys (PORTAL_SECRET); otherwise
 	// keys are generated once and kept in the database.
 	Secret string
+	// TrustedProxies are the networks whose X-Forwarded-For and
+	// X-Forwarded-Proto are believed (--trusted-proxies; none by default).
+	TrustedProxies []*net.IPNet
+	// MetricsAllow limits /metrics to these networks (--metrics-allow;
+	// empty: everyone).
+	MetricsAllow []*net.IPNet
 	// Scheduler is kicked after changes that make something due, and runs
 	// the minutes a moved test clock skips. Nil: nothing is scheduled.
 	Scheduler Scheduler
@@ -63,7 +69,7 @@ type Server struct {
 	log      *slog.Logger
 	echo     *echo.Echo
 	sessions *sessionStore
-	limiter  *loginLimiter
+	limiter  *limiter
 	metrics  *httpMetrics
 	registry *prometheus.Registry
 	http     *http.Server
@@ -96,7 +102,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		log:      cfg.Logger,
 		echo:     echo.New(),
 		sessions: sessions,
-		limiter:  newLoginLimiter(cfg.WallClock),
+		limiter:  newLimiter(cfg.WallClock),
 		registry: prometheus.NewRegistry(),
 	}
 	s.metrics = newHTTPMetrics(s.registry)
@@ -121,6 +127,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.echo.HideBanner = true
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = s.handleError
+	s.echo.IPExtractor = s.ipExtractor()
 	s.routes()
 	return s, nil
 }

@@ -164,7 +164,7 @@ func (s *Server) saveSession(c echo.Context) {
 	if r.session == nil || !r.dirty {
 		return
 	}
-	r.session.Options.Secure = c.IsTLS() || c.Request().Header.Get("X-Forwarded-Proto") == "https"
+	r.session.Options.Secure = c.IsTLS() || (s.fromTrustedProxy(c.Request()) && c.Request().Header.Get("X-Forwarded-Proto") == "https")
 	if err := r.session.Save(c.Request(), c.Response().Writer); err != nil {
 		s.log.Error("save session", "err", err)
 	}

@@ -47,6 +47,9 @@ func (s *Server) handleProfileForm(c echo.Context) error {
 }
 
 func (s *Server) handleCreateTokenForm(c echo.Context) error {
+	if err := s.tokenCreationAllowed(c); err != nil {
+		return s.settingsFormError(c, err, templates.SettingsPage{}, "token_")
+	}
 	t, secret, err := s.db.CreateAPIToken(c.Request().Context(), currentUser(c).ID, c.FormValue("name"))
 	if err != nil {
 		return s.settingsFormError(c, err, templates.SettingsPage{}, "token_")
