@@ -124,4 +124,7 @@ type AgentDesired struct {
 	Revision         int64             `json:"revision"`
 	HeartbeatSeconds int               `json:"heartbeat_seconds"`
 	Workloads        []DesiredWorkload `json:"workloads"`
+	// RotateToken asks the agent to fetch a new node token (POST
+	// /agent/rotate-token), keep it and use it from then on.
+	RotateToken bool `json:"rotate_token,omitempty"`
 }

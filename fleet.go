@@ -20,7 +20,18 @@ type Node struct {
 	State           string     `json:"state"`
 	LastHeartbeatAt *time.Time `json:"last_heartbeat_at"`
 	GPUs            []GPU      `json:"gpus"`
+	// TokenState is the node token's: active, rotating (the agent was
+	// asked to switch to a new one) or revoked (the node must enrol again).
+	TokenState     string     `json:"token_state"`
+	TokenRotatedAt *time.Time `json:"token_rotated_at,omitempty"`
 }
+
+// Node token states.
+const (
+	NodeTokenActive   = "active"
+	NodeTokenRotating = "rotating"
+	NodeTokenRevoked  = "revoked"
+)
 
 // GPU is one device on a node, identified by its NVML UUID.
 type GPU struct {

@@ -14,6 +14,7 @@ const (
 	NoteSpotInterruption   = "spot_interruption"
 	NoteInstanceRestarted  = "instance_restarted"
 	NoteReservationShorted = "reservation_short"
+	NotePasswordReset      = "password_reset" // email only: it carries a one-time link
 )
 
 // Notification channels.
@@ -41,6 +42,8 @@ type NoteParams struct {
 	Deadline      time.Time `json:"deadline,omitzero"`
 	Reason        string    `json:"reason,omitempty"`
 	Missing       int       `json:"missing,omitempty"`
+	// Token is a password reset link's secret (NotePasswordReset only).
+	Token string `json:"token,omitempty"`
 }
 
 // Notification is one message to one user on one channel.

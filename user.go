@@ -34,6 +34,9 @@ type User struct {
 	Role      string    `json:"role"`
 	Lang      string    `json:"lang"`
 	CreatedAt time.Time `json:"created_at"`
+	// SessionVersion is stamped into every session cookie; bumping it
+	// (logout, password change, promotion) ends all of them.
+	SessionVersion int64 `json:"-"`
 }
 
 // IsAdmin reports whether the user administers the platform.

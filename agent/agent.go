@@ -185,7 +185,7 @@ func (a *Agent) enrol(ctx context.Context) error {
 	if ok, err := readJSON(path, &a.creds); err != nil {
 		return err
 	} else if ok && a.creds.NodeToken != "" {
-		a.client.token = a.creds.NodeToken
+		a.client.setToken(a.creds.NodeToken)
 		return nil
 	}
 	if a.cfg.EnrollToken == "" {
@@ -200,7 +200,7 @@ func (a *Agent) enrol(ctx context.Context) error {
 		creds, err := a.client.register(ctx, reg)
 		if err == nil {
 			a.creds = credentials{Portal: a.cfg.Portal, NodeID: creds.NodeID, NodeToken: creds.NodeToken}
-			a.client.token = creds.NodeToken
+			a.client.setToken(creds.NodeToken)
 			return writeJSON(path, a.creds)
 		}
 		if errors.Is(err, errRejected) {
@@ -234,8 +234,31 @@ func (a *Agent) heartbeatLoop(ctx context.Context) error {
 		}
 		b.reset()
 		a.reconcile(desired)
+		if desired.RotateToken {
+			a.rotateToken(ctx)
+		}
 	}
 	return nil
+}
+
+// rotateToken fetches the new node token the portal asked this node to
+// take, keeps it in the state dir and uses it from now on. Should any step
+// fail, the old token still works and the next heartbeat asks again.
+func (a *Agent) rotateToken(ctx context.Context) {
+	creds, err := a.client.rotateToken(ctx)
+	if err != nil {
+		a.log.Warn("token rotation failed; the next heartbeat retries", "err", err)
+		return
+	}
+	next := a.creds
+	next.NodeToken = creds.NodeToken
+	if err := writeJSON(filepath.Join(a.cfg.StateDir, "node.json"), next); err != nil {
+		a.log.Error("cannot keep the new node token; staying on the old one", "err", err)
+		return
+	}
+	a.creds = next
+	a.client.setToken(next.NodeToken)
+	a.log.Info("node token rotated")
 }
 
 func (a *Agent) heartbeat(wait bool) gpuportal.AgentHeartbeat {

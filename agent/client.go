@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"gpuportal"
@@ -18,9 +19,11 @@ import (
 // client talks to the portal's agent API.
 type client struct {
 	base  string
-	token string
 	http  *http.Client
+	token atomic.Pointer[string] // the node token; replaced by a rotation while requests run
 }
+
+func (c *client) setToken(t string) { c.token.Store(&t) }
 
 // errRejected means the portal refused our credentials or request for
 // good (401/403/4xx): retrying will not help.
@@ -36,8 +39,8 @@ func (c *client) post(ctx context.Context, path string, in, out any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if t := c.token.Load(); t != nil && *t != "" {
+		req.Header.Set("Authorization", "Bearer "+*t)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -66,6 +69,12 @@ func (c *client) register(ctx context.Context, r gpuportal.AgentRegistration) (g
 func (c *client) heartbeat(ctx context.Context, hb gpuportal.AgentHeartbeat) (gpuportal.AgentDesired, error) {
 	var out gpuportal.AgentDesired
 	err := c.post(ctx, "heartbeat", hb, &out)
+	return out, err
+}
+
+func (c *client) rotateToken(ctx context.Context) (gpuportal.AgentCredentials, error) {
+	var out gpuportal.AgentCredentials
+	err := c.post(ctx, "rotate-token", struct{}{}, &out)
 	return out, err
 }
 

@@ -90,6 +90,12 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		m.Subject = T("Reservation #%d lost %d GPUs", p.ReservationID, p.Missing)
 		lines = []string{T("A node failure took %d GPUs of reservation #%d and no replacement was free; %s is refunded for the hours left.", p.Missing, p.ReservationID, p.Refund.String())}
 		m.SMS = T("gpuportal: reservation #%d lost %d GPUs to a node failure; %s refunded.", p.ReservationID, p.Missing, p.Refund.String())
+	case gpuportal.NotePasswordReset:
+		link += "/password-reset/" + p.Token
+		m.Subject = T("Reset your gpuportal password")
+		lines = []string{T("Someone (hopefully you) asked to reset the password of this account. The link below works once, until %s (%s).", when(p.Expires), zone),
+			T("If it was not you, ignore this email: your password stays as it is.")}
+		m.SMS = T("gpuportal: a password reset was requested; the link is in your email.")
 	default:
 		m.Subject = n.Kind
 		lines = []string{n.Kind}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	mail "github.com/wneessen/go-mail"
+
+	"gpuportal"
 )
 
 // Sender delivers one message to one recipient.
@@ -37,7 +39,7 @@ type SMTPSender struct {
 func NewSMTPSender(raw string) (*SMTPSender, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "smtp" || u.Hostname() == "" {
-		return nil, fmt.Errorf("PORTAL_SMTP_URL %q: want smtp://user:pass@host:port?from=addr&tls=none|starttls|tls", raw)
+		return nil, fmt.Errorf("PORTAL_SMTP_URL %q: want smtp://user:pass@host:port?from=addr&tls=none|starttls|tls", gpuportal.RedactURL(raw))
 	}
 	s := &SMTPSender{host: u.Hostname(), port: 587, from: u.Query().Get("from"), tls: u.Query().Get("tls")}
 	if p := u.Port(); p != "" {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,8 +30,11 @@ func (db *DB) CreateEnrollmentToken(ctx context.Context, actor *gpuportal.User, 
 		actorID = sql.NullInt64{Int64: actor.ID, Valid: true}
 	}
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO enrollment_tokens (token_hash, region_id, created_at, created_by) VALUES (?, ?, ?, ?)`,
-			gpuportal.HashSecret(token), region, unix(db.now()), actorID); err != nil {
+		// Expiry is real time: moving a test clock must not revive or
+		// expire tokens.
+		now := db.Wall.Now()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO enrollment_tokens (token_hash, region_id, created_at, created_by, expires_at) VALUES (?, ?, ?, ?, ?)`,
+			gpuportal.HashSecret(token), region, unix(now), actorID, unix(now.Add(db.enrollmentTTL()))); err != nil {
 			return err
 		}
 		if actor != nil {
@@ -42,6 +46,17 @@ func (db *DB) CreateEnrollmentToken(ctx context.Context, actor *gpuportal.User, 
 		return "", fmt.Errorf("create enrollment token: %w", err)
 	}
 	return token, nil
+}
+
+// DefaultEnrollmentTokenTTL is how long an enrollment token works unless
+// the portal is told otherwise (--enrollment-token-ttl).
+const DefaultEnrollmentTokenTTL = 24 * time.Hour
+
+func (db *DB) enrollmentTTL() time.Duration {
+	if db.EnrollmentTokenTTL > 0 {
+		return db.EnrollmentTokenTTL
+	}
+	return DefaultEnrollmentTokenTTL
 }
 
 // RegisterNode enrols a node with a one-time token: the node, its GPUs (those
@@ -65,10 +80,18 @@ func (db *DB) RegisterNode(ctx context.Context, reg gpuportal.AgentRegistration,
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		var region string
 		var used sql.NullInt64
-		err := tx.QueryRowContext(ctx, `SELECT region_id, used_at FROM enrollment_tokens WHERE token_hash = ?`, gpuportal.HashSecret(reg.EnrollToken)).Scan(&region, &used)
+		var expires int64
+		err := tx.QueryRowContext(ctx, `SELECT region_id, used_at, coalesce(expires_at, created_at + ?) FROM enrollment_tokens WHERE token_hash = ?`,
+			int64(DefaultEnrollmentTokenTTL/time.Second), gpuportal.HashSecret(reg.EnrollToken)).Scan(&region, &used, &expires)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && used.Valid) {
 			return gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The enrollment token is invalid or has been used.")
 		} else if err != nil {
+			return err
+		}
+		if now.Unix() >= expires {
+			return gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The enrollment token expired at %s; ask for a new one (portal enroll-token).", fromUnix(expires).Format(time.RFC3339))
+		}
+		if err := checkGPUsUnclaimed(ctx, tx, reg.GPUs, now); err != nil {
 			return err
 		}
 		if reg.Region != "" && reg.Region != region {
@@ -107,14 +130,113 @@ func (db *DB) RegisterNode(ctx context.Context, reg gpuportal.AgentRegistration,
 	return creds, nil
 }
 
-// NodeByToken returns the id of the node a token belongs to.
+// checkGPUsUnclaimed refuses a registration that names GPUs of another
+// node that is still online: a node may take over a GPU only from a node
+// that is gone (a machine re-enrolled after losing its state), never
+// steal one from a live node by reporting its UUID.
+func checkGPUsUnclaimed(ctx context.Context, tx *sql.Tx, gpus []gpuportal.AgentGPU, now time.Time) error {
+	for _, g := range gpus {
+		var node string
+		var online bool
+		err := tx.QueryRowContext(ctx, `SELECT n.id, n.online FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE g.uuid = ?`, g.UUID).Scan(&node, &online)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("check GPU owner: %w", err)
+		}
+		if online {
+			return gpuportal.FieldErrorf(gpuportal.ECONFLICT, "gpus", "GPU %s belongs to node %s, which is online; it can move to a new node only once that node is offline.", g.UUID, node)
+		}
+	}
+	return nil
+}
+
+// NodeByToken returns the id of the node a token belongs to. A node in
+// the middle of a token rotation is also known by its new token, and the
+// first request made with that token retires the old one.
 func (db *DB) NodeByToken(ctx context.Context, token string) (string, error) {
+	hash := gpuportal.HashSecret(token)
 	var id string
-	err := db.read.QueryRowContext(ctx, `SELECT id FROM nodes WHERE token_hash = ?`, gpuportal.HashSecret(token)).Scan(&id)
+	var rotated bool
+	err := db.read.QueryRowContext(ctx, `SELECT id, next_token_hash IS NOT NULL AND next_token_hash = ? FROM nodes WHERE token_hash = ? OR next_token_hash = ?`, hash, hash, hash).Scan(&id, &rotated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The node token is invalid.")
+	} else if err != nil {
+		return "", fmt.Errorf("node by token: %w", err)
 	}
-	return id, err
+	if rotated {
+		err := db.inTx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE nodes SET token_hash = next_token_hash, next_token_hash = NULL, rotate_token = 0, token_rotated_at = ? WHERE id = ? AND next_token_hash = ?`,
+				unix(db.Wall.Now()), id, hash)
+			return err
+		})
+		if err != nil {
+			return "", fmt.Errorf("finish token rotation: %w", err)
+		}
+	}
+	return id, nil
+}
+
+// RotateNodeToken asks a node's agent to take a new token: its next
+// heartbeat answer says so, the agent fetches one (NewNodeToken) and
+// switches to it. The old token works until the new one is first used.
+func (db *DB) RotateNodeToken(ctx context.Context, actor *gpuportal.User, nodeID string) error {
+	return db.nodeTokenChange(ctx, actor, nodeID, "node.rotate_token", `UPDATE nodes SET rotate_token = 1, revision = revision + 1 WHERE id = ? AND token_revoked_at IS NULL`)
+}
+
+// RevokeNodeToken makes a node's token (and any rotation under way)
+// worthless at once: its agent is refused from its next request on and
+// must be enrolled again with a new enrollment token.
+func (db *DB) RevokeNodeToken(ctx context.Context, actor *gpuportal.User, nodeID string) error {
+	return db.nodeTokenChange(ctx, actor, nodeID, "node.revoke_token",
+		`UPDATE nodes SET token_hash = NULL, next_token_hash = NULL, rotate_token = 0, token_revoked_at = `+strconv.FormatInt(unix(db.Wall.Now()), 10)+` WHERE id = ?`)
+}
+
+func (db *DB) nodeTokenChange(ctx context.Context, actor *gpuportal.User, nodeID, action, update string) error {
+	if !actor.IsAdmin() {
+		return gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
+	}
+	var revoked sql.NullInt64
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT token_revoked_at FROM nodes WHERE id = ?`, nodeID).Scan(&revoked); errors.Is(err, sql.ErrNoRows) {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Node %s not found.", nodeID)
+		} else if err != nil {
+			return err
+		}
+		if revoked.Valid {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "The token of node %s is revoked; enrol the node again with a new enrollment token.", nodeID)
+		}
+		if _, err := tx.ExecContext(ctx, update, nodeID); err != nil {
+			return fmt.Errorf("%s: %w", action, err)
+		}
+		return db.audit(ctx, tx, actor.ID, action, "node/"+nodeID, nil, nil)
+	})
+	if err != nil {
+		return err
+	}
+	db.wake(ctx, nodeID)
+	return nil
+}
+
+// NewNodeToken gives a node asked to rotate its token a new one (shown
+// once; kept hashed as the pending token). Asking again before using it
+// replaces it, so a lost answer costs nothing.
+func (db *DB) NewNodeToken(ctx context.Context, nodeID string) (string, error) {
+	token := gpuportal.NewSecret("gpn_")
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE nodes SET next_token_hash = ? WHERE id = ? AND rotate_token = 1`, gpuportal.HashSecret(token), nodeID)
+		if err != nil {
+			return fmt.Errorf("new node token: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "No token rotation was asked for this node.")
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return token, nil
 }
 
 // RecordHeartbeat stores a node's liveness and telemetry. A node that was
@@ -309,7 +431,9 @@ func (db *DB) SetDrain(ctx context.Context, actor *gpuportal.User, nodeID string
 
 // Nodes lists the fleet with each node's GPUs and their latest telemetry.
 func (db *DB) Nodes(ctx context.Context) ([]gpuportal.Node, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT id, hostname, region_id, online, drain, last_heartbeat_at FROM nodes ORDER BY region_id, hostname, id`)
+	rows, err := db.read.QueryContext(ctx, `SELECT id, hostname, region_id, online, drain, last_heartbeat_at,
+		CASE WHEN token_revoked_at IS NOT NULL THEN 'revoked' WHEN rotate_token = 1 THEN 'rotating' ELSE 'active' END, token_rotated_at
+		FROM nodes ORDER BY region_id, hostname, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -318,13 +442,14 @@ func (db *DB) Nodes(ctx context.Context) ([]gpuportal.Node, error) {
 	for rows.Next() {
 		var n gpuportal.Node
 		var online, drain bool
-		var hb sql.NullInt64
-		if err := rows.Scan(&n.ID, &n.Hostname, &n.Region, &online, &drain, &hb); err != nil {
+		var hb, rotated sql.NullInt64
+		if err := rows.Scan(&n.ID, &n.Hostname, &n.Region, &online, &drain, &hb, &n.TokenState, &rotated); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		n.State = nodeState(online, drain)
 		n.LastHeartbeatAt = fromNullUnix(hb)
+		n.TokenRotatedAt = fromNullUnix(rotated)
 		n.GPUs = []gpuportal.GPU{}
 		index[n.ID] = len(nodes)
 		nodes = append(nodes, n)

@@ -262,7 +262,7 @@ func bumpNode(ctx context.Context, tx *sql.Tx, nodeID string) error {
 // DesiredFor is what a node should run now.
 func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDesired, error) {
 	d := gpuportal.AgentDesired{Workloads: []gpuportal.DesiredWorkload{}}
-	if err := db.read.QueryRowContext(ctx, `SELECT revision, heartbeat_seconds FROM nodes WHERE id = ?`, nodeID).Scan(&d.Revision, &d.HeartbeatSeconds); err != nil {
+	if err := db.read.QueryRowContext(ctx, `SELECT revision, heartbeat_seconds, rotate_token FROM nodes WHERE id = ?`, nodeID).Scan(&d.Revision, &d.HeartbeatSeconds, &d.RotateToken); err != nil {
 		return d, fmt.Errorf("node revision: %w", err)
 	}
 	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+`, notice_wall_at, grace_seconds FROM instances

@@ -25,15 +25,8 @@ func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string,
 	if err != nil {
 		return err
 	}
-	now := db.Wall.Now().Unix()
 	add := func(channel, recipient, status string) error {
-		var sentAt any // NULL until sent
-		if status == "sent" {
-			sentAt = now
-		}
-		_, err := db.execTx(ctx, tx, `INSERT INTO notifications (user_id, kind, params, channel, recipient, status, next_attempt_at, created_at, sent_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, userID, kind, string(params), channel, recipient, status, now, now, sentAt)
-		return err
+		return db.addToOutbox(ctx, tx, userID, kind, string(params), channel, recipient, status)
 	}
 	if err := add(gpuportal.ChannelApp, "", "sent"); err != nil {
 		return err
@@ -49,6 +42,19 @@ func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string,
 		}
 	}
 	return nil
+}
+
+// addToOutbox writes one message for one channel ("sent" for in-app ones,
+// which need no delivery; "pending" for the dispatcher).
+func (db *DB) addToOutbox(ctx context.Context, tx *sql.Tx, userID int64, kind, params, channel, recipient, status string) error {
+	now := db.Wall.Now().Unix()
+	var sentAt any // NULL until sent
+	if status == "sent" {
+		sentAt = now
+	}
+	_, err := db.execTx(ctx, tx, `INSERT INTO notifications (user_id, kind, params, channel, recipient, status, next_attempt_at, created_at, sent_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, userID, kind, params, channel, recipient, status, now, now, sentAt)
+	return err
 }
 
 const noteColumns = `id, user_id, kind, params, channel, recipient, status, attempts, last_error, created_at, sent_at, next_attempt_at`

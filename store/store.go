@@ -42,6 +42,9 @@ type DB struct {
 	// Channels are the notification channels the portal can send (email
 	// with PORTAL_SMTP_URL, sms with PORTAL_SMS_URL); in-app always works.
 	Channels map[string]bool
+	// EnrollmentTokenTTL is how long a node enrollment token works (default
+	// a day).
+	EnrollmentTokenTTL time.Duration
 
 	// PostgreSQL only: the connection settings (for the listener and the
 	// scheduler lock's own connections), the kicks other portals send,

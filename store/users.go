@@ -10,12 +10,12 @@ import (
 	"gpuportal"
 )
 
-const userColumns = `id, email, name, phone, role, lang, created_at`
+const userColumns = `id, email, name, phone, role, lang, created_at, session_version`
 
 func scanUser(row interface{ Scan(...any) error }) (*gpuportal.User, error) {
 	var u gpuportal.User
 	var created int64
-	if err := row.Scan(&u.ID, &u.Email, &u.Name, &u.Phone, &u.Role, &u.Lang, &created); err != nil {
+	if err := row.Scan(&u.ID, &u.Email, &u.Name, &u.Phone, &u.Role, &u.Lang, &created, &u.SessionVersion); err != nil {
 		return nil, err
 	}
 	u.CreatedAt = fromUnix(created)
@@ -59,8 +59,12 @@ func (db *DB) CreateUser(ctx context.Context, s gpuportal.SignUp, role string, l
 
 // EnsureAdmin makes sure an admin with this email exists and has this
 // password (the PORTAL_ADMIN_EMAIL/PASSWORD bootstrap and `portal admin
-// create`). An existing customer with that email is promoted.
-func (db *DB) EnsureAdmin(ctx context.Context, email, password, name string) (*gpuportal.User, error) {
+// create`). An existing admin gets the password (and loses its sessions).
+// An existing customer account is promoted only when promote is set —
+// anyone may have registered that email first — and a promotion ends
+// every session of the account and revokes its API tokens, so nothing the
+// customer held carries admin rights.
+func (db *DB) EnsureAdmin(ctx context.Context, email, password, name string, promote bool) (*gpuportal.User, error) {
 	email = gpuportal.NormalizeEmail(email)
 	if err := gpuportal.ValidateEmail(email); err != nil {
 		return nil, err
@@ -77,12 +81,30 @@ func (db *DB) EnsureAdmin(ctx context.Context, email, password, name string) (*g
 	} else if err != nil {
 		return nil, err
 	}
+	if !existing.IsAdmin() && !promote {
+		return nil, gpuportal.FieldErrorf(gpuportal.ECONFLICT, "email",
+			"%s is a customer account (created %s); promoting it to admin needs --promote (PORTAL_ADMIN_PROMOTE=1), which also ends its sessions and revokes its API tokens.",
+			email, existing.CreatedAt.Format("2006-01-02"))
+	}
 	hash, err := gpuportal.HashPassword(password)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := db.write.ExecContext(ctx, `UPDATE users SET role = 'admin', password_hash = ? WHERE id = ?`, hash, existing.ID); err != nil {
-		return nil, fmt.Errorf("promote admin: %w", err)
+	err = db.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET role = 'admin', password_hash = ?, session_version = session_version + 1 WHERE id = ?`, hash, existing.ID); err != nil {
+			return fmt.Errorf("promote admin: %w", err)
+		}
+		if existing.IsAdmin() {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE api_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL`, unix(db.now()), existing.ID); err != nil {
+			return fmt.Errorf("revoke the promoted account's tokens: %w", err)
+		}
+		return db.audit(ctx, tx, 0, "user.promote_admin", fmt.Sprintf("user/%d", existing.ID),
+			map[string]string{"role": existing.Role}, map[string]string{"role": gpuportal.RoleAdmin, "sessions": "ended", "api_tokens": "revoked"})
+	})
+	if err != nil {
+		return nil, err
 	}
 	return db.UserByID(ctx, existing.ID)
 }

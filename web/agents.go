@@ -96,6 +96,35 @@ func (s *Server) apiAgentEvents(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// apiAgentRotateToken hands a node asked to rotate its token a new one.
+func (s *Server) apiAgentRotateToken(c echo.Context) error {
+	node, err := s.nodeOf(c)
+	if err != nil {
+		return err
+	}
+	token, err := s.db.NewNodeToken(c.Request().Context(), node)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, gpuportal.AgentCredentials{NodeID: node, NodeToken: token})
+}
+
+// apiRotateNodeToken (admin) asks a node's agent to switch to a new token.
+func (s *Server) apiRotateNodeToken(c echo.Context) error {
+	if err := s.db.RotateNodeToken(c.Request().Context(), currentUser(c), c.Param("id")); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"id": c.Param("id"), "token_state": gpuportal.NodeTokenRotating})
+}
+
+// apiRevokeNodeToken (admin) makes a node's token worthless at once.
+func (s *Server) apiRevokeNodeToken(c echo.Context) error {
+	if err := s.db.RevokeNodeToken(c.Request().Context(), currentUser(c), c.Param("id")); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"id": c.Param("id"), "token_state": gpuportal.NodeTokenRevoked})
+}
+
 type enrollRequest struct {
 	Region string `json:"region"`
 }

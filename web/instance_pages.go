@@ -144,3 +144,19 @@ func (s *Server) handleDrainForm(c echo.Context) error {
 	s.kick()
 	return redirect(c, "/admin/nodes")
 }
+
+func (s *Server) handleRotateTokenForm(c echo.Context) error {
+	if err := s.db.RotateNodeToken(c.Request().Context(), currentUser(c), c.Param("id")); err != nil {
+		return err
+	}
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Node %s will switch to a new token at its next heartbeat.", c.Param("id")))
+	return redirect(c, "/admin/nodes")
+}
+
+func (s *Server) handleRevokeNodeTokenForm(c echo.Context) error {
+	if err := s.db.RevokeNodeToken(c.Request().Context(), currentUser(c), c.Param("id")); err != nil {
+		return err
+	}
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "The token of node %s is revoked; enrol the node again to bring it back.", c.Param("id")))
+	return redirect(c, "/admin/nodes")
+}

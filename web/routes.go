@@ -50,6 +50,8 @@ func (s *Server) routes() {
 	app.GET("/admin/nodes", s.handleFleetPage, requireAdmin)
 	app.GET("/admin/nodes/table", s.handleFleetTable, requireAdmin)
 	app.POST("/admin/nodes/:id/drain", s.handleDrainForm, requireAdmin)
+	app.POST("/admin/nodes/:id/rotate-token", s.handleRotateTokenForm, requireAdmin)
+	app.POST("/admin/nodes/:id/revoke-token", s.handleRevokeNodeTokenForm, requireAdmin)
 	app.GET("/waitlist", s.handleWaitlistPage, requireUser)
 	app.POST("/waitlist", s.handleJoinForm, requireUser)
 	app.POST("/waitlist/:id/claim", s.handleClaimForm, requireUser)
@@ -103,6 +105,8 @@ func (s *Server) routes() {
 	api.GET("/admin/audit", s.apiAudit, requireAdmin)
 	api.GET("/admin/nodes", s.apiNodes, requireAdmin)
 	api.POST("/admin/nodes/:id/drain", s.apiDrain, requireAdmin)
+	api.POST("/admin/nodes/:id/rotate-token", s.apiRotateNodeToken, requireAdmin)
+	api.POST("/admin/nodes/:id/revoke-token", s.apiRevokeNodeToken, requireAdmin)
 	api.POST("/admin/enrollment-tokens", s.apiEnrollmentToken, requireAdmin)
 	api.POST("/admin/instances/:id/interrupt", s.apiAdminInterrupt, requireAdmin)
 	api.POST("/admin/clock", s.apiClock, requireAdmin)
@@ -111,6 +115,7 @@ func (s *Server) routes() {
 	api.POST("/agent/register", s.apiAgentRegister)
 	api.POST("/agent/heartbeat", s.apiAgentHeartbeat)
 	api.POST("/agent/events", s.apiAgentEvents)
+	api.POST("/agent/rotate-token", s.apiAgentRotateToken)
 
 	// Anything else under /api/ is a JSON 404, not a page.
 	api.Any("/*", func(c echo.Context) error { return echo.ErrNotFound })

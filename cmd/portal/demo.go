@@ -139,7 +139,7 @@ func seedDemo(ctx context.Context, db *store.DB, out io.Writer, url string) erro
 	for _, a := range demoAccounts {
 		var err error
 		if a.role == gpuportal.RoleAdmin {
-			_, err = db.EnsureAdmin(ctx, a.email, a.password, a.name)
+			_, err = db.EnsureAdmin(ctx, a.email, a.password, a.name, false)
 		} else {
 			_, err = db.CreateUser(ctx, gpuportal.SignUp{Email: a.email, Password: a.password, Name: a.name}, a.role, "")
 			if gpuportal.ErrorCode(err) == gpuportal.ECONFLICT {

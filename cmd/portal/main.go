@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	neturl "net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -69,8 +68,9 @@ const usage = `usage:
   portal migrate [--db PATH|URL]         apply pending database migrations
   portal migrate-data --from PATH --to postgres://…
                                          copy a SQLite installation into a new PostgreSQL database
-  portal admin create --email E --password P [--name N]
-                                         create an admin (or promote and reset one)
+  portal admin create --email E --password P [--name N] [--promote]
+                                         create an admin, or reset an admin's password;
+                                         --promote makes an existing customer account an admin
   portal enroll-token --region R         print a one-time token that enrols one node`
 
 // dbFlags are the flags every command that opens the database shares.
@@ -96,12 +96,7 @@ func (f *dbFlags) open(ctx context.Context, clock gpuportal.Clock) (*store.DB, e
 }
 
 // redacted is the database address fit for logs (no password).
-func (f *dbFlags) redacted() string {
-	if u, err := neturl.Parse(f.db); err == nil && u.Scheme != "" {
-		return u.Redacted()
-	}
-	return f.db
-}
+func (f *dbFlags) redacted() string { return gpuportal.RedactURL(f.db) }
 
 // demoAgentsDir is where --demo keeps its simulated nodes' state: beside
 // a SQLite file, or under data/ for PostgreSQL.
@@ -110,6 +105,24 @@ func (f *dbFlags) demoAgentsDir() string {
 		return filepath.Join("data", "demo-agents")
 	}
 	return filepath.Join(filepath.Dir(f.db), "demo-agents")
+}
+
+// minSecretBytes is the least PORTAL_SECRET accepted: the session keys
+// are derived from it, so it must be as strong as a 256-bit key.
+const minSecretBytes = 32
+
+// envDuration reads a duration from the environment, or fallback when it
+// is unset.
+func envDuration(getenv func(string) string, key string, fallback time.Duration) (time.Duration, error) {
+	raw := getenv(key)
+	if raw == "" {
+		return fallback, nil
+	}
+	d, err := time.ParseDuration(raw)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	return d, nil
 }
 
 func envOr(getenv func(string) string, key, fallback string) string {
@@ -139,15 +152,24 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	testClock := fs.Bool("test-clock", false, "use a manual business clock that admins can move (POST /api/v1/admin/clock)")
 	nowFlag := fs.String("now", "", "with --test-clock: start the clock at this RFC 3339 time (default: the real time)")
 	logLevel := fs.String("log-level", envOr(getenv, "PORTAL_LOG_LEVEL", "info"), "debug, info, warn or error (env PORTAL_LOG_LEVEL)")
-	publicURL := fs.String("public-url", getenv("PORTAL_PUBLIC_URL"), "the portal's address as users reach it, for links in emails and SMS (env PORTAL_PUBLIC_URL; default http://<addr>)")
+	publicURL := fs.String("public-url", getenv("PORTAL_PUBLIC_URL"), "the portal's address as users reach it, for links in emails and SMS and calendar UIDs (env PORTAL_PUBLIC_URL; default http://<addr>)")
+	trustedProxies := fs.String("trusted-proxies", getenv("PORTAL_TRUSTED_PROXIES"), "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For/-Proto are believed (env PORTAL_TRUSTED_PROXIES; default none)")
+	metricsAllow := fs.String("metrics-allow", getenv("PORTAL_METRICS_ALLOW"), "comma-separated addresses or CIDRs allowed to read /metrics (env PORTAL_METRICS_ALLOW; default everyone)")
+	defaultTTL, err := envDuration(getenv, "PORTAL_ENROLLMENT_TOKEN_TTL", 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	enrollTTL := fs.Duration("enrollment-token-ttl", defaultTTL, "how long a node enrollment token works (env PORTAL_ENROLLMENT_TOKEN_TTL)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: portal [serve] [flags]\n\nflags:")
 		fs.PrintDefaults()
 		fmt.Fprint(stderr, `
 environment:
-  PORTAL_SECRET           derives the session cookie keys (default: generated once, kept in the database)
+  PORTAL_SECRET           derives the session cookie keys, at least 32 bytes (default: generated once, kept in the database)
   PORTAL_ADMIN_EMAIL      with PORTAL_ADMIN_PASSWORD: make sure this admin exists at start
   PORTAL_ADMIN_PASSWORD
+  PORTAL_ADMIN_PROMOTE    1: PORTAL_ADMIN_EMAIL may name an existing customer account, which is promoted
+                          (its sessions end, its API tokens are revoked); otherwise that is refused
   PORTAL_SMTP_URL         smtp://user:pass@host:port?from=addr&tls=none|starttls|tls — enables email
   PORTAL_SMS_URL          HTTP endpoint receiving {"to","text"} JSON — enables SMS
   PORTAL_SMS_SECRET       signs SMS requests: X-Signature: sha256=<hex HMAC-SHA256 of the body>
@@ -159,6 +181,20 @@ environment:
 	log, err := newLogger(stderr, *logLevel)
 	if err != nil {
 		return err
+	}
+	if secret := getenv("PORTAL_SECRET"); secret != "" && len(secret) < minSecretBytes {
+		return fmt.Errorf("PORTAL_SECRET is %d bytes; it must be at least %d (e.g. openssl rand -base64 48)", len(secret), minSecretBytes)
+	}
+	proxies, err := web.ParseCIDRs(*trustedProxies)
+	if err != nil {
+		return fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	metricsNets, err := web.ParseCIDRs(*metricsAllow)
+	if err != nil {
+		return fmt.Errorf("--metrics-allow: %w", err)
+	}
+	if *enrollTTL <= 0 {
+		return errors.New("--enrollment-token-ttl must be positive")
 	}
 	loc, err := time.LoadLocation(dbf.timezone)
 	if err != nil {
@@ -186,6 +222,7 @@ environment:
 	}
 	defer db.Close()
 	db.Location = loc
+	db.EnrollmentTokenTTL = *enrollTTL
 	if err := prepareSchema(ctx, db, *migrate, log); err != nil {
 		return err
 	}
@@ -193,8 +230,8 @@ environment:
 		if email == "" || pw == "" {
 			return errors.New("PORTAL_ADMIN_EMAIL and PORTAL_ADMIN_PASSWORD go together")
 		}
-		if _, err := db.EnsureAdmin(ctx, email, pw, ""); err != nil {
-			return fmt.Errorf("PORTAL_ADMIN_EMAIL: %w", err)
+		if _, err := db.EnsureAdmin(ctx, email, pw, "", getenv("PORTAL_ADMIN_PROMOTE") == "1"); err != nil {
+			return fmt.Errorf("PORTAL_ADMIN_EMAIL: %s", gpuportal.ErrorMessage(err))
 		}
 		log.Info("admin ensured", "email", email)
 	}
@@ -206,6 +243,7 @@ environment:
 	sched := scheduler.New(db, clock, gpuportal.RealClock{}, log)
 	srv, err := web.New(ctx, web.Config{
 		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"), Scheduler: sched,
+		TrustedProxies: proxies, MetricsAllow: metricsNets,
 	})
 	if err != nil {
 		return err
@@ -352,7 +390,7 @@ func runMigrateData(ctx context.Context, args []string, stdout, stderr io.Writer
 
 func runAdmin(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "create" {
-		return fmt.Errorf("usage: portal admin create --email E --password P [--name N]")
+		return fmt.Errorf("usage: portal admin create --email E --password P [--name N] [--promote]")
 	}
 	fs := flag.NewFlagSet("portal admin create", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -361,6 +399,7 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 	email := fs.String("email", "", "admin email (required)")
 	password := fs.String("password", "", "admin password, at least 10 characters (required)")
 	name := fs.String("name", "Administrator", "display name")
+	promote := fs.Bool("promote", false, "promote an existing customer account with this email (ends its sessions, revokes its API tokens)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -372,7 +411,7 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 	if err := db.CheckSchema(ctx); err != nil {
 		return err
 	}
-	u, err := db.EnsureAdmin(ctx, *email, *password, *name)
+	u, err := db.EnsureAdmin(ctx, *email, *password, *name, *promote)
 	if err != nil {
 		return errors.New(gpuportal.ErrorMessage(err))
 	}

@@ -56,3 +56,9 @@ setInterval(function () {
     el.textContent = el.textContent.replace(/\d+ s/, left + " s");
   });
 }, 1000);
+
+// Destructive forms carry data-confirm: the browser asks before sending.
+document.addEventListener("submit", function (evt) {
+  var f = evt.target.closest("form[data-confirm]");
+  if (f && !window.confirm(f.dataset.confirm)) { evt.preventDefault(); }
+}, true);
