@@ -114,7 +114,9 @@ func (s *Server) checkLogin(c echo.Context, email, password string) (*gpuportal.
 }
 
 func (s *Server) handleLogout(c echo.Context) error {
-	s.logOut(c)
+	if err := s.logOut(c); err != nil {
+		return err
+	}
 	s.addFlash(c, "info", i18n.T(reqOf(c).lang, "You have been logged out."))
 	return redirect(c, "/")
 }

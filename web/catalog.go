@@ -62,10 +62,10 @@ func (s *Server) handleHome(c echo.Context) error {
 }
 
 func (s *Server) handleAdmin(c echo.Context) error {
-	return s.renderAdmin(c, http.StatusOK, nil)
+	return s.renderAdmin(c, http.StatusOK, nil, nil)
 }
 
-func (s *Server) renderAdmin(c echo.Context, status int, errs templates.FieldErrors) error {
+func (s *Server) renderAdmin(c echo.Context, status int, errs templates.FieldErrors, reset *templates.IssuedReset) error {
 	models, err := s.db.Models(c.Request().Context())
 	if err != nil {
 		return err
@@ -74,7 +74,7 @@ func (s *Server) renderAdmin(c echo.Context, status int, errs templates.FieldErr
 	if err != nil {
 		return err
 	}
-	return s.render(c, status, templates.Admin(templates.AdminPage{Models: models, Errors: errs, Overview: o}))
+	return s.render(c, status, templates.Admin(templates.AdminPage{Models: models, Errors: errs, Overview: o, Reset: reset}))
 }
 
 func (s *Server) handleSetPriceForm(c echo.Context) error {
@@ -85,7 +85,7 @@ func (s *Server) handleSetPriceForm(c echo.Context) error {
 	}
 	if err != nil {
 		if code := gpuportal.ErrorCode(err); code != gpuportal.EINTERNAL && code != gpuportal.ENOTFOUND {
-			return s.renderAdmin(c, statusOf[code], templates.FieldErrors{id: i18n.Error(reqOf(c).lang, err)})
+			return s.renderAdmin(c, statusOf[code], templates.FieldErrors{id: i18n.Error(reqOf(c).lang, err)}, nil)
 		}
 		return err
 	}

@@ -36,6 +36,10 @@ type Config struct {
 	// Secret, when set, derives the session keys (PORTAL_SECRET); otherwise
 	// keys are generated once and kept in the database.
 	Secret string
+	// PublicURL is the portal's address as users reach it
+	// (PORTAL_PUBLIC_URL): links handed out and calendar UIDs use it,
+	// never a request's Host header.
+	PublicURL string
 	// TrustedProxies are the networks whose X-Forwarded-For and
 	// X-Forwarded-Proto are believed (--trusted-proxies; none by default).
 	TrustedProxies []*net.IPNet

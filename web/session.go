@@ -125,10 +125,19 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			sess, _ := s.sessions.cookies.Get(c.Request(), sessionCookie) // a bad cookie yields a new session
 			r.session = sess
 			if uid, ok := sess.Values["uid"].(int64); ok {
-				if u, err := s.db.UserByID(ctx, uid); err == nil {
-					r.user = u
-				} else if gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+				u, err := s.db.UserByID(ctx, uid)
+				if err != nil && gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
 					return err
+				}
+				// A session stamped with an older session version was
+				// ended (logout, password change, promotion): a copied
+				// cookie dies with it.
+				if sv, _ := sess.Values["sv"].(int64); err == nil && sv == u.SessionVersion {
+					r.user = u
+				} else {
+					delete(sess.Values, "uid")
+					delete(sess.Values, "sv")
+					r.dirty = true
 				}
 			}
 			if _, ok := sess.Values["csrf"].(string); !ok && !isAPI(c) {
@@ -179,19 +188,29 @@ func (s *Server) logIn(c echo.Context, u *gpuportal.User) {
 		r.session, _ = s.sessions.cookies.New(c.Request(), sessionCookie)
 	}
 	r.session.Values["uid"] = u.ID
+	r.session.Values["sv"] = u.SessionVersion
 	r.session.Values["csrf"] = randomToken()
 	r.user = u
 	r.dirty = true
 }
 
-func (s *Server) logOut(c echo.Context) {
+// logOut ends every session of the user, this one and any copy of its
+// cookie included (DESIGN §8: logout ends every session of that user).
+func (s *Server) logOut(c echo.Context) error {
 	r := reqOf(c)
+	if r.user != nil {
+		if err := s.db.EndSessions(c.Request().Context(), r.user.ID); err != nil {
+			return err
+		}
+	}
 	if r.session != nil {
 		delete(r.session.Values, "uid")
+		delete(r.session.Values, "sv")
 		r.session.Values["csrf"] = randomToken()
 		r.dirty = true
 	}
 	r.user = nil
+	return nil
 }
 
 // addFlash queues a message for the next page the user sees.

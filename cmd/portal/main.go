@@ -240,22 +240,23 @@ environment:
 	if err != nil {
 		return err
 	}
-	sched := scheduler.New(db, clock, gpuportal.RealClock{}, log)
-	srv, err := web.New(ctx, web.Config{
-		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"), Scheduler: sched,
-		TrustedProxies: proxies, MetricsAllow: metricsNets,
-	})
-	if err != nil {
-		return err
-	}
 	l, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
 	url := "http://" + l.Addr().String()
+	if *publicURL == "" {
+		*publicURL = url
+	}
 	dispatcher.BaseURL = *publicURL
-	if dispatcher.BaseURL == "" {
-		dispatcher.BaseURL = url
+	sched := scheduler.New(db, clock, gpuportal.RealClock{}, log)
+	srv, err := web.New(ctx, web.Config{
+		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"), Scheduler: sched,
+		TrustedProxies: proxies, MetricsAllow: metricsNets, PublicURL: *publicURL,
+	})
+	if err != nil {
+		l.Close()
+		return err
 	}
 	if *demo {
 		if err := seedDemo(ctx, db, stdout, url); err != nil {
