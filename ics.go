@@ -2,12 +2,29 @@ package gpuportal
 
 import (
 	"fmt"
+	"net/url"
 	"time"
 
 	ics "github.com/arran4/golang-ical"
 )
 
-// ReservationICS renders one reservation as a VCALENDAR with one VEVENT.
+// ICSContentType is the media type of ReservationICS, for downloads and
+// email parts alike.
+const ICSContentType = "text/calendar; method=PUBLISH; charset=UTF-8"
+
+// CalendarHost is the domain of calendar UIDs: the host of the portal's
+// public address (PORTAL_PUBLIC_URL), so a reservation keeps one UID in
+// every copy of it — never a request's Host header.
+func CalendarHost(publicURL string) string {
+	if u, err := url.Parse(publicURL); err == nil && u.Hostname() != "" {
+		return u.Hostname()
+	}
+	return "gpuportal"
+}
+
+// ReservationICS renders one reservation as a VCALENDAR with one VEVENT,
+// lines ended by CRLF (RFC 5545 §3.1). Its UID is
+// reservation-<id>@<host>; host comes from CalendarHost.
 func ReservationICS(r *Reservation, m *Model, host string) string {
 	cal := ics.NewCalendar()
 	cal.SetMethod(ics.MethodPublish)
@@ -26,5 +43,5 @@ func ReservationICS(r *Reservation, m *Model, host string) string {
 	} else {
 		ev.SetStatus(ics.ObjectStatusConfirmed)
 	}
-	return cal.Serialize()
+	return cal.Serialize(ics.WithNewLine("\r\n"))
 }

@@ -146,6 +146,6 @@ func (d *Dispatcher) ics(ctx context.Context, reservationID int64) (Attachment, 
 	if err != nil {
 		return Attachment{}, err
 	}
-	host := "gpuportal"
-	return Attachment{Name: fmt.Sprintf("reservation-%d.ics", r.ID), ContentType: "text/calendar", Data: []byte(gpuportal.ReservationICS(r, m, host))}, nil
+	return Attachment{Name: fmt.Sprintf("reservation-%d.ics", r.ID), ContentType: gpuportal.ICSContentType,
+		Data: []byte(gpuportal.ReservationICS(r, m, gpuportal.CalendarHost(d.BaseURL)))}, nil
 }

@@ -3,6 +3,7 @@ package notify
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	stdmail "net/mail"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	mail "github.com/wneessen/go-mail"
@@ -63,6 +66,22 @@ func NewSMTPSender(raw string) (*SMTPSender, error) {
 	return s, nil
 }
 
+// MessageID makes a Message-ID (without its angle brackets) under the
+// sender's domain: 32 hex digits, a dot-atom that is always valid (RFC 5322
+// §3.6.4), unlike go-mail's SetMessageID, whose random local part may end
+// in a dot and whose domain is the machine's short host name.
+func MessageID(from string) string {
+	domain := "gpuportal.invalid"
+	if addr, err := stdmail.ParseAddress(from); err == nil {
+		if _, d, ok := strings.Cut(addr.Address, "@"); ok && d != "" {
+			domain = d
+		}
+	}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b) + "@" + domain
+}
+
 // Send sends a text + HTML email with its attachments.
 func (s *SMTPSender) Send(ctx context.Context, to string, m Message) error {
 	msg := mail.NewMsg()
@@ -73,7 +92,7 @@ func (s *SMTPSender) Send(ctx context.Context, to string, m Message) error {
 		return err
 	}
 	msg.Subject(m.Subject)
-	msg.SetMessageID()
+	msg.SetMessageIDWithValue(MessageID(s.from))
 	msg.SetBodyString(mail.TypeTextPlain, m.Text)
 	msg.AddAlternativeString(mail.TypeTextHTML, m.HTML)
 	for _, a := range m.Attachments {

@@ -139,9 +139,9 @@ func (s *Server) handleICS(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body := gpuportal.ReservationICS(r, m, c.Request().Host)
+	body := gpuportal.ReservationICS(r, m, gpuportal.CalendarHost(s.cfg.PublicURL))
 	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="reservation-%d.ics"`, r.ID))
-	return c.Blob(http.StatusOK, "text/calendar; charset=utf-8", []byte(body))
+	return c.Blob(http.StatusOK, gpuportal.ICSContentType, []byte(body))
 }
 
 func (s *Server) apiLedger(c echo.Context) error {
