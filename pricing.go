@@ -4,6 +4,15 @@ package gpuportal
 // otherwise (DESIGN §2: 70 % off list).
 const DefaultSpotDiscountPercent = 70
 
+// SpotPriceOf is a model's spot price per GPU-hour under the policies (its
+// own override, else the global discount): the one figure every page, the
+// API and the launch charge use.
+func (p Policies) SpotPriceOf(m Model) Fen { return p.For(m.ID).SpotPriceOf(m) }
+
+// SpotPriceOf is the spot price of m under a policy already resolved for
+// it (Policies.For(m.ID)).
+func (p Policy) SpotPriceOf(m Model) Fen { return SpotPrice(m.ListPrice, p.SpotDiscountPercent) }
+
 // SpotPrice is the list price less the spot discount, rounded down to whole
 // fen in the customer's favour.
 func SpotPrice(list Fen, discountPercent int) Fen {

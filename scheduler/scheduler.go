@@ -1,7 +1,7 @@
 // Package scheduler decides what is due and does it: Tick(now) is
 // level-triggered and idempotent (reservations start and end, spot notices,
 // placement — see store.Tick); robfig/cron only calls it every minute, and
-// anything that makes something due kicks it at once. A fleet monitor
+// every store change that makes something due kicks it at once. A fleet monitor
 // marks nodes offline after three missed heartbeats, in real time.
 //
 // Several portals on one PostgreSQL run one scheduler between them: each
@@ -31,8 +31,7 @@ type Scheduler struct {
 	Wall  gpuportal.Clock // real time (node liveness)
 	Log   *slog.Logger
 
-	mu   sync.Mutex // one tick at a time
-	kick chan struct{}
+	mu sync.Mutex // one tick at a time
 	// standby is set while Run waits for another portal's leadership to
 	// end: this portal then neither ticks nor watches the fleet.
 	standby atomic.Bool
@@ -46,7 +45,7 @@ func New(db *store.DB, clock, wall gpuportal.Clock, log *slog.Logger) *Scheduler
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Scheduler{DB: db, Clock: clock, Wall: wall, Log: log, kick: make(chan struct{}, 1)}
+	s := &Scheduler{DB: db, Clock: clock, Wall: wall, Log: log}
 	// On PostgreSQL a portal stands by until Run wins the leadership; on
 	// SQLite it is the only portal and always leads.
 	s.standby.Store(db.Dialect() == "postgres")
@@ -69,19 +68,12 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) (store.TickResult, 
 	return res, nil
 }
 
-// Kick asks for a tick now (a booking, launch or cancel made something
-// due). A standby portal passes the kick on to the leader.
+// Kick asks the leading scheduler for a tick now. The store kicks after
+// every change that makes something due; this is for anything else.
 func (s *Scheduler) Kick() {
-	if s.standby.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.DB.Kick(ctx)
-		return
-	}
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.DB.Kick(ctx)
 }
 
 // Leading reports whether this portal runs the scheduler now.
@@ -136,8 +128,6 @@ func (s *Scheduler) lead(ctx context.Context, lost <-chan struct{}) {
 			return
 		case <-lost:
 			return
-		case <-s.kick:
-			s.kickedTick(ctx, lost)
 		case <-s.DB.Kicks():
 			s.kickedTick(ctx, lost)
 		case <-liveness.C:

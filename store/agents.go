@@ -127,6 +127,7 @@ func (db *DB) RegisterNode(ctx context.Context, reg gpuportal.AgentRegistration,
 		}
 		return creds, err
 	}
+	db.Kick(ctx) // new GPUs: pending work and waiters may fit
 	return creds, nil
 }
 
@@ -261,11 +262,11 @@ func (db *DB) RecordHeartbeat(ctx context.Context, nodeID string, hb gpuportal.A
 		return err
 	})
 	if errors.Is(err, errCapacityChanges) {
-		err = db.inTx(ctx, func(tx *sql.Tx) error {
+		err = db.kickAfter(ctx, db.inTx(ctx, func(tx *sql.Tx) error {
 			var err error
 			revision, err = db.heartbeatChangingCapacity(ctx, tx, nodeID, hb, hbSec, now)
 			return err
-		})
+		}))
 	}
 	if err != nil {
 		return 0, fmt.Errorf("record heartbeat: %w", err)
@@ -411,7 +412,7 @@ func (db *DB) SetDrain(ctx context.Context, actor *gpuportal.User, nodeID string
 	if !actor.IsAdmin() {
 		return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only admins can drain nodes.")
 	}
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		var old bool
 		err := tx.QueryRowContext(ctx, `SELECT drain FROM nodes WHERE id = ?`, nodeID).Scan(&old)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -427,6 +428,7 @@ func (db *DB) SetDrain(ctx context.Context, actor *gpuportal.User, nodeID string
 		}
 		return recomputeCapacity(ctx, tx)
 	})
+	return db.kickAfter(ctx, err)
 }
 
 // Nodes lists the fleet with each node's GPUs and their latest telemetry.

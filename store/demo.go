@@ -33,7 +33,7 @@ func (db *DB) SeedDemoHistory(ctx context.Context, customers []*gpuportal.User, 
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
 		for _, m := range models {
 			policy := pol.For(m.ID)
-			spotPrice := gpuportal.SpotPrice(m.ListPrice, policy.SpotDiscountPercent)
+			spotPrice := policy.SpotPriceOf(m)
 			for day := 30; day >= 1; day-- {
 				date := now.In(db.Location).AddDate(0, 0, -day)
 				midnight := time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, db.Location)

@@ -163,7 +163,8 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 				return err
 			}
 			var assigned int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM reservation_gpus WHERE reservation_id = ?`, r.ID).Scan(&assigned); err != nil {
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM reservation_gpus rg JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'
+				WHERE rg.reservation_id = ?`, r.ID).Scan(&assigned); err != nil {
 				return err
 			}
 			if inUse+req.Count > assigned {
@@ -177,7 +178,7 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		price := model.ListPrice
 		switch req.Kind {
 		case gpuportal.KindSpot:
-			price = gpuportal.SpotPrice(model.ListPrice, policy.SpotDiscountPercent)
+			price = policy.SpotPriceOf(*model)
 			snap, err := loadPool(ctx, tx, req.Model, req.Region, now, policy)
 			if err != nil {
 				return err
@@ -208,6 +209,7 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 	if err != nil {
 		return nil, err
 	}
+	db.Kick(ctx) // place it now
 	if inst.Kind == gpuportal.KindSpot {
 		inst.SafeUntil, _ = db.SafeUntil(ctx, inst.Model, inst.Region, inst.Count)
 	}
@@ -248,6 +250,7 @@ func (db *DB) Stop(ctx context.Context, user *gpuportal.User, id int64) (*gpupor
 		return nil, err
 	}
 	db.wake(ctx, node)
+	db.Kick(ctx) // an unplaced stop frees its place in the queue
 	return db.Instance(ctx, user, id)
 }
 
@@ -372,6 +375,7 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 	}
 	if changed {
 		db.wake(ctx, nodeID)
+		db.Kick(ctx) // freed GPUs may let pending instances start
 	}
 	return nil
 }
@@ -475,12 +479,14 @@ func (db *DB) AdminInterrupt(ctx context.Context, actor *gpuportal.User, id int6
 		return nil, err
 	}
 	db.wake(ctx, node)
+	db.Kick(ctx)
 	return db.Instance(ctx, actor, id)
 }
 
 // ReservationGPUs lists the GPUs assigned to an active reservation.
 func (db *DB) ReservationGPUs(ctx context.Context, reservationID int64) ([]string, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT rg.gpu_uuid FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid WHERE rg.reservation_id = ? ORDER BY g.node_id, g.idx`, reservationID)
+	rows, err := db.read.QueryContext(ctx, `SELECT rg.gpu_uuid FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid
+		JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active' WHERE rg.reservation_id = ? ORDER BY g.node_id, g.idx`, reservationID)
 	if err != nil {
 		return nil, err
 	}

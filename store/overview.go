@@ -35,10 +35,11 @@ func (db *DB) Overview(ctx context.Context) (*Overview, error) {
 	o := &Overview{Next14: map[string][]DayUse{}, Revenue: map[string]gpuportal.Fen{}}
 	rows, err := db.read.QueryContext(ctx, `SELECT g.model_id, n.region_id,
 		CASE WHEN n.online = 0 THEN 'offline' WHEN g.healthy = 0 THEN 'unhealthy'
-		     WHEN rg.gpu_uuid IS NOT NULL THEN 'reserved' WHEN i.kind = 'on_demand' THEN 'on_demand' WHEN i.kind = 'spot' THEN 'spot'
+		     WHEN ar.id IS NOT NULL THEN 'reserved' WHEN i.kind = 'on_demand' THEN 'on_demand' WHEN i.kind = 'spot' THEN 'spot'
 		     WHEN i.kind = 'reserved' THEN 'reserved' ELSE 'idle' END AS state, count(*)
 		FROM gpus g JOIN nodes n ON n.id = g.node_id
 		LEFT JOIN reservation_gpus rg ON rg.gpu_uuid = g.uuid
+		LEFT JOIN reservations ar ON ar.id = rg.reservation_id AND ar.status = 'active'
 		LEFT JOIN instance_gpus ig ON ig.gpu_uuid = g.uuid LEFT JOIN instances i ON i.id = ig.instance_id
 		GROUP BY g.model_id, n.region_id, state ORDER BY g.model_id, n.region_id`)
 	if err != nil {

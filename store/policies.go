@@ -69,7 +69,8 @@ func (db *DB) SetPolicies(ctx context.Context, actor *gpuportal.User, p gpuporta
 	if err != nil {
 		return err
 	}
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	// A policy change may free capacity for waiters (reservable share).
+	return db.kickAfter(ctx, db.inTx(ctx, func(tx *sql.Tx) error {
 		old, err := db.policies(ctx, tx)
 		if err != nil {
 			return err
@@ -80,5 +81,5 @@ func (db *DB) SetPolicies(ctx context.Context, actor *gpuportal.User, p gpuporta
 			return fmt.Errorf("save policies: %w", err)
 		}
 		return db.audit(ctx, tx, actor.ID, "policies.update", "policies", old, p)
-	})
+	}))
 }

@@ -67,6 +67,7 @@ func loadPool(ctx context.Context, q queryer, model, region string, now time.Tim
 		return nil, err
 	}
 	if err := gpuOwners(ctx, q, p.reservedGPU, `SELECT rg.gpu_uuid, rg.reservation_id FROM reservation_gpus rg CROSS JOIN gpus g
+		JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'
 		WHERE g.uuid = rg.gpu_uuid AND g.model_id = ?`, model); err != nil {
 		return nil, err
 	}

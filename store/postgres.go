@@ -278,18 +278,29 @@ func (db *DB) wake(ctx context.Context, nodeIDs ...string) {
 	}
 }
 
-// Kick asks the portal leading the scheduler to tick now. On SQLite that
-// is this process, which already ticks on its own kicks.
+// Kick asks the portal leading the scheduler to tick now: a change was
+// committed that makes something due (a booking, a cancellation, a launch,
+// a stop, freed GPUs, a waitlist change, a policy change). The store's own
+// write methods call it after their commit, so every way in — page, API,
+// scheduler — kicks the same way. On SQLite the leader is this process;
+// on PostgreSQL the kick reaches the leader, on whichever portal, by
+// NOTIFY (its own listener included).
 func (db *DB) Kick(ctx context.Context) {
 	if db.dialect != "postgres" {
+		select {
+		case db.kicks <- struct{}{}:
+		default: // a kick is already waiting; one tick serves both
+		}
 		return
 	}
 	if _, err := db.write.ExecContext(ctx, `SELECT pg_notify(?, '')`, db.kickChannel); err != nil {
+		// The leader's minutely tick does it anyway.
 		slog.Warn("kick the scheduler leader", "err", err)
 	}
 }
 
-// Kicks delivers kicks sent by any portal (nil on SQLite: nothing arrives).
+// Kicks delivers the kicks of every portal on the database (this one's
+// too) to the scheduler that leads.
 func (db *DB) Kicks() <-chan struct{} { return db.kicks }
 
 // Leadership is this portal's turn at running the scheduler.

@@ -134,7 +134,7 @@ func (db *DB) Book(ctx context.Context, user *gpuportal.User, req gpuportal.Book
 		res, err = db.book(ctx, tx, user.ID, req)
 		return err
 	})
-	return res, err
+	return res, db.kickAfter(ctx, err) // the book changed: waiters, reservations starting soon
 }
 
 // book is Book inside a transaction (the waitlist books through it too).
@@ -439,6 +439,7 @@ func cancellable(r *gpuportal.Reservation) error {
 // fee-bearing cancellation counted against the user's credit and audited.
 func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Reservation, error) {
 	var out *gpuportal.Reservation
+	var nodes []string
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		r, err := reservationFor(ctx, tx, user, id)
 		if err != nil {
@@ -461,6 +462,14 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 		}
 		if err := releaseCapacity(ctx, tx, r.Model, r.Region, from, r.End, r.Count); err != nil {
 			return err
+		}
+		// A reservation under way gives its GPUs back now, and its reserved
+		// instances get the normal stop (their agents stop them and report
+		// the GPUs free) — nothing keeps running on cancelled hours.
+		if r.Status == gpuportal.ReservationActive {
+			if err := db.releaseReservationGPUs(ctx, tx, r.ID, now, &nodes); err != nil {
+				return fmt.Errorf("cancel reservation %d: %w", r.ID, err)
+			}
 		}
 		if p.Refund > 0 {
 			if err := db.addLedger(ctx, tx, r.UserID, now, "refund", -r.Price, &r.ID, fmt.Sprintf("Reservation #%d cancelled: price returned", r.ID)); err != nil {
@@ -486,5 +495,10 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 		out, err = reservationFor(ctx, tx, user, id)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	db.wake(ctx, nodes...)
+	db.Kick(ctx) // the freed hours go to waiters now, not at the next minute
+	return out, nil
 }

@@ -73,15 +73,26 @@ func (db *DB) completeReservations(ctx context.Context, tx *sql.Tx, now time.Tim
 	}
 	for _, id := range ids {
 		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = 'completed' WHERE id = ?`, id); err != nil {
-			return err
+			return fmt.Errorf("complete reservation %d: %w", id, err)
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM reservation_gpus WHERE reservation_id = ?`, id); err != nil {
-			return err
-		}
-		if err := db.stopReservedInstances(ctx, tx, id, now, nodes); err != nil {
-			return err
+		if err := db.releaseReservationGPUs(ctx, tx, id, now, nodes); err != nil {
+			return fmt.Errorf("complete reservation %d: %w", id, err)
 		}
 		res.Completed++
+	}
+	return nil
+}
+
+// releaseReservationGPUs ends a reservation's hold on its GPUs (it
+// completed or was cancelled): the assignment goes at once, and its
+// reserved instances get the normal stop. Their GPUs stay held by the
+// instances until their agents report them stopped and the GPUs free.
+func (db *DB) releaseReservationGPUs(ctx context.Context, tx *sql.Tx, reservationID int64, now time.Time, nodes *[]string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM reservation_gpus WHERE reservation_id = ?`, reservationID); err != nil {
+		return fmt.Errorf("release GPUs: %w", err)
+	}
+	if err := db.stopReservedInstances(ctx, tx, reservationID, now, nodes); err != nil {
+		return fmt.Errorf("stop reserved instances: %w", err)
 	}
 	return nil
 }
@@ -276,6 +287,7 @@ func (db *DB) handleNodeFailures(ctx context.Context, tx *sql.Tx, now time.Time,
 	}
 	// Reservations lose the GPUs of offline nodes and unhealthy GPUs.
 	rrows, err := tx.QueryContext(ctx, `SELECT rg.reservation_id, count(*) FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid JOIN nodes n ON n.id = g.node_id
+		JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'
 		WHERE n.online = 0 OR g.healthy = 0 GROUP BY rg.reservation_id`)
 	if err != nil {
 		return err

@@ -185,7 +185,7 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock) (*DB, e
 	}
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
-	db := &DB{write: write, read: read, dialect: "sqlite", Clock: clock, Location: time.UTC, Wakeups: NewWakeups(), Wall: gpuportal.RealClock{}}
+	db := &DB{write: write, read: read, dialect: "sqlite", Clock: clock, Location: time.UTC, Wakeups: NewWakeups(), Wall: gpuportal.RealClock{}, kicks: make(chan struct{}, 1)}
 	if err := write.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -221,6 +221,16 @@ func (db *DB) now() time.Time { return db.Clock.Now() }
 // holds across every portal on the database.
 func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return db.runTx(ctx, db.dialect == "postgres", 1, fn)
+}
+
+// kickAfter kicks the scheduler when err is nil: the write methods whose
+// commit makes something due (see Kick) end with it, so that no caller has
+// to remember to.
+func (db *DB) kickAfter(ctx context.Context, err error) error {
+	if err == nil {
+		db.Kick(ctx)
+	}
+	return err
 }
 
 // inConcurrentTx runs fn in a write transaction that, on PostgreSQL, does

@@ -56,7 +56,7 @@ func (db *DB) JoinWaitlist(ctx context.Context, user *gpuportal.User, req gpupor
 		out, err = waitFor(ctx, tx, user, id)
 		return err
 	})
-	return out, err
+	return out, db.kickAfter(ctx, err) // capacity may be free for it already
 }
 
 func waitFor(ctx context.Context, q queryer, user *gpuportal.User, id int64) (*gpuportal.WaitlistEntry, error) {
@@ -100,7 +100,7 @@ func (db *DB) Waitlist(ctx context.Context, user *gpuportal.User) ([]gpuportal.W
 
 // LeaveWaitlist cancels an entry; an offer's held capacity is freed at once.
 func (db *DB) LeaveWaitlist(ctx context.Context, user *gpuportal.User, id int64) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.kickAfter(ctx, db.inTx(ctx, func(tx *sql.Tx) error {
 		w, err := waitFor(ctx, tx, user, id)
 		if err != nil {
 			return err
@@ -116,7 +116,7 @@ func (db *DB) LeaveWaitlist(ctx context.Context, user *gpuportal.User, id int64)
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'cancelled' WHERE id = ?`, id)
 		return err
-	})
+	}))
 }
 
 // ClaimOffer turns an offer into a confirmed reservation at the price of
@@ -161,6 +161,7 @@ func (db *DB) ClaimOffer(ctx context.Context, user *gpuportal.User, id int64) (*
 	if err != nil {
 		return nil, err
 	}
+	db.Kick(ctx) // an expired offer passes to the next waiter; a claim changes the book
 	if gone != nil {
 		return nil, gone
 	}

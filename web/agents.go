@@ -32,7 +32,6 @@ func (s *Server) apiAgentRegister(c echo.Context) error {
 		return err
 	}
 	s.log.Info("node enrolled", "node", creds.NodeID, "hostname", reg.Hostname, "gpus", len(reg.GPUs))
-	s.kick()
 	return c.JSON(http.StatusCreated, creds)
 }
 
@@ -92,7 +91,6 @@ func (s *Server) apiAgentEvents(c echo.Context) error {
 	if err := s.db.ApplyWorkloadReports(c.Request().Context(), node, ev.Workloads); err != nil {
 		return err
 	}
-	s.kick() // freed GPUs may let pending instances start
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
@@ -165,6 +163,5 @@ func (s *Server) apiDrain(c echo.Context) error {
 	if err := s.db.SetDrain(c.Request().Context(), currentUser(c), c.Param("id"), drain); err != nil {
 		return err
 	}
-	s.kick()
 	return c.JSON(http.StatusOK, map[string]any{"id": c.Param("id"), "drain": drain})
 }

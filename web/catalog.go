@@ -13,24 +13,30 @@ import (
 // modelJSON is a model as GET /api/v1/models shows it.
 type modelJSON struct {
 	gpuportal.Model
-	SpotPrice gpuportal.Fen `json:"spot_price_per_gpu_hour_fen"`
+	SpotPrice           gpuportal.Fen `json:"spot_price_per_gpu_hour_fen"`
+	SpotDiscountPercent int           `json:"spot_discount_percent"`
 }
 
-func (s *Server) modelsWithSpot(c echo.Context) ([]modelJSON, int, error) {
+// modelsWithSpot lists the models with their spot prices under the
+// current policies — the prices a spot launch is charged.
+func (s *Server) modelsWithSpot(c echo.Context) ([]modelJSON, error) {
 	models, err := s.db.Models(c.Request().Context())
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	discount := gpuportal.DefaultSpotDiscountPercent
+	pol, err := s.db.Policies(c.Request().Context())
+	if err != nil {
+		return nil, err
+	}
 	out := make([]modelJSON, len(models))
 	for i, m := range models {
-		out[i] = modelJSON{Model: m, SpotPrice: gpuportal.SpotPrice(m.ListPrice, discount)}
+		out[i] = modelJSON{Model: m, SpotPrice: pol.SpotPriceOf(m), SpotDiscountPercent: pol.For(m.ID).SpotDiscountPercent}
 	}
-	return out, discount, nil
+	return out, nil
 }
 
 func (s *Server) apiModels(c echo.Context) error {
-	models, _, err := s.modelsWithSpot(c)
+	models, err := s.modelsWithSpot(c)
 	if err != nil {
 		return err
 	}
@@ -46,7 +52,7 @@ func (s *Server) apiRegions(c echo.Context) error {
 }
 
 func (s *Server) handleHome(c echo.Context) error {
-	models, discount, err := s.modelsWithSpot(c)
+	models, err := s.modelsWithSpot(c)
 	if err != nil {
 		return err
 	}
@@ -54,9 +60,9 @@ func (s *Server) handleHome(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := templates.HomePage{Regions: regions, SpotDiscountPercent: discount}
+	p := templates.HomePage{Regions: regions}
 	for _, m := range models {
-		p.Models = append(p.Models, templates.ModelRow{Model: m.Model, SpotPrice: m.SpotPrice})
+		p.Models = append(p.Models, templates.ModelRow{Model: m.Model, SpotPrice: m.SpotPrice, SpotDiscountPercent: m.SpotDiscountPercent})
 	}
 	return s.render(c, http.StatusOK, templates.Home(p))
 }

@@ -14,6 +14,20 @@ import (
 
 // instancesPage builds /instances around a launch form's state.
 func (s *Server) instancesPage(c echo.Context, form templates.LaunchForm) (templates.InstancesPage, error) {
+	p, err := s.launchPanel(c, form)
+	if err != nil {
+		return p, err
+	}
+	if p.Instances, err = s.db.Instances(c.Request().Context(), currentUser(c), 0); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// launchPanel fills the launch form with the figures of its model, region
+// and count: spot and on-demand prices (from the policies, as charged),
+// the interruption bucket and the safe-until forecast.
+func (s *Server) launchPanel(c echo.Context, form templates.LaunchForm) (templates.InstancesPage, error) {
 	ctx := c.Request().Context()
 	models, err := s.db.Models(ctx)
 	if err != nil {
@@ -26,6 +40,9 @@ func (s *Server) instancesPage(c echo.Context, form templates.LaunchForm) (templ
 	if form.Model == "" {
 		form.Model, form.Region, form.Kind, form.Count = models[0].ID, regions[0].ID, gpuportal.KindSpot, 1
 	}
+	if form.Region == "" {
+		form.Region = regions[0].ID
+	}
 	pol, err := s.db.Policies(ctx)
 	if err != nil {
 		return templates.InstancesPage{}, err
@@ -33,17 +50,33 @@ func (s *Server) instancesPage(c echo.Context, form templates.LaunchForm) (templ
 	for _, m := range models {
 		if m.ID == form.Model {
 			form.ListPrice = m.ListPrice
-			form.SpotPrice = gpuportal.SpotPrice(m.ListPrice, pol.For(m.ID).SpotDiscountPercent)
+			form.SpotPrice = pol.SpotPriceOf(m)
 		}
 	}
 	if r, err := s.db.Rates(ctx, form.Model, form.Region, min(max(form.Count, 1), gpuportal.MaxGPUsPerInstance)); err == nil {
 		form.Bucket, form.SafeUntil = r.Trailing.Bucket, r.SafeUntil
 	}
-	list, err := s.db.Instances(ctx, currentUser(c), 0)
-	if err != nil {
-		return templates.InstancesPage{}, err
+	return templates.InstancesPage{Models: models, Regions: regions, Launch: form, Now: s.cfg.Clock.Now(), AllUsers: currentUser(c).IsAdmin()}, nil
+}
+
+// handleLaunchFormPanel re-renders the launch form for the model, region
+// and count just chosen, keeping what else was typed.
+func (s *Server) handleLaunchFormPanel(c echo.Context) error {
+	form := templates.LaunchForm{
+		Kind: c.QueryParam("kind"), Model: c.QueryParam("model"), Region: c.QueryParam("region"),
+		Command: c.QueryParam("command"), AutoRestart: c.QueryParam("auto_restart") == "true",
+		ReservationID: strings.TrimSpace(c.QueryParam("reservation_id")),
 	}
-	return templates.InstancesPage{Models: models, Regions: regions, Launch: form, Instances: list, Now: s.cfg.Clock.Now(), AllUsers: currentUser(c).IsAdmin()}, nil
+	form.Count, _ = strconv.Atoi(c.QueryParam("count"))
+	form.Count = min(max(form.Count, 1), gpuportal.MaxGPUsPerInstance)
+	if form.Kind == "" {
+		form.Kind = gpuportal.KindSpot
+	}
+	p, err := s.launchPanel(c, form)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.LaunchFormPanel(p))
 }
 
 func (s *Server) handleInstancesPage(c echo.Context) error {
@@ -102,7 +135,6 @@ func (s *Server) handleLaunchForm(c echo.Context) error {
 		}
 		return s.render(c, statusOf[code], templates.Instances(p))
 	}
-	s.kick()
 	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Instance #%d launched: it starts as soon as its GPUs are assigned.", inst.ID))
 	return redirect(c, "/instances")
 }
@@ -115,7 +147,6 @@ func (s *Server) handleStopForm(c echo.Context) error {
 	if _, err := s.db.Stop(c.Request().Context(), currentUser(c), id); err != nil {
 		return err
 	}
-	s.kick()
 	s.addFlash(c, "info", i18n.T(reqOf(c).lang, "Instance #%d is stopping.", id))
 	return redirect(c, "/instances")
 }
@@ -141,7 +172,6 @@ func (s *Server) handleDrainForm(c echo.Context) error {
 	if err := s.db.SetDrain(c.Request().Context(), currentUser(c), c.Param("id"), drain); err != nil {
 		return err
 	}
-	s.kick()
 	return redirect(c, "/admin/nodes")
 }
 

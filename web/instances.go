@@ -18,7 +18,6 @@ func (s *Server) apiLaunch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.kick()
 	return c.JSON(http.StatusCreated, inst)
 }
 
@@ -51,7 +50,6 @@ func (s *Server) apiStop(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.kick()
 	return c.JSON(http.StatusOK, inst)
 }
 

@@ -28,7 +28,6 @@ func (s *Server) apiPutPolicies(c echo.Context) error {
 	if err := s.db.SetPolicies(c.Request().Context(), currentUser(c), p); err != nil {
 		return err
 	}
-	s.kick() // a policy change may free capacity for waiters
 	return s.apiGetPolicies(c)
 }
 

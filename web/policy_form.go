@@ -197,7 +197,7 @@ func (s *Server) policyPreview(c echo.Context, p gpuportal.Policies) ([]template
 		fee, _ := gpuportal.CancellationFee(q.Total, p.For(m.ID).CancellationTiers, start, start.Add(-12*time.Hour))
 		pol := p.For(m.ID)
 		out = append(out, templates.PolicyPreview{Model: m, Start: start, Quote: q, OldTotal: old.Total, Fee12h: fee,
-			Spot: gpuportal.SpotPrice(m.ListPrice, pol.SpotDiscountPercent), MinHours: pol.MinDurationHours})
+			Spot: pol.SpotPriceOf(m), MinHours: pol.MinDurationHours})
 	}
 	return out, nil
 }
@@ -256,7 +256,6 @@ func (s *Server) handlePolicyForm(c echo.Context) error {
 		if err := s.db.SetPolicies(c.Request().Context(), currentUser(c), p); err != nil {
 			return err
 		}
-		s.kick()
 		s.addFlash(c, "success", i18n.T(reqOf(c).lang, "The policies have been saved; they apply to new bookings."))
 		return redirect(c, "/admin/policies")
 	}

@@ -60,7 +60,6 @@ func (s *Server) apiBook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.kick()
 	return c.JSON(http.StatusCreated, r)
 }
 
@@ -120,7 +119,6 @@ func (s *Server) apiCancel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.kick()
 	return c.JSON(http.StatusOK, cancelJSON{ID: r.ID, Status: r.Status, Fee: *r.Fee, Refund: *r.Refund})
 }
 

@@ -51,6 +51,7 @@ func (s *Server) routes() {
 	app.GET("/ledger", s.handleLedgerPage, requireUser)
 	app.GET("/instances", s.handleInstancesPage, requireUser)
 	app.GET("/instances/list", s.handleInstanceList, requireUser)
+	app.GET("/instances/launch-form", s.handleLaunchFormPanel, requireUser)
 	app.POST("/instances", s.handleLaunchForm, requireUser)
 	app.POST("/instances/:id/stop", s.handleStopForm, requireUser)
 	app.GET("/admin/nodes", s.handleFleetPage, requireAdmin)

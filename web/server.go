@@ -46,24 +46,18 @@ type Config struct {
 	// MetricsAllow limits /metrics to these networks (--metrics-allow;
 	// empty: everyone).
 	MetricsAllow []*net.IPNet
-	// Scheduler is kicked after changes that make something due, and runs
+	// Scheduler is kicked by the store after changes that make something
+	// due; the server asks it whether it leads, and it runs
 	// the minutes a moved test clock skips. Nil: nothing is scheduled.
 	Scheduler Scheduler
 }
 
 // Scheduler is what the web layer needs of the scheduler.
 type Scheduler interface {
-	Kick()
 	// Leading reports whether this portal runs the scheduler (several
 	// portals on PostgreSQL run one between them).
 	Leading() bool
 	Advance(ctx context.Context, clock *gpuportal.ManualClock, to time.Time) error
-}
-
-func (s *Server) kick() {
-	if s.cfg.Scheduler != nil {
-		s.cfg.Scheduler.Kick()
-	}
 }
 
 // Server is the portal's HTTP server.

@@ -30,7 +30,6 @@ func (s *Server) apiJoinWaitlist(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.kick()
 	return c.JSON(http.StatusCreated, w)
 }
 
@@ -50,7 +49,6 @@ func (s *Server) apiLeaveWaitlist(c echo.Context) error {
 	if err := s.db.LeaveWaitlist(c.Request().Context(), currentUser(c), id); err != nil {
 		return err
 	}
-	s.kick()
 	return c.NoContent(http.StatusNoContent)
 }
 
@@ -61,10 +59,8 @@ func (s *Server) apiClaim(c echo.Context) error {
 	}
 	r, err := s.db.ClaimOffer(c.Request().Context(), currentUser(c), id)
 	if err != nil {
-		s.kick() // an expired offer passes to the next waiter
 		return err
 	}
-	s.kick()
 	return c.JSON(http.StatusCreated, r)
 }
 
@@ -111,7 +107,6 @@ func (s *Server) handleJoinForm(c echo.Context) error {
 	if err == nil {
 		var w *gpuportal.WaitlistEntry
 		if w, err = s.db.JoinWaitlist(c.Request().Context(), currentUser(c), req, c.FormValue("auto_book") == "true"); err == nil {
-			s.kick()
 			s.addFlash(c, "success", i18n.T(reqOf(c).lang, "You are number %d on the waitlist for this window. We will tell you by email and SMS when it frees.", w.Position))
 			return redirect(c, "/waitlist")
 		}
@@ -125,7 +120,6 @@ func (s *Server) handleClaimForm(c echo.Context) error {
 		return err
 	}
 	r, err := s.db.ClaimOffer(c.Request().Context(), currentUser(c), id)
-	s.kick()
 	if err != nil {
 		if gpuportal.ErrorCode(err) == gpuportal.EGONE {
 			s.addFlash(c, "error", i18n.Error(reqOf(c).lang, err))
@@ -145,7 +139,6 @@ func (s *Server) handleLeaveForm(c echo.Context) error {
 	if err := s.db.LeaveWaitlist(c.Request().Context(), currentUser(c), id); err != nil {
 		return err
 	}
-	s.kick()
 	s.addFlash(c, "info", i18n.T(reqOf(c).lang, "You left the waitlist (entry #%d).", id))
 	return redirect(c, "/waitlist")
 }

@@ -15,6 +15,8 @@ import "gpuportal"
 type ModelRow struct {
 	Model     gpuportal.Model
 	SpotPrice gpuportal.Fen
+	// SpotDiscountPercent is the model's spot discount under the policies.
+	SpotDiscountPercent int
 }
 
 // HomePage is the view model of "/": the catalog, and a dashboard for a
@@ -22,8 +24,6 @@ type ModelRow struct {
 type HomePage struct {
 	Models  []ModelRow
 	Regions []gpuportal.Region
-	// SpotDiscountPercent is the current default spot discount.
-	SpotDiscountPercent int
 }
 
 func Home(p HomePage) templ.Component {
@@ -271,7 +271,7 @@ func Home(p HomePage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var18 string
-				templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinStringErrs(p.SpotDiscountPercent)
+				templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinStringErrs(m.SpotDiscountPercent)
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/home.templ`, Line: 50, Col: 127}
 				}
