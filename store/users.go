@@ -82,8 +82,7 @@ func (db *DB) EnsureAdmin(ctx context.Context, email, password, name string, pro
 		return nil, err
 	}
 	if !existing.IsAdmin() && !promote {
-		return nil, gpuportal.FieldErrorf(gpuportal.ECONFLICT, "email",
-			"%s is a customer account (created %s); promoting it to admin needs --promote (PORTAL_ADMIN_PROMOTE=1), which also ends its sessions and revokes its API tokens.",
+		return nil, gpuportal.FieldErrorf(gpuportal.ECONFLICT, "email", "%s is a customer account (created %s); promoting it to admin needs --promote (PORTAL_ADMIN_PROMOTE=1), which also ends its sessions and revokes its API tokens.",
 			email, existing.CreatedAt.Format("2006-01-02"))
 	}
 	hash, err := gpuportal.HashPassword(password)

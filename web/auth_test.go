@@ -217,6 +217,8 @@ func TestSessionCookieFlags(t *testing.T) {
 	if !strings.Contains(c, "HttpOnly") || !strings.Contains(c, "SameSite=Lax") || strings.Contains(c, "Secure") {
 		t.Fatalf("cookie over plain HTTP = %q", c)
 	}
+	// X-Forwarded-Proto is believed only from a configured proxy: any
+	// client could send it.
 	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/login", nil)
 	req.Header.Set("X-Forwarded-Proto", "https")
 	resp, err = http.DefaultClient.Do(req)
@@ -224,7 +226,24 @@ func TestSessionCookieFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	if c := resp.Header.Get("Set-Cookie"); strings.Contains(c, "Secure") {
+		t.Fatalf("cookie with X-Forwarded-Proto from an untrusted client = %q; want no Secure", c)
+	}
+	cfg := e.web.cfg
+	cfg.TrustedProxies, _ = ParseCIDRs("127.0.0.1")
+	behindProxy, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Config.Handler = behindProxy
+	req, _ = http.NewRequest(http.MethodGet, e.srv.URL+"/login", nil)
+	req.Header.Set("X-Forwarded-Proto", "https")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	if c := resp.Header.Get("Set-Cookie"); !strings.Contains(c, "Secure") {
-		t.Fatalf("cookie behind TLS = %q; want Secure", c)
+		t.Fatalf("cookie behind a trusted TLS proxy = %q; want Secure", c)
 	}
 }

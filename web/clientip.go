@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
-
-	"gpuportal"
 )
 
 // ParseCIDRs reads a comma-separated list of networks ("10.0.0.0/8") or
@@ -84,13 +82,13 @@ func (s *Server) fromTrustedProxy(r *http.Request) bool {
 }
 
 // metricsAllowed serves /metrics only to the addresses of --metrics-allow
-// (everyone when it is empty).
+// (everyone when it is empty). A refusal is plain text, as scrapers read.
 func (s *Server) metricsAllowed(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if len(s.cfg.MetricsAllow) > 0 {
 			ip := net.ParseIP(c.RealIP())
 			if ip == nil || !contains(s.cfg.MetricsAllow, ip) {
-				return gpuportal.Errorf(gpuportal.EFORBIDDEN, "The metrics are not served to this address.")
+				return c.String(http.StatusForbidden, "403 forbidden: the metrics are not served to this address (--metrics-allow)\n")
 			}
 		}
 		return next(c)

@@ -34,6 +34,7 @@ func newTestEnv(t testing.TB) *testEnv {
 	t.Helper()
 	db, clock := storetest.Open(t)
 	wall := gpuportal.NewManualClock(storetest.Epoch)
+	db.Wall = wall // real time of the store too (node liveness, reset links, enrollment expiry)
 	loc, _ := time.LoadLocation("Asia/Shanghai")
 	s, err := New(context.Background(), Config{
 		DB: db, Clock: clock, WallClock: wall, Location: loc,

@@ -53,7 +53,7 @@ func (s *Server) launchPanel(c echo.Context, form templates.LaunchForm) (templat
 			form.SpotPrice = pol.SpotPriceOf(m)
 		}
 	}
-	if r, err := s.db.Rates(ctx, form.Model, form.Region, min(max(form.Count, 1), gpuportal.MaxGPUsPerInstance)); err == nil {
+	if r, err := s.cachedRates(ctx, form.Model, form.Region, min(max(form.Count, 1), gpuportal.MaxGPUsPerInstance)); err == nil {
 		form.Bucket, form.SafeUntil = r.Trailing.Bucket, r.SafeUntil
 	}
 	return templates.InstancesPage{Models: models, Regions: regions, Launch: form, Now: s.cfg.Clock.Now(), AllUsers: currentUser(c).IsAdmin()}, nil

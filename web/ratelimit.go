@@ -91,8 +91,9 @@ func (l *limiter) forget(key string) {
 	delete(l.events, key)
 }
 
-// sweep drops keys with nothing recent, then arbitrary keys while there
-// are still too many.
+// sweep drops keys with nothing recent, then arbitrary keys until a tenth
+// of the room is free again (so that a flood sweeps once per many keys,
+// not at every one).
 func (l *limiter) sweep(now time.Time) {
 	longest := max(loginWindow, signupWindow, tokenWindow)
 	for key, times := range l.events {
@@ -100,8 +101,11 @@ func (l *limiter) sweep(now time.Time) {
 			delete(l.events, key)
 		}
 	}
+	if len(l.events) <= limiterMaxTrackedKeys {
+		return
+	}
 	for key := range l.events { // map order is random
-		if len(l.events) <= limiterMaxTrackedKeys {
+		if len(l.events) <= limiterMaxTrackedKeys*9/10 {
 			break
 		}
 		delete(l.events, key)

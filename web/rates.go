@@ -27,7 +27,7 @@ func (s *Server) rates(c echo.Context) (*gpuportal.InterruptionRates, error) {
 			region = "cd-1"
 		}
 	}
-	return s.db.Rates(c.Request().Context(), model, region, count)
+	return s.cachedRates(c.Request().Context(), model, region, count)
 }
 
 func (s *Server) apiRates(c echo.Context) error {

@@ -62,15 +62,16 @@ type Scheduler interface {
 
 // Server is the portal's HTTP server.
 type Server struct {
-	cfg      Config
-	db       *store.DB
-	log      *slog.Logger
-	echo     *echo.Echo
-	sessions *sessionStore
-	limiter  *limiter
-	metrics  *httpMetrics
-	registry *prometheus.Registry
-	http     *http.Server
+	cfg        Config
+	db         *store.DB
+	log        *slog.Logger
+	echo       *echo.Echo
+	sessions   *sessionStore
+	limiter    *limiter
+	metrics    *httpMetrics
+	registry   *prometheus.Registry
+	http       *http.Server
+	ratesCache ratesCache
 }
 
 // New builds the server and its routes.
