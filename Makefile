@@ -16,8 +16,9 @@ test:
 	@test -n "$$PORTAL_TEST_POSTGRES" || echo "make test: the PostgreSQL runs are skipped: PORTAL_TEST_POSTGRES is not set (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)"
 	$(GO) test -race -count=1 ./...
 
-## check: formatting, vet, staticcheck, and generated templates up to date
+## check: formatting, vet, staticcheck, generated templates up to date, no binaries committed
 check: generate
+	bash .ci/no-binaries
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -171,5 +172,67 @@ func TestFlagErrors(t *testing.T) {
 		if err := run(context.Background(), args, env(nil), io.Discard, io.Discard); err == nil {
 			t.Errorf("run %v succeeded", args)
 		}
+	}
+}
+
+// (issue 12, item 6) An admin email that a stranger registered first is
+// not promoted silently: it needs --promote, and the promotion ends the
+// account's sessions and revokes its API tokens.
+func TestAdminCreateNeedsPromoteForACustomerAccount(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "portal.db")
+	url, _, stop := runPortal(t, []string{"--db", db}, nil)
+	resp, err := http.Post(url+"/api/v1/auth/signup", "application/json", strings.NewReader(`{"email":"ops@example.com","password":"stranger-password","name":"Stranger"}`))
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("sign-up: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Post(url+"/api/v1/auth/tokens", "application/json", strings.NewReader(`{"email":"ops@example.com","password":"stranger-password","name":"t"}`))
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("token: %v %v", resp, err)
+	}
+	var tok struct{ Token string }
+	_ = json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	stop()
+
+	var out bytes.Buffer
+	err = run(ctx, []string{"admin", "create", "--db", db, "--email", "ops@example.com", "--password", "ops-password-1"}, env(nil), &out, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--promote") {
+		t.Fatalf("admin create over a customer account = %v", err)
+	}
+	err = run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--db", db}, env(map[string]string{"PORTAL_ADMIN_EMAIL": "ops@example.com", "PORTAL_ADMIN_PASSWORD": "ops-password-1"}), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "PORTAL_ADMIN_PROMOTE") {
+		t.Fatalf("serve with PORTAL_ADMIN_EMAIL of a customer = %v", err)
+	}
+	if err := run(ctx, []string{"admin", "create", "--db", db, "--email", "ops@example.com", "--password", "ops-password-1", "--promote"}, env(nil), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	url, _ = startPortal(t, []string{"--db", db}, nil)
+	req, _ := http.NewRequest(http.MethodGet, url+"/api/v1/admin/nodes", nil)
+	req.Header.Set("Authorization", "Bearer "+tok.Token)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the stranger's token after the promotion: %v %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+}
+
+// (item 10) Secrets stay out of errors and logs; a short PORTAL_SECRET is
+// refused with a clear message.
+func TestSecretsStayOutOfMessages(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "portal.db")
+	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--db", db}, env(map[string]string{"PORTAL_SECRET": "too-short"}), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "PORTAL_SECRET") || !strings.Contains(err.Error(), "32") {
+		t.Fatalf("short secret = %v", err)
+	}
+	err = run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--db", db},
+		env(map[string]string{"PORTAL_SMTP_URL": "smtp://mailer:hunter2-secret@smtp.example:notaport?from=a@example.com"}), io.Discard, io.Discard)
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("bad SMTP URL error = %v", err)
+	}
+	url, out := startPortal(t, []string{"--db", db}, map[string]string{"PORTAL_SECRET": strings.Repeat("s", 32)})
+	if url == "" || strings.Contains(out.String(), "hunter2") {
+		t.Fatal("secret in the output")
 	}
 }
