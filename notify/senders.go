@@ -3,8 +3,8 @@ package notify
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
