@@ -166,12 +166,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.sample()
 	fmt.Fprintf(a.cfg.Out, "agent ready node=%s gpus=%d\n", a.creds.NodeID, len(a.devices))
 
+	// The other loops end with the heartbeat loop: when it gives up (the
+	// portal refuses this node's token) the agent stops, instead of
+	// hanging on loops that only a signal would end.
+	loopCtx, stopLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, loop := range []func(context.Context){a.cfg.GPUs.Watch, a.enforceLoop, a.pushLoop, a.sampleLoop} {
 		wg.Add(1)
-		go func() { defer wg.Done(); loop(ctx) }()
+		go func() { defer wg.Done(); loop(loopCtx) }()
 	}
 	err = a.heartbeatLoop(ctx)
+	stopLoops()
 	wg.Wait()
 	a.mu.Lock()
 	a.persistLocked()

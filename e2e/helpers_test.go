@@ -166,9 +166,11 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 // agentProc is a real agent process.
 type agentProc struct {
-	cmd    *exec.Cmd
-	nodeID string
-	log    processLog
+	cmd     *exec.Cmd
+	nodeID  string
+	log     processLog
+	exited  chan struct{} // closed once the process has been waited for
+	waitErr error         // its exit, once exited is closed
 }
 
 var readyLine = regexp.MustCompile(`agent ready node=(\S+) gpus=(\d+)`)
@@ -210,20 +212,28 @@ func startAgentProc(t testing.TB, portalURL, enrollToken, stateDir, checkpoints,
 	if enrollToken != "" {
 		args = append(args, "--enroll-token", enrollToken)
 	}
-	a := &agentProc{cmd: exec.Command(agentBin, args...)}
+	a := &agentProc{cmd: exec.Command(agentBin, args...), exited: make(chan struct{})}
 	stdout, _ := a.cmd.StdoutPipe()
 	a.cmd.Stderr = &a.log
 	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Reading stdout to its end before Wait, as os/exec asks.
+	stdoutDone := make(chan struct{})
 	ready := make(chan string, 1)
 	go func() {
+		defer close(stdoutDone)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if m := readyLine.FindStringSubmatch(sc.Text()); m != nil {
 				ready <- m[1]
 			}
 		}
+	}()
+	go func() {
+		<-stdoutDone
+		a.waitErr = a.cmd.Wait()
+		close(a.exited)
 	}()
 	t.Cleanup(func() { a.kill() })
 	select {
@@ -258,8 +268,20 @@ func (l *processLog) String() string {
 func (a *agentProc) output() string { return a.log.String() }
 
 func (a *agentProc) kill() {
-	if a.cmd.ProcessState == nil {
+	select {
+	case <-a.exited:
+	default:
 		_ = a.cmd.Process.Signal(syscall.SIGKILL)
-		_ = a.cmd.Wait()
+		<-a.exited
+	}
+}
+
+// waitExit waits up to d for the agent to exit on its own.
+func (a *agentProc) waitExit(d time.Duration) (exited bool, err error) {
+	select {
+	case <-a.exited:
+		return true, a.waitErr
+	case <-time.After(d):
+		return false, nil
 	}
 }

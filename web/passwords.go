@@ -24,13 +24,11 @@ const (
 
 func resetRule(ip string) rule { return rule{"reset:" + ip, resetRequestsPerIP, resetWindow} }
 
-// resetURL is the link a reset token opens, on the portal's public address.
-func (s *Server) resetURL(c echo.Context, token string) string {
-	base := s.cfg.PublicURL
-	if base == "" {
-		base = c.Scheme() + "://" + c.Request().Host
-	}
-	return strings.TrimRight(base, "/") + "/password-reset/" + token
+// resetURL is the link a reset token opens, on the portal's public address
+// (never built from a request's Host header, which a client chooses; with
+// no public address configured it is a path on this site).
+func (s *Server) resetURL(token string) string {
+	return strings.TrimRight(s.cfg.PublicURL, "/") + "/password-reset/" + token
 }
 
 // --- change (signed in) ---
@@ -165,7 +163,7 @@ func (s *Server) issueReset(c echo.Context, userID int64) (resetLink, error) {
 	if err != nil {
 		return resetLink{}, err
 	}
-	return resetLink{URL: s.resetURL(c, token), ExpiresAt: expires}, nil
+	return resetLink{URL: s.resetURL(token), ExpiresAt: expires}, nil
 }
 
 func (s *Server) apiIssueReset(c echo.Context) error {
