@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -182,7 +181,7 @@ func (db *DB) NodeByToken(ctx context.Context, token string) (string, error) {
 // heartbeat answer says so, the agent fetches one (NewNodeToken) and
 // switches to it. The old token works until the new one is first used.
 func (db *DB) RotateNodeToken(ctx context.Context, actor *gpuportal.User, nodeID string) error {
-	return db.nodeTokenChange(ctx, actor, nodeID, "node.rotate_token", `UPDATE nodes SET rotate_token = 1, revision = revision + 1 WHERE id = ? AND token_revoked_at IS NULL`)
+	return db.nodeTokenChange(ctx, actor, nodeID, "node.rotate_token", `UPDATE nodes SET rotate_token = 1, revision = revision + 1 WHERE id = ?`, nodeID)
 }
 
 // RevokeNodeToken makes a node's token (and any rotation under way)
@@ -190,10 +189,10 @@ func (db *DB) RotateNodeToken(ctx context.Context, actor *gpuportal.User, nodeID
 // must be enrolled again with a new enrollment token.
 func (db *DB) RevokeNodeToken(ctx context.Context, actor *gpuportal.User, nodeID string) error {
 	return db.nodeTokenChange(ctx, actor, nodeID, "node.revoke_token",
-		`UPDATE nodes SET token_hash = NULL, next_token_hash = NULL, rotate_token = 0, token_revoked_at = `+strconv.FormatInt(unix(db.Wall.Now()), 10)+` WHERE id = ?`)
+		`UPDATE nodes SET token_hash = NULL, next_token_hash = NULL, rotate_token = 0, token_revoked_at = ? WHERE id = ?`, unix(db.Wall.Now()), nodeID)
 }
 
-func (db *DB) nodeTokenChange(ctx context.Context, actor *gpuportal.User, nodeID, action, update string) error {
+func (db *DB) nodeTokenChange(ctx context.Context, actor *gpuportal.User, nodeID, action, update string, args ...any) error {
 	if !actor.IsAdmin() {
 		return gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
 	}
@@ -207,7 +206,7 @@ func (db *DB) nodeTokenChange(ctx context.Context, actor *gpuportal.User, nodeID
 		if revoked.Valid {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "The token of node %s is revoked; enrol the node again with a new enrollment token.", nodeID)
 		}
-		if _, err := tx.ExecContext(ctx, update, nodeID); err != nil {
+		if _, err := tx.ExecContext(ctx, update, args...); err != nil {
 			return fmt.Errorf("%s: %w", action, err)
 		}
 		return db.audit(ctx, tx, actor.ID, action, "node/"+nodeID, nil, nil)
