@@ -38,7 +38,7 @@ type Config struct {
 	Region         string
 	Hostname       string
 	Heartbeat      time.Duration
-	MetadataAddr   string // default 127.0.0.1:0
+	MetadataAddr   string // host of the per-instance metadata listeners, port 0 (default 127.0.0.1:0)
 	MetricsAddr    string // "" for none
 	GPUs           GPUSource
 	Runtime        Runtime
@@ -63,7 +63,7 @@ type Agent struct {
 	wake     chan struct{} // re-check interruption deadlines
 	push     chan struct{} // report workload changes now
 	meta     *metadataServer
-	metaBase string
+	metaHost string // where each instance's metadata listener binds
 	metrics  *gpuMetrics
 	registry *prometheus.Registry
 }
@@ -78,6 +78,7 @@ type workload struct {
 	signal   string
 	gpusFree bool
 	startErr string
+	metaSrv  *http.Server // this instance's metadata endpoint
 }
 
 // New checks the configuration and prepares the state directory.
@@ -99,6 +100,10 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.MetadataAddr == "" {
 		cfg.MetadataAddr = "127.0.0.1:0"
+	}
+	metaHost, metaPort, err := net.SplitHostPort(cfg.MetadataAddr)
+	if err != nil || metaPort != "0" {
+		return nil, fmt.Errorf("--metadata-addr %q: want HOST:0 — every instance gets a port of its own on HOST", cfg.MetadataAddr)
 	}
 	if cfg.Hostname == "" {
 		cfg.Hostname, _ = os.Hostname()
@@ -122,7 +127,7 @@ func New(cfg Config) (*Agent, error) {
 		client:    &client{base: cfg.Portal, http: cfg.HTTPClient},
 		workloads: map[int64]*workload{},
 		wake:      make(chan struct{}, 1), push: make(chan struct{}, 1),
-		registry: prometheus.NewRegistry(),
+		registry: prometheus.NewRegistry(), metaHost: metaHost,
 	}
 	a.metrics = newGPUMetrics(a.registry)
 	a.meta = newMetadataServer(a.metadataView)
@@ -136,14 +141,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.enrol(ctx); err != nil {
 		return err
 	}
-	ml, err := net.Listen("tcp", a.cfg.MetadataAddr)
-	if err != nil {
-		return fmt.Errorf("metadata endpoint: %w", err)
-	}
-	a.metaBase = "http://" + ml.Addr().String()
-	a.log.Info("metadata endpoint listening", "addr", ml.Addr().String())
-	servers := []*http.Server{{Handler: a.meta, ReadHeaderTimeout: 5 * time.Second}}
-	go func() { _ = servers[0].Serve(ml) }()
+	var servers []*http.Server
 	if a.cfg.MetricsAddr != "" {
 		l, err := net.Listen("tcp", a.cfg.MetricsAddr)
 		if err != nil {
@@ -160,6 +158,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		for _, s := range servers {
 			_ = s.Close()
 		}
+		a.mu.Lock()
+		for _, w := range a.workloads {
+			a.closeMetadataLocked(w)
+		}
+		a.mu.Unlock()
 	}()
 
 	a.readopt()
@@ -175,7 +178,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); loop(loopCtx) }()
 	}
-	err = a.heartbeatLoop(ctx)
+	err := a.heartbeatLoop(ctx)
 	stopLoops()
 	wg.Wait()
 	a.mu.Lock()
@@ -365,6 +368,7 @@ func (a *Agent) reconcile(d gpuportal.AgentDesired) {
 		case ok && dw.Attempt == w.rec.Attempt:
 			continue
 		case w.exited:
+			a.closeMetadataLocked(w)
 			delete(a.workloads, id) // reported and acknowledged (or superseded)
 			changed = true
 		case !w.rec.StopAsked:
@@ -422,7 +426,7 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	w := &workload{rec: workloadRecord{
 		InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Command: dw.Command,
 		CheckpointDir: filepath.Join(a.cfg.CheckpointRoot, safeName(dw.CheckpointKey, dw.InstanceID)),
-		StartedAt:     time.Now(), MetaSecret: randomHex(16),
+		StartedAt:     time.Now(),
 	}}
 	a.workloads[dw.InstanceID] = w
 	fail := func(err error) {
@@ -434,7 +438,11 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 		fail(err)
 		return
 	}
-	metaURL := a.metaBase + "/w/" + w.rec.MetaSecret
+	metaURL, err := a.serveMetadataLocked(w, net.JoinHostPort(a.metaHost, "0"))
+	if err != nil {
+		fail(fmt.Errorf("metadata endpoint: %w", err))
+		return
+	}
 	env := []string{
 		"PATH=" + envOr("PATH", "/usr/local/bin:/usr/bin:/bin"),
 		"HOME=" + w.rec.CheckpointDir,
@@ -498,6 +506,7 @@ func envOr(k, fallback string) string {
 // GPUs, and reports.
 func (a *Agent) watch(w *workload) {
 	code := w.proc.Wait()
+	a.graceForStragglers(w)
 	_ = w.proc.Signal(syscall.SIGKILL) // stragglers in its process group
 	free := a.gpusFreeOf(w)
 	a.mu.Lock()
@@ -506,6 +515,23 @@ func (a *Agent) watch(w *workload) {
 	a.mu.Unlock()
 	a.log.Info("workload ended", "instance", w.rec.InstanceID, "exit_code", fmtCode(code), "signal", w.signal, "gpus_free", free)
 	a.pushNow()
+}
+
+// graceForStragglers lets the rest of a workload that was sent SIGTERM
+// finish within its grace after the first process exits: "sh -c prog"
+// dies of the SIGTERM at once, while prog — which got it too — is still
+// writing its checkpoint. Without a SIGTERM there is nothing to wait for.
+func (a *Agent) graceForStragglers(w *workload) {
+	r, ok := w.proc.(interface{ Remaining() bool })
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	termed, until := w.rec.TermSent, w.rec.Deadline.Add(time.Duration(w.rec.Grace*float64(time.Second)))
+	a.mu.Unlock()
+	for termed && r.Remaining() && time.Now().Before(until) {
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func fmtCode(c *int) string {
@@ -648,26 +674,53 @@ func (a *Agent) readopt() {
 				obs.WorkloadStarted(rec.GPUs, pid)
 			}
 		}
+		// The workload's environment names its endpoint's address: serve
+		// it there again.
+		if rec.MetaAddr != "" {
+			if _, err := a.serveMetadataLocked(w, rec.MetaAddr); err != nil {
+				a.log.Warn("re-adopted workload's metadata endpoint is lost", "instance", rec.InstanceID, "addr", rec.MetaAddr, "err", err)
+			}
+		}
 		a.log.Info("re-adopted workload", "instance", rec.InstanceID, "process", rec.ProcessID)
 		go a.watch(w)
 	}
 	a.wakeEnforcer()
 }
 
-// metadataView answers the metadata endpoint for the workload with secret.
-func (a *Agent) metadataView(secret string) (metadataView, bool) {
+// metadataView answers an instance's metadata endpoint.
+func (a *Agent) metadataView(instanceID int64) (metadataView, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, w := range a.workloads {
-		if w.rec.MetaSecret == secret {
-			v := metadataView{instanceID: strconv.FormatInt(w.rec.InstanceID, 10), lifecycle: w.rec.Lifecycle}
-			if !w.rec.NoticeAt.IsZero() {
-				v.deadline = w.rec.Deadline
-			}
-			return v, true
-		}
+	w, ok := a.workloads[instanceID]
+	if !ok {
+		return metadataView{}, false
 	}
-	return metadataView{}, false
+	v := metadataView{instanceID: strconv.FormatInt(w.rec.InstanceID, 10), lifecycle: w.rec.Lifecycle}
+	if !w.rec.NoticeAt.IsZero() {
+		v.deadline = w.rec.Deadline
+	}
+	return v, true
+}
+
+// serveMetadataLocked opens the instance's own metadata listener on addr
+// and returns the endpoint's URL (root path, as the AWS SDKs want it).
+func (a *Agent) serveMetadataLocked(w *workload, addr string) (string, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	w.rec.MetaAddr = l.Addr().String()
+	a.log.Info("metadata endpoint listening", "instance", w.rec.InstanceID, "addr", w.rec.MetaAddr)
+	w.metaSrv = &http.Server{Handler: a.meta.forInstance(w.rec.InstanceID), ReadHeaderTimeout: 5 * time.Second}
+	go func(srv *http.Server) { _ = srv.Serve(l) }(w.metaSrv)
+	return "http://" + w.rec.MetaAddr, nil
+}
+
+func (a *Agent) closeMetadataLocked(w *workload) {
+	if w.metaSrv != nil {
+		_ = w.metaSrv.Close()
+		w.metaSrv = nil
+	}
 }
 
 // NodeID is the id the portal gave this node (after Run has enrolled).

@@ -14,14 +14,19 @@ import (
 )
 
 func TestMetadataEndpoint(t *testing.T) {
-	views := map[string]metadataView{
-		"s1": {instanceID: "41", lifecycle: "spot"},
-		"s2": {instanceID: "42", lifecycle: "on-demand"},
+	views := map[int64]metadataView{
+		41: {instanceID: "41", lifecycle: "spot"},
+		42: {instanceID: "42", lifecycle: "on-demand"},
 	}
-	m := newMetadataServer(func(secret string) (metadataView, bool) { v, ok := views[secret]; return v, ok })
-	srv := httptest.NewServer(m)
-	defer srv.Close()
-	do := func(method, path string, hdr map[string]string) (int, string, http.Header) {
+	m := newMetadataServer(func(id int64) (metadataView, bool) { v, ok := views[id]; return v, ok })
+	// One endpoint per instance, each at the root path.
+	srv1 := httptest.NewServer(m.forInstance(41))
+	defer srv1.Close()
+	srv2 := httptest.NewServer(m.forInstance(42))
+	defer srv2.Close()
+	gone := httptest.NewServer(m.forInstance(43))
+	defer gone.Close()
+	do := func(srv *httptest.Server, method, path string, hdr map[string]string) (int, string, http.Header) {
 		req, _ := http.NewRequest(method, srv.URL+path, nil)
 		for k, v := range hdr {
 			req.Header.Set(k, v)
@@ -34,53 +39,56 @@ func TestMetadataEndpoint(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b), resp.Header
 	}
-	if st, body, _ := do("GET", "/w/s1/latest/meta-data/instance-id", nil); st != 200 || body != "41" {
+	if st, body, _ := do(srv1, "GET", "/latest/meta-data/instance-id", nil); st != 200 || body != "41" {
 		t.Fatalf("instance-id = %d %q", st, body)
 	}
-	if st, body, _ := do("GET", "/w/s2/latest/meta-data/instance-life-cycle", nil); st != 200 || body != "on-demand" {
+	if st, body, _ := do(srv2, "GET", "/latest/meta-data/instance-life-cycle", nil); st != 200 || body != "on-demand" {
 		t.Fatalf("life cycle = %d %q", st, body)
 	}
 	// No interruption yet: 404, as on EC2.
-	if st, _, _ := do("GET", "/w/s1/latest/meta-data/spot/instance-action", nil); st != 404 {
+	if st, _, _ := do(srv1, "GET", "/latest/meta-data/spot/instance-action", nil); st != 404 {
 		t.Fatalf("instance-action before notice = %d", st)
 	}
 	// IMDSv2 token: PUT with a TTL, echoed; then GETs with it work, a wrong
 	// one is 401, and another instance's token is refused.
-	st, tok, h := do("PUT", "/w/s1/latest/api/token", map[string]string{tokenTTLHeader: "21600"})
+	st, tok, h := do(srv1, "PUT", "/latest/api/token", map[string]string{tokenTTLHeader: "21600"})
 	if st != 200 || tok == "" || h.Get(tokenTTLHeader) != "21600" {
 		t.Fatalf("token = %d %q %v", st, tok, h)
 	}
-	if st, _, _ := do("PUT", "/w/s1/latest/api/token", nil); st != 400 {
+	if st, _, _ := do(srv1, "PUT", "/latest/api/token", nil); st != 400 {
 		t.Fatalf("token without TTL = %d", st)
 	}
-	if st, _, _ := do("GET", "/w/s1/latest/meta-data/instance-id", map[string]string{tokenHeader: tok}); st != 200 {
+	if st, _, _ := do(srv1, "GET", "/latest/meta-data/instance-id", map[string]string{tokenHeader: tok}); st != 200 {
 		t.Fatalf("GET with token = %d", st)
 	}
-	if st, _, _ := do("GET", "/w/s1/latest/meta-data/instance-id", map[string]string{tokenHeader: "bogus"}); st != 401 {
+	if st, _, _ := do(srv1, "GET", "/latest/meta-data/instance-id", map[string]string{tokenHeader: "bogus"}); st != 401 {
 		t.Fatalf("GET with bad token = %d", st)
 	}
-	if st, _, _ := do("GET", "/w/s2/latest/meta-data/instance-id", map[string]string{tokenHeader: tok}); st != 401 {
+	if st, _, _ := do(srv2, "GET", "/latest/meta-data/instance-id", map[string]string{tokenHeader: tok}); st != 401 {
 		t.Fatalf("another instance's token = %d", st)
 	}
 	// After the notice: JSON with the deadline in UTC, seconds precision.
-	views["s1"] = metadataView{instanceID: "41", lifecycle: "spot", deadline: time.Date(2026, 12, 1, 16, 22, 0, 500, time.FixedZone("CST", 8*3600))}
-	st, body, _ := do("GET", "/w/s1/latest/meta-data/spot/instance-action", nil)
+	views[41] = metadataView{instanceID: "41", lifecycle: "spot", deadline: time.Date(2026, 12, 1, 16, 22, 0, 500, time.FixedZone("CST", 8*3600))}
+	st, body, _ := do(srv1, "GET", "/latest/meta-data/spot/instance-action", nil)
 	var action map[string]string
 	_ = json.Unmarshal([]byte(body), &action)
 	if st != 200 || action["action"] != "terminate" || action["time"] != "2026-12-01T08:22:00Z" {
 		t.Fatalf("instance-action = %d %s", st, body)
 	}
-	if st, body, _ := do("GET", "/w/s1/latest/meta-data/spot/termination-time", nil); st != 200 || body != "2026-12-01T08:22:00Z" {
+	if st, body, _ := do(srv1, "GET", "/latest/meta-data/spot/termination-time", nil); st != 200 || body != "2026-12-01T08:22:00Z" {
 		t.Fatalf("termination-time = %d %q", st, body)
 	}
-	// Each instance sees only its own answers; an unknown secret sees nothing.
-	if st, _, _ := do("GET", "/w/s2/latest/meta-data/spot/instance-action", nil); st != 404 {
-		t.Fatalf("s2 sees s1's notice: %d", st)
+	// Each instance sees only its own answers; a finished one sees nothing.
+	if st, _, _ := do(srv2, "GET", "/latest/meta-data/spot/instance-action", nil); st != 404 {
+		t.Fatalf("42 sees 41's notice: %d", st)
 	}
-	for _, p := range []string{"/w/nope/latest/meta-data/instance-id", "/latest/meta-data/instance-id", "/w//latest/meta-data/instance-id"} {
-		if st, _, _ := do("GET", p, nil); st != 404 {
+	for _, p := range []string{"/w/x/latest/meta-data/instance-id", "/meta-data/instance-id"} {
+		if st, _, _ := do(srv1, "GET", p, nil); st != 404 {
 			t.Errorf("GET %s = %d", p, st)
 		}
+	}
+	if st, _, _ := do(gone, "GET", "/latest/meta-data/instance-id", nil); st != 404 {
+		t.Errorf("an instance no longer on the node = %d", st)
 	}
 }
 

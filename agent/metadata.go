@@ -13,10 +13,12 @@ import (
 
 // The metadata endpoint speaks the EC2 instance-metadata dialect so tools
 // written for EC2 Spot (AWS SDKs, aws-node-termination-handler) work
-// unchanged. One listener serves every instance of the node; each instance
-// gets a base URL with a secret path segment
-// (http://127.0.0.1:PORT/w/<secret>), so a workload sees only its own
-// answers and cannot guess another's.
+// unchanged. It is served at the root path (http://127.0.0.1:PORT/latest/…):
+// the AWS SDK for Go v2 keeps only the scheme and host of
+// AWS_EC2_METADATA_SERVICE_ENDPOINT, so any path prefix would turn every
+// request into a 404. Each instance therefore gets a listener of its own
+// (for exec, a loopback port of its own), whose handler answers for that
+// instance alone.
 
 const (
 	tokenTTLHeader = "X-aws-ec2-metadata-token-ttl-seconds"
@@ -31,8 +33,11 @@ type metadataView struct {
 	deadline   time.Time // zero until an interruption is scheduled
 }
 
+// metadataServer holds what every instance's endpoint shares: the view of
+// each instance and the IMDSv2 tokens issued (each valid for its own
+// instance only).
 type metadataServer struct {
-	lookup func(secret string) (metadataView, bool)
+	lookup func(instanceID int64) (metadataView, bool)
 	now    func() time.Time
 
 	mu     sync.Mutex
@@ -40,12 +45,17 @@ type metadataServer struct {
 }
 
 type tokenGrant struct {
-	secret  string
-	expires time.Time
+	instanceID int64
+	expires    time.Time
 }
 
-func newMetadataServer(lookup func(string) (metadataView, bool)) *metadataServer {
+func newMetadataServer(lookup func(int64) (metadataView, bool)) *metadataServer {
 	return &metadataServer{lookup: lookup, now: time.Now, tokens: map[string]tokenGrant{}}
+}
+
+// forInstance is the handler of one instance's endpoint.
+func (m *metadataServer) forInstance(id int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, id) })
 }
 
 func randomHex(n int) string {
@@ -54,21 +64,15 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (m *metadataServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rest, ok := strings.CutPrefix(r.URL.Path, "/w/")
-	secret, path, _ := strings.Cut(rest, "/")
-	if !ok || secret == "" {
-		http.NotFound(w, r)
-		return
-	}
-	view, ok := m.lookup(secret)
+func (m *metadataServer) serve(w http.ResponseWriter, r *http.Request, id int64) {
+	view, ok := m.lookup(id)
 	if !ok {
 		http.NotFound(w, r)
 		return
 	}
-	path = "/" + path
+	path := r.URL.Path
 	if path == "/latest/api/token" {
-		m.issueToken(w, r, secret)
+		m.issueToken(w, r, id)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -77,7 +81,7 @@ func (m *metadataServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// IMDSv1-style GETs without a token work; a token, if sent, must be valid.
-	if tok := r.Header.Get(tokenHeader); tok != "" && !m.validToken(tok, secret) {
+	if tok := r.Header.Get(tokenHeader); tok != "" && !m.validToken(tok, id) {
 		http.Error(w, "invalid or expired metadata token", http.StatusUnauthorized)
 		return
 	}
@@ -117,7 +121,7 @@ func (m *metadataServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (m *metadataServer) issueToken(w http.ResponseWriter, r *http.Request, secret string) {
+func (m *metadataServer) issueToken(w http.ResponseWriter, r *http.Request, id int64) {
 	if r.Method != http.MethodPut {
 		w.Header().Set("Allow", "PUT")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -136,16 +140,16 @@ func (m *metadataServer) issueToken(w http.ResponseWriter, r *http.Request, secr
 			delete(m.tokens, k)
 		}
 	}
-	m.tokens[tok] = tokenGrant{secret: secret, expires: now.Add(time.Duration(ttl) * time.Second)}
+	m.tokens[tok] = tokenGrant{instanceID: id, expires: now.Add(time.Duration(ttl) * time.Second)}
 	m.mu.Unlock()
 	w.Header().Set(tokenTTLHeader, strconv.Itoa(ttl))
 	w.Header().Set("Content-Type", "text/plain")
 	_, _ = w.Write([]byte(tok))
 }
 
-func (m *metadataServer) validToken(tok, secret string) bool {
+func (m *metadataServer) validToken(tok string, id int64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g, ok := m.tokens[tok]
-	return ok && g.secret == secret && m.now().Before(g.expires)
+	return ok && g.instanceID == id && m.now().Before(g.expires)
 }

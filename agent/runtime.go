@@ -121,6 +121,10 @@ func (p *execProcess) Signal(sig syscall.Signal) error {
 	return err
 }
 
+// Remaining reports whether any process of the workload's group is still
+// there (the shell may be gone while the program it started checkpoints).
+func (p *execProcess) Remaining() bool { return syscall.Kill(-p.pid, 0) == nil }
+
 func (p *execProcess) Wait() *int {
 	<-p.done
 	return p.code

@@ -30,7 +30,9 @@ type workloadRecord struct {
 	ProcessID     string    `json:"process_id"`
 	StartTicks    uint64    `json:"start_ticks"`
 	StartedAt     time.Time `json:"started_at"`
-	MetaSecret    string    `json:"meta_secret"`
+	// MetaAddr is the instance's metadata endpoint (host:port), served
+	// again at the same address after an agent restart.
+	MetaAddr string `json:"meta_addr,omitempty"`
 	// The interruption, in this machine's clock, if one was ordered.
 	NoticeAt  time.Time `json:"notice_at,omitzero"`
 	Deadline  time.Time `json:"deadline,omitzero"`

@@ -29,7 +29,7 @@ import (
 	"gpuportal/web"
 )
 
-var agentBin string
+var agentBin, imdsWorkloadBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "gpuportal-e2e")
@@ -41,6 +41,14 @@ func TestMain(m *testing.M) {
 	build.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build agent: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	// A static workload that uses the stock AWS SDK for Go v2 IMDS client.
+	imdsWorkloadBin = filepath.Join(dir, "imdsworkload")
+	build = exec.Command("go", "build", "-o", imdsWorkloadBin, "gpuportal/e2e/imdsworkload")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build imdsworkload: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	nvmlBackend := fs.String("nvml", "real", "GPU source: real, "+nvidia.MockDGXA100+" or "+nvidia.MockDGXH100)
 	runtimeName := fs.String("runtime", "exec", "workload runtime: exec or docker")
 	dockerImage := fs.String("docker-image", "nvidia/cuda:12.4.1-base-ubuntu22.04", "with --runtime docker: the image workloads run in")
-	metadataAddr := fs.String("metadata-addr", "127.0.0.1:0", "listen address of the workloads' metadata endpoint (the bound address is logged)")
+	metadataAddr := fs.String("metadata-addr", "127.0.0.1:0", "HOST:0 where each instance's own EC2-style metadata endpoint listens, on a port of its own (each bound address is logged)")
 	heartbeat := fs.Duration("heartbeat", 10*time.Second, "heartbeat interval")
 	metricsAddr := fs.String("metrics-addr", "", "listen address for Prometheus metrics (dcgm-exporter names); empty: none")
 	hostname := fs.String("hostname", "", "the node's name in the portal (default: the machine's hostname)")
