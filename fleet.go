@@ -45,6 +45,10 @@ type GPU struct {
 	UtilizationPercent int    `json:"utilization_percent"`
 	TemperatureC       int    `json:"temperature_c"`
 	PowerW             int    `json:"power_w"`
+	// BusyAfterInstance names the ended instance whose processes the agent
+	// still saw on this GPU; it is out of service until its node reports
+	// it idle.
+	BusyAfterInstance *int64 `json:"busy_after_instance,omitempty"`
 }
 
 // BookableGPUs is the capacity reservations may use: healthy GPUs on online,

@@ -315,6 +315,10 @@ func (db *DB) telemetryOnly(ctx context.Context, tx *sql.Tx, nodeID string, hb g
 	return revision, nil
 }
 
+// idleGPUMemoryMiB is the most memory an idle GPU reports in use (the
+// driver's own); above it, something still runs on the GPU.
+const idleGPUMemoryMiB = 64
+
 // heartbeatChangingCapacity records any heartbeat, recomputing the
 // capacity when the node comes back or a GPU's health changed.
 func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID string, hb gpuportal.AgentHeartbeat, hbSec int, now time.Time) (int64, error) {
@@ -325,18 +329,19 @@ func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID 
 	}
 	healthChanged := !online
 	health := map[string]bool{}
-	rows, err := db.rows(ctx, tx, `SELECT uuid, healthy FROM gpus WHERE node_id = ?`, nodeID)
+	busy := map[string]bool{} // left busy by an ended instance
+	rows, err := db.rows(ctx, tx, `SELECT uuid, healthy, busy_after_instance IS NOT NULL FROM gpus WHERE node_id = ?`, nodeID)
 	if err != nil {
 		return 0, err
 	}
 	for rows.Next() {
 		var u string
-		var h bool
-		if err := rows.Scan(&u, &h); err != nil {
+		var h, b bool
+		if err := rows.Scan(&u, &h, &b); err != nil {
 			rows.Close()
 			return 0, err
 		}
-		health[u] = h
+		health[u], busy[u] = h, b
 	}
 	rows.Close()
 	if _, err := db.execTx(ctx, tx, `UPDATE nodes SET last_heartbeat_at = ?, online = 1, heartbeat_seconds = ? WHERE id = ?`, now.Unix(), hbSec, nodeID); err != nil {
@@ -346,6 +351,13 @@ func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID 
 		was, ours := health[g.UUID]
 		if !ours {
 			continue // not a GPU we rent, or another node's
+		}
+		if busy[g.UUID] {
+			if !g.Healthy || g.MemoryUsedMiB > idleGPUMemoryMiB {
+				g.Healthy = false // still held by what the ended instance left
+			} else if _, err := db.execTx(ctx, tx, `UPDATE gpus SET busy_after_instance = NULL WHERE uuid = ?`, g.UUID); err != nil {
+				return 0, err
+			}
 		}
 		if _, err := db.execTx(ctx, tx, `UPDATE gpus SET memory_used_mib = ?, utilization_percent = ?, temperature_c = ?, power_w = ?,
 			xid_errors = ?, last_xid = ?, ecc_uncorrected = ?, healthy = ? WHERE uuid = ?`, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected, g.Healthy, g.UUID); err != nil {
@@ -459,7 +471,7 @@ func (db *DB) Nodes(ctx context.Context) ([]gpuportal.Node, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	grows, err := db.read.QueryContext(ctx, `SELECT uuid, node_id, idx, model_id, name, healthy, memory_total_mib, memory_used_mib, utilization_percent, temperature_c, power_w
+	grows, err := db.read.QueryContext(ctx, `SELECT uuid, node_id, idx, model_id, name, healthy, memory_total_mib, memory_used_mib, utilization_percent, temperature_c, power_w, busy_after_instance
 		FROM gpus ORDER BY node_id, idx`)
 	if err != nil {
 		return nil, fmt.Errorf("list gpus: %w", err)
@@ -468,8 +480,12 @@ func (db *DB) Nodes(ctx context.Context) ([]gpuportal.Node, error) {
 	for grows.Next() {
 		var g gpuportal.GPU
 		var node string
-		if err := grows.Scan(&g.UUID, &node, &g.Index, &g.Model, &g.Name, &g.Healthy, &g.MemoryTotalMiB, &g.MemoryUsedMiB, &g.UtilizationPercent, &g.TemperatureC, &g.PowerW); err != nil {
+		var busy sql.NullInt64
+		if err := grows.Scan(&g.UUID, &node, &g.Index, &g.Model, &g.Name, &g.Healthy, &g.MemoryTotalMiB, &g.MemoryUsedMiB, &g.UtilizationPercent, &g.TemperatureC, &g.PowerW, &busy); err != nil {
 			return nil, err
+		}
+		if busy.Valid {
+			g.BusyAfterInstance = &busy.Int64
 		}
 		if i, ok := index[node]; ok {
 			nodes[i].GPUs = append(nodes[i].GPUs, g)

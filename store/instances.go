@@ -359,6 +359,11 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 				case r.Error != "" || (r.ExitCode != nil && *r.ExitCode != 0):
 					outcome = gpuportal.InstanceFailed
 				}
+				if !r.GPUsFree {
+					if err := holdBusyGPUs(ctx, tx, i); err != nil {
+						return fmt.Errorf("hold the GPUs instance %d left busy: %w", i.ID, err)
+					}
+				}
 				if err := db.finishAttempt(ctx, tx, i, outcome, r.ExitCode, r.Error, stopAsked.Valid, now); err != nil {
 					return err
 				}
@@ -378,6 +383,17 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 		db.Kick(ctx) // freed GPUs may let pending instances start
 	}
 	return nil
+}
+
+// holdBusyGPUs takes the GPUs of an ended instance out of service when its
+// agent could not see them free (something of the instance is still on
+// them): handing them to the next tenant would share them with it. They
+// come back when their node reports them idle (see heartbeatChangingCapacity).
+func holdBusyGPUs(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE gpus SET healthy = 0, busy_after_instance = ? WHERE uuid IN (SELECT gpu_uuid FROM instance_gpus WHERE instance_id = ?)`, i.ID, i.ID); err != nil {
+		return err
+	}
+	return recomputeCapacity(ctx, tx)
 }
 
 // finishAttempt ends an instance's current run: bill it, free its GPUs and

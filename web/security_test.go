@@ -470,3 +470,65 @@ func TestICSStableUIDAndCRLF(t *testing.T) {
 		}
 	}
 }
+
+// (issue 13) An instance whose agent could not see its GPUs free leaves
+// them out of service — no next tenant shares a GPU with its leftovers —
+// until the node reports them idle.
+func TestGPUsLeftBusyStayOutOfService(t *testing.T) {
+	e := newTestEnv(t)
+	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
+	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
+	_, body := e.apiCall("POST", "/api/v1/admin/enrollment-tokens", admin, `{"region":"cd-1"}`)
+	enroll := decodeObject(t, body)["token"].(string)
+	st, body := e.apiCall("POST", "/api/v1/agent/register", "", fmt.Sprintf(`{"enroll_token":%q,"hostname":"h1","region":"cd-1","heartbeat_seconds":10,"gpus":[{"uuid":"GPU-B","index":0,"name":"NVIDIA H100 80GB HBM3","memory_total_mib":81920}]}`, enroll))
+	if st != http.StatusCreated {
+		t.Fatalf("register = %d %s", st, body)
+	}
+	node := decodeObject(t, body)["node_token"].(string)
+	heartbeat := func(memUsed int, workloads string) {
+		t.Helper()
+		if st, body := e.apiCall("POST", "/api/v1/agent/heartbeat", node, fmt.Sprintf(`{"revision":0,"heartbeat_seconds":10,"gpus":[{"uuid":"GPU-B","healthy":true,"memory_used_mib":%d}],"workloads":%s}`, memUsed, workloads)); st != 200 {
+			t.Fatalf("heartbeat = %d %s", st, body)
+		}
+	}
+	st, body = e.apiCall("POST", "/api/v1/instances", alice, `{"kind":"on_demand","model":"h100-80g","region":"cd-1","count":1,"command":"train"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("launch = %d %s", st, body)
+	}
+	id := int64(decodeObject(t, body)["id"].(float64))
+	if _, err := e.db.Tick(context.Background(), e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	started := e.wall.Now().Format(time.RFC3339)
+	heartbeat(30000, fmt.Sprintf(`[{"instance_id":%d,"attempt":1,"state":"running","started_at":%q}]`, id, started))
+	// It ends, but something of it is still on the GPU.
+	if st, body := e.apiCall("POST", "/api/v1/agent/events", node, fmt.Sprintf(`{"workloads":[{"instance_id":%d,"attempt":1,"state":"exited","started_at":%q,"exit_code":0,"gpus_free":false}]}`, id, started)); st != 200 {
+		t.Fatalf("events = %d %s", st, body)
+	}
+	gpu := func() gpuportal.GPU {
+		nodes, _ := e.db.Nodes(context.Background())
+		return nodes[0].GPUs[0]
+	}
+	if g := gpu(); g.Healthy || g.BusyAfterInstance == nil || *g.BusyAfterInstance != id {
+		t.Fatalf("GPU after an unclean end = %+v", g)
+	}
+	// Nobody gets it: a new launch cannot be placed, the calendar shows no capacity.
+	slots, _ := e.db.Availability(context.Background(), "h100-80g", "cd-1", day0.AddDate(0, 0, 1), day0.AddDate(0, 0, 1).Add(time.Hour))
+	if len(slots) != 1 || slots[0].Capacity != 0 {
+		t.Fatalf("capacity with the busy GPU = %+v", slots)
+	}
+	heartbeat(30000, `[]`) // the node still sees memory in use
+	if g := gpu(); g.Healthy {
+		t.Fatal("a heartbeat made the busy GPU healthy again")
+	}
+	b := e.browser()
+	storetest.MustCreateUser(t, e.db, "ops@example.com", gpuportal.RoleAdmin)
+	b.login("ops@example.com", storetest.Password)
+	if p := b.get("/admin/nodes"); !strings.Contains(p.body, `data-testid="gpu-busy"`) || !strings.Contains(p.body, fmt.Sprintf("#%d", id)) {
+		t.Fatal("the fleet page does not show the busy GPU")
+	}
+	heartbeat(0, `[]`) // idle now
+	if g := gpu(); !g.Healthy || g.BusyAfterInstance != nil {
+		t.Fatalf("GPU once idle = %+v", g)
+	}
+}

@@ -26,3 +26,8 @@ ALTER TABLE nodes ADD COLUMN rotate_token INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE nodes ADD COLUMN token_revoked_at INTEGER;
 ALTER TABLE nodes ADD COLUMN token_rotated_at INTEGER;
 CREATE UNIQUE INDEX nodes_next_token ON nodes(next_token_hash);
+
+-- A GPU an ended instance's processes still hold (its agent reported
+-- gpus_free = false) is out of service until the node reports it idle:
+-- nobody else gets it meanwhile, and admins see which instance left it busy.
+ALTER TABLE gpus ADD COLUMN busy_after_instance INTEGER;

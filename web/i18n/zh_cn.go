@@ -543,4 +543,5 @@ var zhCN = map[string]string{
 	"Change password":    "修改密码",
 	"Log out everywhere": "在所有设备上退出登录",
 	"Changing the password or logging out ends every session of your account, on every device.": "修改密码或退出登录会结束您账户在所有设备上的全部会话。",
+	"still busy after instance #%d": "实例 #%d 结束后仍被占用",
 }
