@@ -122,6 +122,11 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
+	// The state dir holds the node token and every workload's log: only
+	// the agent's user may enter it, also when it existed before.
+	if err := os.Chmod(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
 	a := &Agent{
 		cfg: cfg, log: cfg.Log, devices: cfg.GPUs.Devices(),
 		client:    &client{base: cfg.Portal, http: cfg.HTTPClient},

@@ -1,16 +1,21 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"gpuportal"
 )
 
 func TestMetadataEndpoint(t *testing.T) {
@@ -163,5 +168,33 @@ func TestExecRuntimeAdopt(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("adopted process's end not seen")
+	}
+}
+
+// noGPUs is a GPU source with no devices, for tests of the agent's setup.
+type noGPUs struct{}
+
+func (noGPUs) Devices() []Device               { return nil }
+func (noGPUs) Sample() []gpuportal.GPUSample   { return nil }
+func (noGPUs) Processes(string) ([]int, error) { return nil, nil }
+func (noGPUs) Watch(ctx context.Context)       { <-ctx.Done() }
+func (noGPUs) Close() error                    { return nil }
+
+// The state dir (node token, workload logs) is the agent's alone, also
+// when it existed with looser permissions; a metadata address with a fixed
+// port is refused (every instance gets a port of its own).
+func TestStateDirIsPrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Portal: "http://127.0.0.1:1", StateDir: dir, GPUs: noGPUs{}, Runtime: ExecRuntime{}}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("state dir mode %v, %v", fi.Mode().Perm(), err)
+	}
+	if _, err := New(Config{Portal: "http://127.0.0.1:1", StateDir: dir, GPUs: noGPUs{}, Runtime: ExecRuntime{}, MetadataAddr: "127.0.0.1:8169"}); err == nil {
+		t.Fatal("a fixed metadata port was accepted")
 	}
 }
