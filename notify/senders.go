@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -150,6 +151,12 @@ func (s *SMSSender) Send(ctx context.Context, to string, m Message) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		// The error names the URL, whose query may hold the gateway's key;
+		// it ends up in logs and on the admin's outbox page.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			return fmt.Errorf("SMS gateway %s: %w", gpuportal.RedactURL(s.URL), urlErr.Err)
+		}
 		return err
 	}
 	defer resp.Body.Close()

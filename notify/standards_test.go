@@ -167,3 +167,13 @@ func TestPasswordResetEmail(t *testing.T) {
 		t.Fatalf("new password: %v", err)
 	}
 }
+
+// A failing SMS gateway's error (kept on the outbox page and in logs) does
+// not carry the key in its URL.
+func TestSMSErrorsHideTheGatewayKey(t *testing.T) {
+	s := &notify.SMSSender{URL: "http://127.0.0.1:1/send?token=s3cret-key", Secret: "x"}
+	err := s.Send(context.Background(), "+8613800138000", notify.Message{SMS: "hi"})
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("error = %v", err)
+	}
+}
