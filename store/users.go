@@ -81,6 +81,13 @@ func (db *DB) EnsureAdmin(ctx context.Context, email, password, name string, pro
 	} else if err != nil {
 		return nil, err
 	}
+	if existing.IsAdmin() {
+		// Already an admin with this password (every start with
+		// PORTAL_ADMIN_EMAIL): nothing changes, no session ends.
+		if _, err := db.Authenticate(ctx, email, password); err == nil {
+			return existing, nil
+		}
+	}
 	if !existing.IsAdmin() && !promote {
 		return nil, gpuportal.FieldErrorf(gpuportal.ECONFLICT, "email", "%s is a customer account (created %s); promoting it to admin needs --promote (PORTAL_ADMIN_PROMOTE=1), which also ends its sessions and revokes its API tokens.",
 			email, existing.CreatedAt.Format("2006-01-02"))

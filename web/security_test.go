@@ -532,3 +532,27 @@ func TestGPUsLeftBusyStayOutOfService(t *testing.T) {
 		t.Fatalf("GPU once idle = %+v", g)
 	}
 }
+
+// Restarting a portal with PORTAL_ADMIN_EMAIL (EnsureAdmin with the same
+// password) keeps the admin's sessions; a new password ends them.
+func TestEnsureAdminKeepsSessionsUnlessThePasswordChanges(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := context.Background()
+	if _, err := e.db.EnsureAdmin(ctx, "ops@example.com", "ops-password-1", "", false); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.login("ops@example.com", "ops-password-1")
+	if _, err := e.db.EnsureAdmin(ctx, "ops@example.com", "ops-password-1", "", false); err != nil {
+		t.Fatal(err)
+	}
+	if p := b.get("/admin"); p.status != http.StatusOK {
+		t.Fatalf("a restart with the same admin password ended the session: %d", p.status)
+	}
+	if _, err := e.db.EnsureAdmin(ctx, "ops@example.com", "ops-password-2", "", false); err != nil {
+		t.Fatal(err)
+	}
+	if p := b.get("/admin"); p.status != http.StatusSeeOther {
+		t.Fatalf("a new admin password left the session: %d", p.status)
+	}
+}
