@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"gpuportal"
+	"gpuportal/store/storetest"
 )
 
 // chromium returns a headless Chromium context for a test, or skips the test
@@ -128,5 +131,59 @@ func waitJS(t *testing.T, ctx context.Context, expr string) {
 	t.Helper()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr)); err != nil {
 		t.Fatalf("waiting for %s: %v", expr, err)
+	}
+}
+
+// (issue 12, item 2) On the launch form, picking H100 and 4 GPUs shows
+// H100's spot price and the hourly figure for 4 GPUs, and keeps the command
+// typed; the instance launched is charged that price.
+func TestBrowserLaunchFormFollowsTheModel(t *testing.T) {
+	ctx := chromium(t)
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "h", "cd-1", "h100-80g", 1, 8)
+	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	models, _ := e.db.Models(context.Background())
+	pol, _ := e.db.Policies(context.Background())
+	var h100 gpuportal.Fen
+	for _, m := range models {
+		if m.ID == "h100-80g" {
+			h100 = pol.SpotPriceOf(m)
+		}
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/login"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "alice@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
+		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
+		chromedp.Navigate(e.srv.URL+"/instances"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="launch-form"]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="launch-command"]`), "python train.py"),
+		chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('[data-testid="launch-model"]'); s.value = 'h100-80g'; s.dispatchEvent(new Event('change', {bubbles: true})); })()`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.querySelector('[data-testid="launch-kind"]').textContent.includes('`+h100.String()+`')`)
+	if err := chromedp.Do(ctx,
+		// A person takes longer than htmx needs to wire the swapped-in form;
+		// the test makes sure it is wired before it types.
+		chromedp.Evaluate[chromedp.Void](`(() => { const c = document.querySelector('[data-testid="launch-count"]'); htmx.process(c.form); c.value = '4'; c.dispatchEvent(new Event('change', {bubbles: true})); })()`),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.querySelector('[data-testid="launch-hourly"]').textContent.includes('`+(h100*4).String()+`')`)
+	cmd, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid="launch-command"]').value`))
+	if err != nil || cmd != "python train.py" {
+		t.Fatalf("the command typed = %q, %v", cmd, err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`[data-testid="launch"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="flash"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	list, _ := e.db.Instances(context.Background(), mustUser(t, e.db, "alice@example.com"), 0)
+	if len(list) != 1 || list[0].Model != "h100-80g" || list[0].Count != 4 || list[0].PricePerGPU != h100 {
+		t.Fatalf("launched %+v; want 4 × h100 at %d", list, h100)
 	}
 }
