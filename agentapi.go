@@ -112,6 +112,9 @@ type DesiredWorkload struct {
 	Lifecycle string   `json:"lifecycle"`
 	GPUs      []string `json:"gpus"`
 	Command   string   `json:"command"`
+	// Image is the reference of the image to run it in (container
+	// runtimes; empty: the node's default).
+	Image string `json:"image,omitempty"`
 	// CheckpointKey names the instance's checkpoint directory under the
 	// shared checkpoint root; it stays the same across auto-restarts.
 	CheckpointKey string            `json:"checkpoint_key"`

@@ -45,6 +45,8 @@ type LaunchRequest struct {
 	Command       string `json:"command"`
 	AutoRestart   bool   `json:"auto_restart"`
 	ReservationID *int64 `json:"reservation_id,omitempty"`
+	// Image is a catalog image id (GET /images); empty: the first.
+	Image string `json:"image,omitempty"`
 }
 
 // Validate checks the shape of a launch request.
@@ -92,6 +94,7 @@ type Instance struct {
 	Region        string                `json:"region"`
 	Count         int                   `json:"count"`
 	Command       string                `json:"command"`
+	Image         string                `json:"image,omitempty"` // the image reference it runs in
 	AutoRestart   bool                  `json:"auto_restart"`
 	ReservationID *int64                `json:"reservation_id,omitempty"`
 	Status        string                `json:"status"`

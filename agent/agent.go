@@ -465,7 +465,7 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 		}
 	}
 	proc, err := a.cfg.Runtime.Start(Spec{
-		InstanceID: dw.InstanceID, GPUs: dw.GPUs, Command: dw.Command, Env: env, CheckpointDir: w.rec.CheckpointDir,
+		InstanceID: dw.InstanceID, GPUs: dw.GPUs, Command: dw.Command, Image: dw.Image, Env: env, CheckpointDir: w.rec.CheckpointDir,
 		LogPath: a.logPath(dw.InstanceID),
 	})
 	if err != nil {

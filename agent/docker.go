@@ -39,7 +39,11 @@ func DockerArgs(image string, spec Spec) []string {
 }
 
 func (d DockerRuntime) Start(spec Spec) (Process, error) {
-	out, err := exec.Command("docker", DockerArgs(d.Image, spec)...).Output()
+	image := d.Image
+	if spec.Image != "" {
+		image = spec.Image // the catalog image the customer chose
+	}
+	out, err := exec.Command("docker", DockerArgs(image, spec)...).Output()
 	if err != nil {
 		return nil, fmt.Errorf("docker run: %w", err)
 	}

@@ -16,6 +16,7 @@ type Spec struct {
 	InstanceID    int64
 	GPUs          []string
 	Command       string
+	Image         string   // image reference for container runtimes; "" = the runtime's default
 	Env           []string // KEY=value, the DESIGN §4 environment included
 	CheckpointDir string
 	LogPath       string

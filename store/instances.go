@@ -12,7 +12,7 @@ import (
 )
 
 const instanceColumns = `id, user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, coalesce(node_id, ''),
-	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail`
+	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail, image`
 
 // scanInstance reads instanceColumns, then any extra columns into extra.
 func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal.Instance, error) {
@@ -21,7 +21,7 @@ func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal
 	var reason sql.NullString
 	var created int64
 	dest := append([]any{&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
-		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail}, extra...)
+		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &i.Image}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -194,10 +194,14 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if req.ReservationID != nil {
 			resID = sql.NullInt64{Int64: *req.ReservationID, Valid: true}
 		}
+		image, err := imageForLaunch(ctx, tx, req.Image)
+		if err != nil {
+			return err
+		}
 		var id int64
-		if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?) RETURNING id`,
-			user.ID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now)).Scan(&id); err != nil {
+		if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at, image)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?, ?) RETURNING id`,
+			user.ID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now), image.Reference).Scan(&id); err != nil {
 			return fmt.Errorf("insert instance: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE instances SET checkpoint_key = ? WHERE id = ?`, fmt.Sprintf("instance-%d", id), id); err != nil {
@@ -295,7 +299,7 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	}
 	wallNow := db.Wall.Now()
 	for k, i := range list {
-		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, CheckpointKey: i.CheckpointKey}
+		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, Image: i.Image, CheckpointKey: i.CheckpointKey}
 		if i.Status == gpuportal.InstanceInterrupting && i.Interruption != nil {
 			// The notice counts in real time from when it was issued, so a
 			// test clock moved ahead does not eat it.

@@ -56,14 +56,18 @@ func (s *Server) launchPanel(c echo.Context, form templates.LaunchForm) (templat
 	if r, err := s.cachedRates(ctx, form.Model, form.Region, min(max(form.Count, 1), gpuportal.MaxGPUsPerInstance)); err == nil {
 		form.Bucket, form.SafeUntil = r.Trailing.Bucket, r.SafeUntil
 	}
-	return templates.InstancesPage{Models: models, Regions: regions, Launch: form, Now: s.cfg.Clock.Now(), AllUsers: currentUser(c).IsAdmin()}, nil
+	images, err := s.db.Images(ctx)
+	if err != nil {
+		return templates.InstancesPage{}, err
+	}
+	return templates.InstancesPage{Images: images, Models: models, Regions: regions, Launch: form, Now: s.cfg.Clock.Now(), AllUsers: currentUser(c).IsAdmin()}, nil
 }
 
 // handleLaunchFormPanel re-renders the launch form for the model, region
 // and count just chosen, keeping what else was typed.
 func (s *Server) handleLaunchFormPanel(c echo.Context) error {
 	form := templates.LaunchForm{
-		Kind: c.QueryParam("kind"), Model: c.QueryParam("model"), Region: c.QueryParam("region"),
+		Kind: c.QueryParam("kind"), Model: c.QueryParam("model"), Region: c.QueryParam("region"), Image: c.QueryParam("image"),
 		Command: c.QueryParam("command"), AutoRestart: c.QueryParam("auto_restart") == "true",
 		ReservationID: strings.TrimSpace(c.QueryParam("reservation_id")),
 	}
@@ -97,11 +101,11 @@ func (s *Server) handleInstanceList(c echo.Context) error {
 
 func (s *Server) handleLaunchForm(c echo.Context) error {
 	form := templates.LaunchForm{
-		Kind: c.FormValue("kind"), Model: c.FormValue("model"), Region: c.FormValue("region"),
+		Kind: c.FormValue("kind"), Model: c.FormValue("model"), Region: c.FormValue("region"), Image: c.FormValue("image"),
 		Command: c.FormValue("command"), AutoRestart: c.FormValue("auto_restart") == "true",
 		ReservationID: strings.TrimSpace(c.FormValue("reservation_id")),
 	}
-	req := gpuportal.LaunchRequest{Kind: form.Kind, Model: form.Model, Region: form.Region, Command: form.Command, AutoRestart: form.AutoRestart}
+	req := gpuportal.LaunchRequest{Kind: form.Kind, Model: form.Model, Region: form.Region, Command: form.Command, AutoRestart: form.AutoRestart, Image: form.Image}
 	var err error
 	if form.Count, err = strconv.Atoi(c.FormValue("count")); err != nil {
 		err = gpuportal.FieldErrorf(gpuportal.EINVALID, "count", "The GPU count must be a whole number.")
@@ -124,7 +128,7 @@ func (s *Server) handleLaunchForm(c echo.Context) error {
 			return err
 		}
 		msg := i18n.Error(reqOf(c).lang, err)
-		if f := gpuportal.ErrorField(err); f == "count" || f == "command" || f == "reservation_id" {
+		if f := gpuportal.ErrorField(err); f == "count" || f == "command" || f == "reservation_id" || f == "image" {
 			form.Errors = templates.FieldErrors{f: msg}
 		} else {
 			form.Error = msg

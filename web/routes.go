@@ -33,6 +33,9 @@ func (s *Server) routes() {
 	app.POST("/password-reset/:token", s.handleResetForm)
 	app.POST("/settings/password", s.handlePasswordForm, requireUser)
 	app.POST("/admin/password-reset", s.handleIssueResetForm, requireAdmin)
+	app.GET("/admin/images", s.handleImagesPage, requireAdmin)
+	app.POST("/admin/images", s.handleAddImageForm, requireAdmin)
+	app.POST("/admin/images/:id/delete", s.handleDeleteImageForm, requireAdmin)
 	app.POST("/lang", s.handleSetLang)
 	app.GET("/settings", s.handleSettings, requireUser)
 	app.POST("/settings/profile", s.handleProfileForm, requireUser)
@@ -121,6 +124,9 @@ func (s *Server) routes() {
 	api.POST("/admin/instances/:id/interrupt", s.apiAdminInterrupt, requireAdmin)
 	api.POST("/admin/clock", s.apiClock, requireAdmin)
 	api.POST("/admin/users/:id/password-reset", s.apiIssueReset, requireAdmin)
+	api.GET("/images", s.apiImages)
+	api.POST("/admin/images", s.apiAddImage, requireAdmin)
+	api.DELETE("/admin/images/:id", s.apiDeleteImage, requireAdmin)
 
 	// The agent protocol (node tokens, not user sessions).
 	api.POST("/agent/register", s.apiAgentRegister)
