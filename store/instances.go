@@ -363,7 +363,10 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 				case r.Error != "" || (r.ExitCode != nil && *r.ExitCode != 0):
 					outcome = gpuportal.InstanceFailed
 				}
-				if !r.GPUsFree {
+				// A reserved instance's GPUs stay its reservation's: taking
+				// them out of service would move (or refund) the booking
+				// for what its own owner left running on them.
+				if !r.GPUsFree && i.Kind != gpuportal.KindReserved {
 					if err := holdBusyGPUs(ctx, tx, i); err != nil {
 						return fmt.Errorf("hold the GPUs instance %d left busy: %w", i.ID, err)
 					}
