@@ -80,6 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch *runtimeName {
 	case "exec":
 		rt = agent.ExecRuntime{}
+		log.Warn("runtime exec: workloads run as plain processes of this machine, not isolated from each other or from the agent — only for a trusted single-tenant node or a laptop demo")
 	case "docker":
 		rt = agent.DockerRuntime{Image: *dockerImage}
 	default:
