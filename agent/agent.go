@@ -127,6 +127,19 @@ func New(cfg Config) (*Agent, error) {
 	if err := os.Chmod(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
+	// Workloads of another user must pass through to their checkpoint
+	// directories (each their own, 0700): the directories above them may
+	// be entered, not listed.
+	if r, ok := cfg.Runtime.(ExecRuntime); ok && r.Init != "" && r.UID != os.Geteuid() {
+		for dir := filepath.Clean(cfg.CheckpointRoot); ; dir = filepath.Dir(dir) {
+			if err := os.Chmod(dir, 0o711); err != nil {
+				return nil, fmt.Errorf("checkpoint root: %w", err)
+			}
+			if dir == filepath.Clean(cfg.StateDir) || !strings.HasPrefix(dir, filepath.Clean(cfg.StateDir)+string(filepath.Separator)) {
+				break
+			}
+		}
+	}
 	a := &Agent{
 		cfg: cfg, log: cfg.Log, devices: cfg.GPUs.Devices(),
 		client:    &client{base: cfg.Portal, http: cfg.HTTPClient},

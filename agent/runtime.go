@@ -47,26 +47,46 @@ type Runtime interface {
 
 // ExecRuntime runs each workload as `/bin/sh -c command` in a process group
 // of its own, so that signals reach all of it and it outlives an agent
-// restart.
-type ExecRuntime struct{}
+// restart. It is for a trusted single-tenant node or a laptop demo: the
+// workload is a process of the node, not a container.
+//
+// With Init set (the agent binary; needs root) each workload also gets PID
+// and mount namespaces of its own, with Init as its PID 1
+// (RunWorkloadInit): it runs as UID:GID, sees only its own processes, and
+// a stop ends every process of it, `setsid` children included.
+type ExecRuntime struct {
+	Init     string
+	UID, GID int
+}
 
 func (ExecRuntime) Name() string { return "exec" }
 
-func (ExecRuntime) Start(spec Spec) (Process, error) {
+func (r ExecRuntime) Start(spec Spec) (Process, error) {
 	logf, err := os.OpenFile(spec.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open workload log: %w", err)
 	}
 	defer logf.Close() // the child has its own copy
 	cmd := exec.Command("/bin/sh", "-c", spec.Command)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if r.Init != "" {
+		// Its checkpoint directory is the workload user's own.
+		if err := os.Chown(spec.CheckpointDir, r.UID, r.GID); err != nil {
+			return nil, fmt.Errorf("checkpoint directory: %w", err)
+		}
+		cmd = exec.Command(r.Init, WorkloadInitArg, strconv.Itoa(r.UID), strconv.Itoa(r.GID), spec.Command)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
+	}
 	cmd.Env = spec.Env
 	cmd.Dir = spec.CheckpointDir
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start workload: %w", err)
 	}
 	p := &execProcess{pid: cmd.Process.Pid, done: make(chan struct{})}
+	if r.Init != "" {
+		p.pidNS, _ = os.Readlink("/proc/" + strconv.Itoa(p.pid) + "/ns/pid")
+	}
 	go func() {
 		err := cmd.Wait()
 		code := cmd.ProcessState.ExitCode()
@@ -92,6 +112,11 @@ func (ExecRuntime) Adopt(id string, startTicks uint64) (Process, bool) {
 		return nil, false // gone, or the pid now belongs to another process
 	}
 	p := &execProcess{pid: pid, done: make(chan struct{}), adopted: true}
+	if ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err == nil {
+		if own, err := os.Readlink("/proc/self/ns/pid"); err == nil && ns != own {
+			p.pidNS = ns // an isolated workload
+		}
+	}
 	go func() {
 		// Not our child: poll until it is gone.
 		for {
@@ -110,6 +135,7 @@ type execProcess struct {
 	adopted bool
 	done    chan struct{}
 	code    *int
+	pidNS   string // the workload's PID namespace ("pid:[N]"), when isolated
 }
 
 func (p *execProcess) ID() string { return strconv.Itoa(p.pid) }
@@ -131,7 +157,14 @@ func (p *execProcess) Wait() *int {
 	return p.code
 }
 
+// Belongs: a process of the workload's PID namespace (setsid ones too),
+// or of its process group.
 func (p *execProcess) Belongs(pid int) bool {
+	if p.pidNS != "" {
+		if ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err == nil && ns == p.pidNS {
+			return true
+		}
+	}
 	pgid, err := syscall.Getpgid(pid)
 	return err == nil && pgid == p.pid
 }

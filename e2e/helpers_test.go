@@ -212,14 +212,21 @@ func (p *portal) runAgent(t testing.TB, stateDir, checkpoints, backend string, e
 // enrollToken unless it is empty) and waits for its "agent ready" line.
 func startAgentProc(t testing.TB, portalURL, enrollToken, stateDir, checkpoints, backend, heartbeat, metrics string) *agentProc {
 	t.Helper()
+	return startAgentProcArgs(t, portalURL, enrollToken, stateDir, checkpoints, backend, heartbeat, metrics)
+}
+
+// startAgentProcArgs is startAgentProc with more agent flags.
+func startAgentProcArgs(t testing.TB, portalURL, enrollToken, stateDir, checkpoints, backend, heartbeat, metrics string, extra ...string) *agentProc {
+	t.Helper()
 	args := []string{"--portal", portalURL, "--state-dir", stateDir, "--checkpoint-root", checkpoints, "--region", "cd-1",
-		"--nvml", backend, "--heartbeat", heartbeat, "--hostname", filepath.Base(stateDir)}
+		"--nvml", backend, "--heartbeat", heartbeat, "--hostname", filepath.Base(stateDir), "--exec-allow-root"}
 	if metrics != "" {
 		args = append(args, "--metrics-addr", metrics)
 	}
 	if enrollToken != "" {
 		args = append(args, "--enroll-token", enrollToken)
 	}
+	args = append(args, extra...)
 	a := &agentProc{cmd: exec.Command(agentBin, args...), exited: make(chan struct{})}
 	stdout, _ := a.cmd.StdoutPipe()
 	a.cmd.Stderr = &a.log

@@ -75,7 +75,9 @@ func startDemoAgents(ctx context.Context, db *store.DB, portalURL, agentBin, dir
 			name := fmt.Sprintf("%s-%d", spec.prefix, i)
 			state := filepath.Join(dir, name)
 			args := []string{"--portal", portalURL, "--state-dir", state, "--checkpoint-root", filepath.Join(dir, "checkpoints"),
-				"--region", "cd-1", "--nvml", spec.backend, "--hostname", name + ".cd-1.demo"}
+				"--region", "cd-1", "--nvml", spec.backend, "--hostname", name + ".cd-1.demo",
+				// A laptop demo: the workloads may run as whoever runs it.
+				"--exec-allow-root"}
 			if _, err := os.Stat(filepath.Join(state, "node.json")); err != nil {
 				tok, err := db.CreateEnrollmentToken(ctx, nil, "cd-1")
 				if err != nil {
