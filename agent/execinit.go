@@ -32,6 +32,12 @@ func RunWorkloadInit(args []string) int {
 		fmt.Fprintln(os.Stderr, "workload init: want uid gid command")
 		return 125
 	}
+	if os.Getpid() != 1 {
+		// Mounting /proc outside a namespace of its own would change the
+		// node's: only ever run as the PID 1 ExecRuntime starts.
+		fmt.Fprintln(os.Stderr, "workload init: not PID 1 of a PID namespace of its own; the agent starts it")
+		return 125
+	}
 	uid, err1 := strconv.Atoi(args[0])
 	gid, err2 := strconv.Atoi(args[1])
 	if err1 != nil || err2 != nil {
