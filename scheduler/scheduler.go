@@ -68,14 +68,6 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) (store.TickResult, 
 	return res, nil
 }
 
-// Kick asks the leading scheduler for a tick now. The store kicks after
-// every change that makes something due; this is for anything else.
-func (s *Scheduler) Kick() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s.DB.Kick(ctx)
-}
-
 // Leading reports whether this portal runs the scheduler now.
 func (s *Scheduler) Leading() bool { return !s.standby.Load() }
 
