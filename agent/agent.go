@@ -77,7 +77,7 @@ type workload struct {
 	endedAt  time.Time
 	signal   string
 	gpusFree bool
-	startErr string
+	errText  string // why it could not start, or ended abnormally (out of memory)
 	metaSrv  *http.Server // this instance's metadata endpoint
 }
 
@@ -300,15 +300,18 @@ func (a *Agent) heartbeat(wait bool) gpuportal.AgentHeartbeat {
 func (a *Agent) statusesLocked() []gpuportal.WorkloadStatus {
 	out := []gpuportal.WorkloadStatus{}
 	for _, w := range a.workloads {
+		if w.proc == nil && !w.exited {
+			continue // still starting: the portal keeps it pending
+		}
 		st := gpuportal.WorkloadStatus{InstanceID: w.rec.InstanceID, Attempt: w.rec.Attempt, State: gpuportal.WorkloadRunning, StartedAt: w.rec.StartedAt, Signal: w.signal,
-			LogTail: tailFile(a.logPath(w.rec.InstanceID), 4096)}
+			LogTail: a.logTail(w.rec.InstanceID)}
 		if w.exited {
 			st.State = gpuportal.WorkloadExited
 			end := w.endedAt
 			st.EndedAt = &end
 			st.ExitCode = w.exitCode
 			st.GPUsFree = w.gpusFree
-			st.Error = w.startErr
+			st.Error = w.errText
 		}
 		out = append(out, st)
 	}
@@ -440,6 +443,11 @@ func (a *Agent) gpusBusyLocked(uuids []string) string {
 	return ""
 }
 
+// startLocked starts a workload the portal wants here. Creating a
+// container takes the engine a second or so: that happens off the lock,
+// while heartbeats and every other workload's metadata keep being served.
+// Until it runs the workload is not reported, so the portal keeps the
+// instance pending.
 func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	w := &workload{rec: workloadRecord{
 		InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Command: dw.Command,
@@ -449,26 +457,33 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	a.workloads[dw.InstanceID] = w
 	fail := func(err error) {
 		a.log.Error("cannot start workload", "instance", dw.InstanceID, "err", err)
-		w.exited, w.endedAt, w.startErr, w.gpusFree = true, time.Now(), err.Error(), true
+		w.exited, w.endedAt, w.errText, w.gpusFree = true, time.Now(), err.Error(), true
 		a.pushNow()
 	}
 	if err := os.MkdirAll(w.rec.CheckpointDir, 0o700); err != nil {
 		fail(err)
 		return
 	}
-	metaURL, err := a.serveMetadataLocked(w, net.JoinHostPort(a.metaHost, "0"))
-	if err != nil {
-		fail(fmt.Errorf("metadata endpoint: %w", err))
-		return
+	_, inContainer := a.cfg.Runtime.(*ContainerRuntime)
+	metaURL, checkpointDir := "http://"+ContainerMetadataAddr, ContainerCheckpointDir
+	if !inContainer {
+		// exec: the endpoint is a loopback port of its own, opened now
+		// because the workload's environment names it.
+		var err error
+		if metaURL, err = a.serveMetadataLocked(w, net.JoinHostPort(a.metaHost, "0")); err != nil {
+			fail(fmt.Errorf("metadata endpoint: %w", err))
+			return
+		}
+		checkpointDir = w.rec.CheckpointDir
 	}
 	env := []string{
 		"PATH=" + envOr("PATH", "/usr/local/bin:/usr/bin:/bin"),
-		"HOME=" + w.rec.CheckpointDir,
+		"HOME=" + checkpointDir,
 		"LANG=C.UTF-8",
 		"CUDA_VISIBLE_DEVICES=" + strings.Join(dw.GPUs, ","),
 		"NVIDIA_VISIBLE_DEVICES=" + strings.Join(dw.GPUs, ","),
 		"GPUPORTAL_INSTANCE_ID=" + strconv.FormatInt(dw.InstanceID, 10),
-		"GPUPORTAL_CHECKPOINT_DIR=" + w.rec.CheckpointDir,
+		"GPUPORTAL_CHECKPOINT_DIR=" + checkpointDir,
 		"GPUPORTAL_METADATA_URL=" + metaURL,
 		"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + metaURL,
 	}
@@ -477,25 +492,51 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 			env = append(env, k+"="+v)
 		}
 	}
-	proc, err := a.cfg.Runtime.Start(Spec{
-		InstanceID: dw.InstanceID, GPUs: dw.GPUs, Command: dw.Command, Image: dw.Image, Env: env, CheckpointDir: w.rec.CheckpointDir,
-		LogPath: a.logPath(dw.InstanceID),
-	})
-	if err != nil {
-		fail(err)
-		return
+	spec := Spec{
+		Node: a.creds.NodeID, InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Slot: a.slotOf(dw.GPUs),
+		Command: dw.Command, Image: dw.Image, Env: env, CheckpointDir: w.rec.CheckpointDir, LogPath: a.logPath(dw.InstanceID),
 	}
+	go func() {
+		proc, err := a.cfg.Runtime.Start(spec)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if err != nil {
+			a.closeMetadataLocked(w)
+			fail(err)
+			return
+		}
+		a.runningLocked(w, proc)
+		a.persistLocked()
+		a.wakeEnforcer() // a stop may have been asked meanwhile
+		a.log.Info("workload started", "instance", dw.InstanceID, "attempt", dw.Attempt, "gpus", len(dw.GPUs), "process", proc.ID())
+		a.pushNow()
+	}()
+}
+
+// runningLocked takes a started or re-adopted workload's process into
+// the agent's care: its metadata endpoint inside a container, the GPU
+// simulation, and the watch for its end.
+func (a *Agent) runningLocked(w *workload, proc Process) {
 	w.proc = proc
 	w.rec.ProcessID = proc.ID()
 	w.rec.StartTicks = StartTicks(proc)
+	if m, ok := proc.(interface{ MetadataListener() net.Listener }); ok && m.MetadataListener() != nil {
+		a.serveMetadataOnLocked(w, m.MetadataListener())
+	}
 	if obs, ok := a.cfg.GPUs.(WorkloadObserver); ok {
-		if pid, err := strconv.Atoi(proc.ID()); err == nil {
-			obs.WorkloadStarted(dw.GPUs, pid)
+		obs.WorkloadStarted(w.rec.GPUs, proc.PID())
+	}
+	go a.watch(w)
+}
+
+// slotOf is the node index of the first of uuids.
+func (a *Agent) slotOf(uuids []string) int {
+	for _, d := range a.devices {
+		if len(uuids) > 0 && d.UUID == uuids[0] {
+			return d.Index
 		}
 	}
-	a.log.Info("workload started", "instance", dw.InstanceID, "attempt", dw.Attempt, "gpus", len(dw.GPUs), "process", proc.ID())
-	go a.watch(w)
-	a.pushNow()
+	return 0
 }
 
 // safeName turns a checkpoint key into one directory name.
@@ -527,8 +568,12 @@ func (a *Agent) watch(w *workload) {
 	a.graceForStragglers(w)
 	_ = w.proc.Signal(syscall.SIGKILL) // stragglers in its process group
 	free := a.gpusFreeOf(w)
+	why := ""
+	if e, ok := w.proc.(interface{ ExitError() string }); ok {
+		why = e.ExitError()
+	}
 	a.mu.Lock()
-	w.exited, w.exitCode, w.endedAt, w.gpusFree = true, code, time.Now(), free
+	w.exited, w.exitCode, w.endedAt, w.gpusFree, w.errText = true, code, time.Now(), free, why
 	a.persistLocked()
 	a.mu.Unlock()
 	a.log.Info("workload ended", "instance", w.rec.InstanceID, "exit_code", fmtCode(code), "signal", w.signal, "gpus_free", free)
@@ -669,6 +714,21 @@ func (a *Agent) readopt() {
 	if _, err := readJSON(filepath.Join(a.cfg.StateDir, "workloads.json"), &recs); err != nil {
 		a.log.Error("read workload state; workloads cannot be re-adopted", "err", err)
 	}
+	// A container runtime also finds, by their labels, containers the
+	// state file missed (the agent died between starting one and writing
+	// it down).
+	if c, ok := a.cfg.Runtime.(*ContainerRuntime); ok {
+		known := map[int64]bool{}
+		for _, rec := range recs {
+			known[rec.InstanceID] = true
+		}
+		for _, rec := range c.Orphans(a.creds.NodeID) {
+			if !known[rec.InstanceID] {
+				known[rec.InstanceID] = true
+				recs = append(recs, rec)
+			}
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, rec := range recs {
@@ -680,27 +740,21 @@ func (a *Agent) readopt() {
 			w.signal = "SIGKILL"
 		}
 		a.workloads[rec.InstanceID] = w
-		proc, ok := a.cfg.Runtime.Adopt(rec.ProcessID, rec.StartTicks)
+		proc, ok := a.cfg.Runtime.Adopt(rec, a.creds.NodeID)
 		if !ok {
 			a.log.Info("workload ended while the agent was away", "instance", rec.InstanceID)
 			w.exited, w.endedAt, w.gpusFree = true, time.Now(), true
 			continue
 		}
-		w.proc = proc
-		if obs, ok := a.cfg.GPUs.(WorkloadObserver); ok {
-			if pid, err := strconv.Atoi(proc.ID()); err == nil {
-				obs.WorkloadStarted(rec.GPUs, pid)
-			}
-		}
-		// The workload's environment names its endpoint's address: serve
-		// it there again.
-		if rec.MetaAddr != "" {
+		// exec: the workload's environment names its endpoint's address;
+		// serve it there again.
+		if _, inContainer := a.cfg.Runtime.(*ContainerRuntime); !inContainer && rec.MetaAddr != "" {
 			if _, err := a.serveMetadataLocked(w, rec.MetaAddr); err != nil {
 				a.log.Warn("re-adopted workload's metadata endpoint is lost", "instance", rec.InstanceID, "addr", rec.MetaAddr, "err", err)
 			}
 		}
+		a.runningLocked(w, proc)
 		a.log.Info("re-adopted workload", "instance", rec.InstanceID, "process", rec.ProcessID)
-		go a.watch(w)
 	}
 	a.wakeEnforcer()
 }
@@ -729,9 +783,14 @@ func (a *Agent) serveMetadataLocked(w *workload, addr string) (string, error) {
 	}
 	w.rec.MetaAddr = l.Addr().String()
 	a.log.Info("metadata endpoint listening", "instance", w.rec.InstanceID, "addr", w.rec.MetaAddr)
+	a.serveMetadataOnLocked(w, l)
+	return "http://" + w.rec.MetaAddr, nil
+}
+
+// serveMetadataOnLocked answers the instance's metadata requests on l.
+func (a *Agent) serveMetadataOnLocked(w *workload, l net.Listener) {
 	w.metaSrv = &http.Server{Handler: a.meta.forInstance(w.rec.InstanceID), ReadHeaderTimeout: 5 * time.Second}
 	go func(srv *http.Server) { _ = srv.Serve(l) }(w.metaSrv)
-	return "http://" + w.rec.MetaAddr, nil
 }
 
 func (a *Agent) closeMetadataLocked(w *workload) {
@@ -739,6 +798,15 @@ func (a *Agent) closeMetadataLocked(w *workload) {
 		_ = w.metaSrv.Close()
 		w.metaSrv = nil
 	}
+}
+
+// logTail is the end of a workload's output, as the runtime wrote it.
+func (a *Agent) logTail(instanceID int64) string {
+	tail := tailFile(a.logPath(instanceID), 4096)
+	if d, ok := a.cfg.Runtime.(interface{ DecodeLog(string) string }); ok {
+		tail = d.DecodeLog(tail)
+	}
+	return tail
 }
 
 // NodeID is the id the portal gave this node (after Run has enrolled).

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -97,31 +96,6 @@ func TestMetadataEndpoint(t *testing.T) {
 	}
 }
 
-func TestDockerArgs(t *testing.T) {
-	args := DockerArgs("nvidia/cuda:12.4.1-base-ubuntu22.04", Spec{
-		InstanceID: 7, GPUs: []string{"GPU-a", "GPU-b"}, Command: "python train.py",
-		Env: []string{"PATH=/usr/bin", "CUDA_VISIBLE_DEVICES=GPU-a,GPU-b", "GPUPORTAL_INSTANCE_ID=7"}, CheckpointDir: "/ckpt/instance-7",
-	})
-	got := strings.Join(args, " ")
-	for _, want := range []string{
-		`run --detach --init --name gpuportal-7 --label gpuportal.instance=7`,
-		`--gpus "device=GPU-a,GPU-b"`,
-		`--volume /ckpt/instance-7:/ckpt/instance-7 --workdir /ckpt/instance-7`,
-		`--env CUDA_VISIBLE_DEVICES=GPU-a,GPU-b --env GPUPORTAL_INSTANCE_ID=7`,
-		`nvidia/cuda:12.4.1-base-ubuntu22.04 /bin/sh -c python train.py`,
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("argv %q lacks %q", got, want)
-		}
-	}
-	if strings.Contains(got, "PATH=") {
-		t.Errorf("argv passes the host PATH: %q", got)
-	}
-	if args[len(args)-1] != "python train.py" {
-		t.Errorf("the command must be one argument: %q", args[len(args)-1])
-	}
-}
-
 func TestBackoffGrowsWithJitterAndCaps(t *testing.T) {
 	b := backoff{min: 100 * time.Millisecond, max: 2 * time.Second}
 	prevMax := time.Duration(0)
@@ -153,11 +127,11 @@ func TestExecRuntimeAdopt(t *testing.T) {
 	if !ok {
 		t.Fatal("no start time")
 	}
-	p, ok := ExecRuntime{}.Adopt(pid, ticks)
+	p, ok := ExecRuntime{}.Adopt(workloadRecord{ProcessID: pid, StartTicks: ticks}, "n1")
 	if !ok || !p.Belongs(cmd.Process.Pid) {
 		t.Fatal("live workload not adopted")
 	}
-	if _, ok := (ExecRuntime{}).Adopt(pid, ticks+1); ok {
+	if _, ok := (ExecRuntime{}).Adopt(workloadRecord{ProcessID: pid, StartTicks: ticks + 1}, "n1"); ok {
 		t.Fatal("adopted a process with another start time")
 	}
 	_ = p.Signal(syscall.SIGKILL)

@@ -13,8 +13,12 @@ import (
 
 // Spec is what a runtime needs to start one instance's workload.
 type Spec struct {
+	Node          string // the node's id, for container labels
 	InstanceID    int64
+	Attempt       int
+	Lifecycle     string
 	GPUs          []string
+	Slot          int // the node index of its first GPU: unique among the node's running workloads
 	Command       string
 	Image         string   // image reference for container runtimes; "" = the runtime's default
 	Env           []string // KEY=value, the DESIGN §4 environment included
@@ -26,6 +30,8 @@ type Spec struct {
 type Process interface {
 	// ID identifies it across agent restarts (a pid, a container id).
 	ID() string
+	// PID is its first process on the host (a container's init).
+	PID() int
 	// Signal sends sig to the whole workload (its process group).
 	Signal(sig syscall.Signal) error
 	// Wait blocks until the workload has exited and returns its exit code
@@ -40,9 +46,9 @@ type Process interface {
 type Runtime interface {
 	Name() string
 	Start(spec Spec) (Process, error)
-	// Adopt finds a workload a previous agent started; ok is false when it
-	// no longer runs.
-	Adopt(id string, startTicks uint64) (p Process, ok bool)
+	// Adopt finds the workload of rec that a previous agent on node
+	// started; ok is false when it is gone.
+	Adopt(rec workloadRecord, node string) (p Process, ok bool)
 }
 
 // ExecRuntime runs each workload as `/bin/sh -c command` in a process group
@@ -103,12 +109,12 @@ func (r ExecRuntime) Start(spec Spec) (Process, error) {
 	return p, nil
 }
 
-func (ExecRuntime) Adopt(id string, startTicks uint64) (Process, bool) {
-	pid, err := strconv.Atoi(id)
+func (ExecRuntime) Adopt(rec workloadRecord, _ string) (Process, bool) {
+	pid, err := strconv.Atoi(rec.ProcessID)
 	if err != nil || pid <= 0 {
 		return nil, false
 	}
-	if ticks, ok := processStartTicks(pid); !ok || ticks != startTicks {
+	if ticks, ok := processStartTicks(pid); !ok || ticks != rec.StartTicks {
 		return nil, false // gone, or the pid now belongs to another process
 	}
 	p := &execProcess{pid: pid, done: make(chan struct{}), adopted: true}
@@ -139,6 +145,7 @@ type execProcess struct {
 }
 
 func (p *execProcess) ID() string { return strconv.Itoa(p.pid) }
+func (p *execProcess) PID() int   { return p.pid }
 
 func (p *execProcess) Signal(sig syscall.Signal) error {
 	err := syscall.Kill(-p.pid, sig) // the pid is also the process group id
@@ -193,10 +200,6 @@ func processStartTicks(pid int) (uint64, bool) {
 // StartTicks returns the start time of a started process (for the state
 // file), or 0 when it cannot be read.
 func StartTicks(p Process) uint64 {
-	pid, err := strconv.Atoi(p.ID())
-	if err != nil {
-		return 0
-	}
-	t, _ := processStartTicks(pid)
+	t, _ := processStartTicks(p.PID())
 	return t
 }

@@ -219,7 +219,9 @@ func startAgentProc(t testing.TB, portalURL, enrollToken, stateDir, checkpoints,
 func startAgentProcArgs(t testing.TB, portalURL, enrollToken, stateDir, checkpoints, backend, heartbeat, metrics string, extra ...string) *agentProc {
 	t.Helper()
 	args := []string{"--portal", portalURL, "--state-dir", stateDir, "--checkpoint-root", checkpoints, "--region", "cd-1",
-		"--nvml", backend, "--heartbeat", heartbeat, "--hostname", filepath.Base(stateDir), "--exec-allow-root"}
+		"--nvml", backend, "--heartbeat", heartbeat, "--hostname", filepath.Base(stateDir),
+		// exec unless the test asks for a container runtime (a later flag wins).
+		"--runtime", "exec", "--exec-allow-root"}
 	if metrics != "" {
 		args = append(args, "--metrics-addr", metrics)
 	}

@@ -163,3 +163,22 @@ func seedSpotRun(ctx context.Context, tx *sql.Tx, userID int64, model, region st
 	}
 	return nil
 }
+
+// EnsureDefaultImage puts im at the head of the image catalog — the image
+// instances get when they name none — unless the catalog has it already.
+// The demo uses it for the image it builds on the spot (its nodes cannot
+// pull the catalog's registry images).
+func (db *DB) EnsureDefaultImage(ctx context.Context, im gpuportal.Image) error {
+	if err := im.Validate(); err != nil {
+		return err
+	}
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM images WHERE id = ?`, im.ID).Scan(&n); err != nil || n > 0 {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO images (id, name, reference, description, position, created_at)
+			VALUES (?, ?, ?, ?, (SELECT coalesce(min(position), 1) - 1 FROM images), ?)`, im.ID, im.Name, im.Reference, im.Description, unix(db.now()))
+		return err
+	})
+}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	osuser "os/user"
 	"strconv"
 	"strings"
@@ -55,10 +56,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	checkpointRoot := fs.String("checkpoint-root", getenv("AGENT_CHECKPOINT_ROOT"), "where instances' checkpoint directories live (default <state-dir>/checkpoints; share it between nodes so auto-restarted instances find their checkpoints)")
 	region := fs.String("region", envOr(getenv, "AGENT_REGION", ""), "the node's region, e.g. cd-1 (must match the enrollment token)")
 	nvmlBackend := fs.String("nvml", "real", "GPU source: real, "+nvidia.MockDGXA100+" or "+nvidia.MockDGXH100)
-	runtimeName := fs.String("runtime", "exec", "workload runtime: exec or docker")
+	runtimeName := fs.String("runtime", envOr(getenv, "AGENT_RUNTIME", "podman"), "workload runtime: podman (rootful, the production default), docker, or exec (a trusted single-tenant node or a laptop demo only) (env AGENT_RUNTIME)")
+	ociRuntime := fs.String("oci-runtime", "runc", "with --runtime podman: the OCI runtime (runc; crun refuses hybrid cgroups)")
+	cdiKind := fs.String("cdi-kind", "nvidia.com/gpu", "containers: the CDI kind of GPU devices, named by UUID (the spec `nvidia-ctk cdi generate` writes)")
+	cdiSpecDir := fs.String("cdi-spec-dir", "/var/run/cdi", "with a mock: NVML backend and containers: where the simulated GPUs' CDI spec is written")
+	defaultImage := fs.String("default-image", "docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04", "containers: the image of instances launched without one (preloaded; nodes never pull)")
+	network := fs.String("workload-network", "none", "containers: none (no network but the metadata endpoint) or bridge (egress for operators who give it)")
+	uidBase := fs.Int("workload-uid-base", 20000, "containers: each workload runs as UID:GID base+index of its first GPU")
+	cpusPerGPU := fs.Float64("cpus-per-gpu", 0, "containers: CPUs per GPU of an instance (0: the node's CPUs ÷ its GPUs)")
+	memoryPerGPU := fs.String("memory-per-gpu", "", "containers: memory per GPU of an instance, e.g. 60g (default: 90% of the node's memory ÷ its GPUs)")
+	shmPerGPU := fs.String("shm-size", "", "containers: /dev/shm per GPU of an instance (default: a quarter of --memory-per-gpu)")
+	pidsPerGPU := fs.Int("pids-per-gpu", 4096, "containers: processes per GPU of an instance")
+	noFile := fs.Int("nofile", 0, "containers: open files per process (default: the agent's own hard limit, at most 1048576)")
 	execUser := fs.String("exec-user", "", "with --runtime exec: the user workloads run as (name or UID[:GID]; default the agent's own)")
 	execAllowRoot := fs.Bool("exec-allow-root", false, "with --runtime exec: allow workloads to run as root (a trusted single-tenant node or a laptop demo only)")
-	dockerImage := fs.String("docker-image", "nvidia/cuda:12.4.1-base-ubuntu22.04", "with --runtime docker: the image workloads run in")
 	metadataAddr := fs.String("metadata-addr", "127.0.0.1:0", "HOST:0 where each instance's own EC2-style metadata endpoint listens, on a port of its own (each bound address is logged)")
 	heartbeat := fs.Duration("heartbeat", 10*time.Second, "heartbeat interval")
 	metricsAddr := fs.String("metrics-addr", "", "listen address for Prometheus metrics (dcgm-exporter names); empty: none")
@@ -91,10 +102,31 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if rt, err = execRuntime(*execUser, *execAllowRoot, log); err != nil {
 			return err
 		}
-	case "docker":
-		rt = agent.DockerRuntime{Image: *dockerImage}
+	case "podman", "docker":
+		c := &agent.ContainerRuntime{CLI: *runtimeName, CDIKind: *cdiKind, DefaultImage: *defaultImage, Network: *network, UIDBase: *uidBase,
+			CPUsPerGPU: *cpusPerGPU, PidsPerGPU: *pidsPerGPU, NoFile: *noFile, Log: log}
+		if *runtimeName == "podman" {
+			c.OCIRuntime = *ociRuntime
+		}
+		if err := sizeContainers(c, len(gpus.Devices()), *memoryPerGPU, *shmPerGPU); err != nil {
+			return err
+		}
+		if err := c.CheckEngine(); err != nil {
+			return fmt.Errorf("--runtime %s: %w (install it, or run a trusted demo node with --runtime exec)", *runtimeName, err)
+		}
+		if *nvmlBackend != "real" {
+			path, err := agent.WriteMockCDISpec(*cdiSpecDir, *stateDir, *cdiKind, gpus.Devices())
+			if err != nil {
+				return fmt.Errorf("CDI spec of the simulated GPUs: %w", err)
+			}
+			log.Info("simulated GPUs' CDI spec written", "path", path)
+		}
+		c.OOMs = agent.WatchOOMKills(log)
+		log.Info("container runtime", "cli", c.CLI, "cpus_per_gpu", c.CPUsPerGPU, "memory_per_gpu", c.MemoryPerGPU, "shm_per_gpu", c.ShmPerGPU,
+			"pids_per_gpu", c.PidsPerGPU, "network", c.Network)
+		rt = c
 	default:
-		return fmt.Errorf("--runtime %q: want exec or docker", *runtimeName)
+		return fmt.Errorf("--runtime %q: want podman, docker or exec", *runtimeName)
 	}
 	a, err := agent.New(agent.Config{
 		Portal: *portal, EnrollToken: *enroll, StateDir: *stateDir, CheckpointRoot: *checkpointRoot,
@@ -158,4 +190,90 @@ func lookupUser(s string) (uid, gid int, err error) {
 		return 0, 0, fmt.Errorf("%q: negative ids", s)
 	}
 	return uid, gid, nil
+}
+
+// sizeContainers fills the per-GPU limits the flags left to the node's
+// size: its CPUs and 90 % of its memory shared out by GPU.
+func sizeContainers(c *agent.ContainerRuntime, gpus int, memory, shm string) error {
+	if c.Network != "none" && c.Network != "bridge" {
+		return fmt.Errorf("--workload-network %q: want none or bridge", c.Network)
+	}
+	gpus = max(gpus, 1)
+	if c.CPUsPerGPU < 0 {
+		return errors.New("--cpus-per-gpu must not be negative")
+	}
+	if c.CPUsPerGPU == 0 {
+		c.CPUsPerGPU = float64(runtime.NumCPU()) / float64(gpus)
+	}
+	var err error
+	if memory != "" {
+		if c.MemoryPerGPU, err = parseSize(memory); err != nil {
+			return fmt.Errorf("--memory-per-gpu: %w", err)
+		}
+	} else {
+		total, err := nodeMemory()
+		if err != nil {
+			return fmt.Errorf("the node's memory (pass --memory-per-gpu): %w", err)
+		}
+		c.MemoryPerGPU = total / 10 * 9 / int64(gpus)
+	}
+	if shm != "" {
+		if c.ShmPerGPU, err = parseSize(shm); err != nil {
+			return fmt.Errorf("--shm-size: %w", err)
+		}
+	} else {
+		c.ShmPerGPU = c.MemoryPerGPU / 4
+	}
+	if c.MemoryPerGPU < 6<<20 {
+		return errors.New("--memory-per-gpu: at least 6m")
+	}
+	if c.PidsPerGPU < 1 {
+		return errors.New("--pids-per-gpu: at least 1")
+	}
+	if c.NoFile <= 0 {
+		// Raising a limit needs CAP_SYS_RESOURCE, which a sandboxed agent
+		// may lack: stay within its own.
+		var lim syscall.Rlimit
+		c.NoFile = 1 << 20
+		if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Max < uint64(c.NoFile) {
+			c.NoFile = int(lim.Max)
+		}
+	}
+	return nil
+}
+
+// parseSize reads 512m, 8g, 1.5g, 1t or a number of bytes (binary units).
+func parseSize(s string) (int64, error) {
+	units := map[string]float64{"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
+	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	num, unit := t, ""
+	if i >= 0 {
+		num, unit = t[:i], t[i:]
+	}
+	mult, ok := units[unit]
+	n, err := strconv.ParseFloat(num, 64)
+	if !ok || err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q: want a size like 512m or 8g", s)
+	}
+	return int64(n * mult), nil
+}
+
+// nodeMemory is MemTotal of /proc/meminfo, in bytes.
+func nodeMemory() (int64, error) {
+	raw, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("no MemTotal in /proc/meminfo")
 }

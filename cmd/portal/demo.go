@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gpuportal"
+	"gpuportal/agent"
 	"gpuportal/store"
 )
 
@@ -61,6 +62,7 @@ func startDemoAgents(ctx context.Context, db *store.DB, portalURL, agentBin, dir
 	if err != nil {
 		return nil, err
 	}
+	runtimeArgs := demoRuntime(ctx, db, log)
 	var procs []*exec.Cmd
 	stop := func() {
 		for _, p := range procs {
@@ -75,9 +77,8 @@ func startDemoAgents(ctx context.Context, db *store.DB, portalURL, agentBin, dir
 			name := fmt.Sprintf("%s-%d", spec.prefix, i)
 			state := filepath.Join(dir, name)
 			args := []string{"--portal", portalURL, "--state-dir", state, "--checkpoint-root", filepath.Join(dir, "checkpoints"),
-				"--region", "cd-1", "--nvml", spec.backend, "--hostname", name + ".cd-1.demo",
-				// A laptop demo: the workloads may run as whoever runs it.
-				"--exec-allow-root"}
+				"--region", "cd-1", "--nvml", spec.backend, "--hostname", name + ".cd-1.demo"}
+			args = append(args, runtimeArgs...)
 			if _, err := os.Stat(filepath.Join(state, "node.json")); err != nil {
 				tok, err := db.CreateEnrollmentToken(ctx, nil, "cd-1")
 				if err != nil {
@@ -134,6 +135,33 @@ func startDemoAgents(ctx context.Context, db *store.DB, portalURL, agentBin, dir
 		}
 	}
 	return stop, nil
+}
+
+// The demo's own image: busybox, built on the spot (nothing is pulled).
+var demoImage = gpuportal.Image{ID: "demo-busybox", Name: "Demo shell (busybox)", Reference: "localhost/gpuportal-demo:busybox",
+	Description: "A small shell image the demo builds on this machine; real nodes preload the catalog's images."}
+
+// demoRuntime picks the demo agents' runtime: podman containers where
+// podman is installed, the demo runs as root and a static busybox can make
+// an image; else exec, which the agents warn about (a laptop demo, where
+// workloads may run as whoever runs it).
+func demoRuntime(ctx context.Context, db *store.DB, log *slog.Logger) []string {
+	execArgs := []string{"--runtime", "exec", "--exec-allow-root"}
+	busybox, ok := agent.StaticBusybox()
+	if _, err := exec.LookPath("podman"); err != nil || os.Geteuid() != 0 || !ok {
+		log.Info("demo nodes run workloads with --runtime exec (containers need podman, root and a static busybox)")
+		return execArgs
+	}
+	if err := agent.ImportBusyboxImage("podman", demoImage.Reference, busybox, nil); err != nil {
+		log.Warn("cannot build the demo image; demo nodes run workloads with --runtime exec", "err", err)
+		return execArgs
+	}
+	if err := db.EnsureDefaultImage(ctx, demoImage); err != nil {
+		log.Warn("cannot add the demo image to the catalog; demo nodes run workloads with --runtime exec", "err", err)
+		return execArgs
+	}
+	log.Info("demo nodes run workloads in podman containers", "image", demoImage.Reference)
+	return []string{"--runtime", "podman", "--default-image", demoImage.Reference}
 }
 
 // seedDemo makes sure the demo accounts exist and prints the logins.

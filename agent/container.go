@@ -1,0 +1,526 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Inside a container the workload finds its metadata endpoint and its
+// checkpoint directory at the same places on every node.
+const (
+	ContainerMetadataAddr  = "127.0.0.1:80"
+	ContainerCheckpointDir = "/checkpoint"
+)
+
+// ContainerRuntime runs each workload in a container of its own through
+// the podman CLI (rootful, with the runc OCI runtime) or, where the two
+// CLIs agree, docker's. The CLI rather than podman's Docker-compatible
+// API: podman has no daemon to talk to (the API would be one more service
+// to run on every node), every command used here exists in both CLIs with
+// JSON output, and containers started this way are children of podman's
+// conmon, not of the agent, so they outlive an agent restart.
+//
+// Each container gets: the image the customer chose (never pulled: the
+// node operator preloads images), a user of its own (UIDBase + the index
+// of its first GPU, unique on the node while it runs), exactly its GPUs
+// as CDI devices, CPU, memory, pids and /dev/shm limits in proportion to
+// its GPUs, no capabilities, its own network namespace (no network unless
+// Network is "bridge") with its metadata endpoint listening inside it, and
+// its checkpoint directory at /checkpoint — nothing else of the host.
+type ContainerRuntime struct {
+	CLI          string // "podman" or "docker"
+	OCIRuntime   string // podman's --runtime (runc here: crun refuses hybrid cgroups); "" for the default
+	CDIKind      string // e.g. nvidia.com/gpu
+	DefaultImage string // for instances launched before the image catalog
+	Network      string // none or bridge
+	UIDBase      int
+
+	// Limits per GPU of the instance.
+	CPUsPerGPU   float64
+	MemoryPerGPU int64 // bytes; swap is not allowed on top
+	ShmPerGPU    int64 // bytes
+	PidsPerGPU   int
+	NoFile       int // open files per process
+
+	Log  *slog.Logger
+	OOMs *OOMWatcher // nil: rely on the engine's own OOMKilled flag
+}
+
+// Container labels: what a restarted agent needs to re-adopt a container
+// its state file does not list.
+const (
+	labelNode       = "gpuportal.node"
+	labelInstance   = "gpuportal.instance"
+	labelAttempt    = "gpuportal.attempt"
+	labelLifecycle  = "gpuportal.lifecycle"
+	labelGPUs       = "gpuportal.gpus"
+	labelCheckpoint = "gpuportal.checkpoint"
+)
+
+func (r *ContainerRuntime) Name() string { return r.CLI }
+
+func (r *ContainerRuntime) containerName(spec Spec) string {
+	return fmt.Sprintf("gpuportal-%s-%d-%d", spec.Node, spec.InstanceID, spec.Attempt)
+}
+
+// CreateArgs is the `create` command line for a workload.
+func (r *ContainerRuntime) CreateArgs(spec Spec) []string {
+	n := max(len(spec.GPUs), 1)
+	uid := strconv.Itoa(r.UIDBase + spec.Slot)
+	image := spec.Image
+	if image == "" {
+		image = r.DefaultImage
+	}
+	mem := r.MemoryPerGPU * int64(n)
+	pids := r.PidsPerGPU * n
+	args := []string{"create"}
+	if r.CLI == "podman" && r.OCIRuntime != "" {
+		args = append(args, "--runtime", r.OCIRuntime)
+	}
+	args = append(args,
+		"--name", r.containerName(spec),
+		"--hostname", fmt.Sprintf("instance-%d", spec.InstanceID),
+		"--label", labelNode+"="+spec.Node,
+		"--label", labelInstance+"="+strconv.FormatInt(spec.InstanceID, 10),
+		"--label", labelAttempt+"="+strconv.Itoa(spec.Attempt),
+		"--label", labelLifecycle+"="+spec.Lifecycle,
+		"--label", labelGPUs+"="+strings.Join(spec.GPUs, ","),
+		"--label", labelCheckpoint+"="+spec.CheckpointDir,
+		"--pull", "never",
+		"--user", uid+":"+uid,
+		"--network", r.Network,
+		"--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges",
+		"--cpus", strconv.FormatFloat(r.CPUsPerGPU*float64(n), 'f', 2, 64),
+		"--memory", strconv.FormatInt(mem, 10),
+		"--memory-swap", strconv.FormatInt(mem, 10),
+		"--pids-limit", strconv.Itoa(pids),
+		"--shm-size", strconv.FormatInt(r.ShmPerGPU*int64(n), 10),
+		// Explicit: the engines' defaults raise limits, which needs
+		// CAP_SYS_RESOURCE. nproc counts per UID, which is the
+		// container's own.
+		"--ulimit", fmt.Sprintf("nofile=%d:%d", r.NoFile, r.NoFile),
+		"--ulimit", fmt.Sprintf("nproc=%d:%d", pids, pids),
+		"--volume", spec.CheckpointDir+":"+ContainerCheckpointDir+":rw",
+		"--workdir", ContainerCheckpointDir,
+	)
+	if r.CLI == "podman" {
+		// conmon writes the output where the agent keeps every log.
+		args = append(args, "--log-driver", "k8s-file", "--log-opt", "path="+spec.LogPath)
+	} else {
+		args = append(args, "--log-driver", "json-file")
+	}
+	for _, g := range spec.GPUs {
+		args = append(args, "--device", r.CDIKind+"="+g)
+	}
+	for _, kv := range spec.Env {
+		if strings.HasPrefix(kv, "PATH=") {
+			continue // the image's own
+		}
+		args = append(args, "--env", kv)
+	}
+	return append(args, image, "/bin/sh", "-c", spec.Command)
+}
+
+func (r *ContainerRuntime) cli(args ...string) (string, error) {
+	var stderr strings.Builder
+	cmd := exec.Command(r.CLI, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return "", fmt.Errorf("%s %s: %s", r.CLI, args[0], msg)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Start creates the container, opens its metadata endpoint inside its
+// network namespace, and only then starts the workload, so that its first
+// request finds the endpoint there.
+func (r *ContainerRuntime) Start(spec Spec) (Process, error) {
+	if err := chownTree(spec.CheckpointDir, r.UIDBase+spec.Slot); err != nil {
+		return nil, fmt.Errorf("checkpoint directory: %w", err)
+	}
+	name := r.containerName(spec)
+	_, _ = r.cli("rm", "--force", name) // a leftover of a start the agent did not finish
+	id, err := r.cli(r.CreateArgs(spec)...)
+	if err != nil {
+		return nil, r.explain(err, spec)
+	}
+	fail := func(err error) (Process, error) {
+		_, _ = r.cli("rm", "--force", id)
+		return nil, err
+	}
+	var meta net.Listener
+	if r.CLI == "podman" {
+		// podman init sets the container up (namespaces, cgroup) without
+		// running its command.
+		if _, err := r.cli("init", id); err != nil {
+			return fail(err)
+		}
+		st, err := r.inspect(id)
+		if err != nil {
+			return fail(err)
+		}
+		if meta, err = listenInNetns(st.Pid, ContainerMetadataAddr); err != nil {
+			return fail(fmt.Errorf("metadata endpoint in the container: %w", err))
+		}
+	}
+	if _, err := r.cli("start", id); err != nil {
+		if meta != nil {
+			meta.Close()
+		}
+		return fail(err)
+	}
+	st, err := r.inspect(id)
+	if err != nil {
+		return fail(err)
+	}
+	if meta == nil {
+		// docker has no `init`: the endpoint opens just after the start
+		// (a workload's very first request may have to retry, as the AWS
+		// SDKs do).
+		if meta, err = listenInNetns(st.Pid, ContainerMetadataAddr); err != nil {
+			return fail(fmt.Errorf("metadata endpoint in the container: %w", err))
+		}
+		if st.LogPath != "" {
+			_ = os.Remove(spec.LogPath)
+			_ = os.Symlink(st.LogPath, spec.LogPath)
+		}
+	}
+	return r.track(id, st, meta), nil
+}
+
+// explain turns the engine's complaint about a missing image into a line
+// the customer can act on.
+func (r *ContainerRuntime) explain(err error, spec Spec) error {
+	msg := err.Error()
+	if strings.Contains(msg, "pull policy") || strings.Contains(msg, "No such image") || strings.Contains(msg, "image not known") {
+		image := spec.Image
+		if image == "" {
+			image = r.DefaultImage
+		}
+		return fmt.Errorf("image %s is not on this node (nodes never pull; the operator preloads the catalog's images)", image)
+	}
+	return err
+}
+
+// containerState is the part of `inspect` the agent reads.
+type containerState struct {
+	ID      string
+	Pid     int
+	Running bool
+	Exit    int
+	OOM     bool
+	LogPath string
+	Labels  map[string]string
+	Created time.Time
+}
+
+func (r *ContainerRuntime) inspect(id string) (containerState, error) {
+	out, err := r.cli("inspect", "--type", "container", id)
+	if err != nil {
+		return containerState{}, err
+	}
+	var raw []struct {
+		ID      string    `json:"Id"`
+		Created time.Time `json:"Created"`
+		LogPath string    `json:"LogPath"`
+		State   struct {
+			Running   bool `json:"Running"`
+			Pid       int  `json:"Pid"`
+			ExitCode  int  `json:"ExitCode"`
+			OOMKilled bool `json:"OOMKilled"`
+		} `json:"State"`
+		Config struct {
+			Labels map[string]string `json:"Labels"`
+		} `json:"Config"`
+	}
+	if err := json.Unmarshal([]byte(out), &raw); err != nil || len(raw) != 1 {
+		return containerState{}, fmt.Errorf("%s inspect %s: unexpected answer", r.CLI, id)
+	}
+	c := raw[0]
+	return containerState{ID: c.ID, Pid: c.State.Pid, Running: c.State.Running, Exit: c.State.ExitCode, OOM: c.State.OOMKilled,
+		LogPath: c.LogPath, Labels: c.Config.Labels, Created: c.Created}, nil
+}
+
+// Adopt finds the container of a workload a previous agent started, by
+// its labels. One that ended meanwhile is adopted too, so its real exit
+// code (and an out-of-memory end) is reported.
+func (r *ContainerRuntime) Adopt(rec workloadRecord, node string) (Process, bool) {
+	id, err := r.cli("ps", "--all", "--quiet", "--no-trunc",
+		"--filter", "label="+labelNode+"="+node,
+		"--filter", "label="+labelInstance+"="+strconv.FormatInt(rec.InstanceID, 10),
+		"--filter", "label="+labelAttempt+"="+strconv.Itoa(rec.Attempt))
+	if err != nil || id == "" {
+		return nil, false
+	}
+	id, _, _ = strings.Cut(id, "\n")
+	st, err := r.inspect(id)
+	if err != nil {
+		return nil, false
+	}
+	var meta net.Listener
+	if st.Running {
+		if meta, err = listenInNetns(st.Pid, ContainerMetadataAddr); err != nil {
+			r.Log.Warn("re-adopted container's metadata endpoint is lost", "instance", rec.InstanceID, "err", err)
+		}
+	}
+	return r.track(id, st, meta), true
+}
+
+// Orphans lists the containers of this node that its state file may not
+// know (the agent died between starting one and writing it down), as
+// records rebuilt from their labels.
+func (r *ContainerRuntime) Orphans(node string) []workloadRecord {
+	out, err := r.cli("ps", "--all", "--quiet", "--no-trunc", "--filter", "label="+labelNode+"="+node)
+	if err != nil {
+		r.Log.Warn("cannot list this node's containers", "err", err)
+		return nil
+	}
+	var recs []workloadRecord
+	for _, id := range strings.Fields(out) {
+		st, err := r.inspect(id)
+		if err != nil {
+			continue
+		}
+		l := st.Labels
+		inst, err1 := strconv.ParseInt(l[labelInstance], 10, 64)
+		attempt, err2 := strconv.Atoi(l[labelAttempt])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		recs = append(recs, workloadRecord{InstanceID: inst, Attempt: attempt, Lifecycle: l[labelLifecycle],
+			GPUs: strings.Split(l[labelGPUs], ","), CheckpointDir: l[labelCheckpoint], ProcessID: st.ID, StartedAt: st.Created})
+	}
+	return recs
+}
+
+func (r *ContainerRuntime) track(id string, st containerState, meta net.Listener) *containerProcess {
+	c := &containerProcess{rt: r, id: id, pid: st.Pid, meta: meta, done: make(chan struct{}),
+		gpus: max(len(strings.Split(st.Labels[labelGPUs], ",")), 1)}
+	if st.Running {
+		c.pidNS, _ = os.Readlink("/proc/" + strconv.Itoa(st.Pid) + "/ns/pid")
+	}
+	go c.watch(st)
+	return c
+}
+
+// DecodeLog turns the engine's log file into the workload's output.
+func (r *ContainerRuntime) DecodeLog(raw string) string {
+	if r.CLI == "podman" {
+		return decodeK8sFileLog(raw)
+	}
+	return decodeJSONFileLog(raw)
+}
+
+// containerProcess is one running (or just ended) container.
+type containerProcess struct {
+	rt    *ContainerRuntime
+	id    string
+	pid   int    // its init on the host
+	pidNS string // "pid:[N]": every process of the container is in it
+	meta  net.Listener
+	gpus  int
+
+	done chan struct{}
+	code *int
+	oom  bool
+}
+
+func (c *containerProcess) ID() string                     { return c.id }
+func (c *containerProcess) PID() int                       { return c.pid }
+func (c *containerProcess) MetadataListener() net.Listener { return c.meta }
+
+// Signal sends sig to every process of the container. The engines' own
+// `kill` reaches only its PID 1, which — a shell running the customer's
+// command, say — ignores SIGTERM as the init of a PID namespace; the
+// program that should checkpoint is one of its children.
+func (c *containerProcess) Signal(sig syscall.Signal) error {
+	if c.pidNS == "" {
+		return nil
+	}
+	for _, pid := range pidsInNamespace(c.pidNS) {
+		_ = syscall.Kill(pid, sig)
+	}
+	return nil
+}
+
+func (c *containerProcess) Wait() *int {
+	<-c.done
+	return c.code
+}
+
+// Belongs: every process of the container is in its PID namespace.
+func (c *containerProcess) Belongs(pid int) bool {
+	if c.pidNS == "" {
+		return false
+	}
+	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	return err == nil && ns == c.pidNS
+}
+
+// ExitError says why a container ended abnormally: out of memory.
+func (c *containerProcess) ExitError() string {
+	<-c.done
+	if !c.oom {
+		return ""
+	}
+	return fmt.Sprintf("out of memory: the instance used all of its %s of memory and was killed", formatBytes(c.rt.MemoryPerGPU*int64(c.gpus)))
+}
+
+// watch waits for the container's init to exit (the PID namespace ends
+// with it, taking every process of the container along), then reads the
+// exit code and removes the container.
+func (c *containerProcess) watch(st containerState) {
+	defer close(c.done)
+	if st.Running {
+		ticks, _ := processStartTicks(c.pid)
+		for {
+			if t, ok := processStartTicks(c.pid); !ok || t != ticks {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if c.meta != nil {
+			c.meta.Close()
+		}
+	}
+	if out, err := c.rt.cli("wait", c.id); err == nil {
+		if code, err := strconv.Atoi(strings.TrimSpace(out)); err == nil {
+			c.code = &code
+		}
+	} else if !st.Running {
+		c.code = &st.Exit
+	}
+	if end, err := c.rt.inspect(c.id); err == nil {
+		c.oom = end.OOM
+	}
+	if c.rt.OOMs != nil {
+		// The kernel's report may lag the death it caused by a moment.
+		var lag time.Duration
+		if !c.oom && c.code != nil && *c.code == 128+int(syscall.SIGKILL) {
+			lag = 500 * time.Millisecond
+		}
+		hit := c.rt.OOMs.WaitFor(c.id, lag)
+		c.oom = c.oom || (hit && c.code != nil && *c.code != 0)
+	}
+	if _, err := c.rt.cli("rm", "--force", c.id); err != nil {
+		c.rt.Log.Warn("cannot remove ended container", "container", c.id, "err", err)
+	}
+}
+
+// pidsInNamespace lists the host PIDs of the processes in PID namespace ns.
+func pidsInNamespace(ns string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if link, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "pid")); err == nil && link == ns {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// decodeK8sFileLog strips podman's k8s-file framing ("TIME STREAM F|P
+// text", P marking a line continued in the next record).
+func decodeK8sFileLog(raw string) string {
+	var b strings.Builder
+	for line := range strings.SplitSeq(raw, "\n") {
+		if line == "" {
+			continue
+		}
+		parts := strings.SplitN(line, " ", 4)
+		if len(parts) < 3 {
+			continue
+		}
+		text := ""
+		if len(parts) == 4 {
+			text = parts[3]
+		}
+		b.WriteString(text)
+		if parts[2] != "P" {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// decodeJSONFileLog reads docker's json-file log: one {"log": …} per line.
+func decodeJSONFileLog(raw string) string {
+	var b strings.Builder
+	for line := range strings.SplitSeq(raw, "\n") {
+		var rec struct {
+			Log string `json:"log"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil {
+			b.WriteString(rec.Log)
+		}
+	}
+	return b.String()
+}
+
+func formatBytes(n int64) string {
+	const gib, mib = 1 << 30, 1 << 20
+	switch {
+	case n >= gib && n%gib == 0:
+		return fmt.Sprintf("%d GiB", n/gib)
+	case n >= gib:
+		return fmt.Sprintf("%.1f GiB", float64(n)/gib)
+	default:
+		return fmt.Sprintf("%d MiB", n/mib)
+	}
+}
+
+// ErrNoContainerEngine is returned when the CLI is not installed.
+var ErrNoContainerEngine = errors.New("container engine not found")
+
+// CheckEngine verifies the CLI runs, for a clear message at agent start.
+func (r *ContainerRuntime) CheckEngine() error {
+	if _, err := exec.LookPath(r.CLI); err != nil {
+		return fmt.Errorf("%w: %s is not installed", ErrNoContainerEngine, r.CLI)
+	}
+	if _, err := r.cli("version", "--format", "json"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// chownTree gives a checkpoint directory and what is in it to the
+// container's user: an earlier attempt, on another node or another GPU,
+// ran as another UID.
+func chownTree(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid && int(st.Gid) == uid {
+			return nil
+		}
+		return os.Lchown(path, uid, uid)
+	})
+}

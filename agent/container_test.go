@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The create command gives the container exactly its GPUs, limits in
+// proportion to them, a user of its own, no network, no capabilities and
+// its checkpoint directory — and never pulls.
+func TestContainerCreateArgs(t *testing.T) {
+	r := &ContainerRuntime{CLI: "podman", OCIRuntime: "runc", CDIKind: "nvidia.com/gpu", DefaultImage: "cuda:base", Network: "none", UIDBase: 20000,
+		CPUsPerGPU: 2.5, MemoryPerGPU: 8 << 30, ShmPerGPU: 1 << 30, PidsPerGPU: 1000, NoFile: 4096}
+	args := r.CreateArgs(Spec{
+		Node: "n-1", InstanceID: 7, Attempt: 2, Lifecycle: "spot", GPUs: []string{"GPU-a", "GPU-b"}, Slot: 3,
+		Command: "python train.py", Image: "pytorch:2.5", CheckpointDir: "/ckpt/instance-7", LogPath: "/state/logs/instance-7.log",
+		Env: []string{"PATH=/usr/bin", "CUDA_VISIBLE_DEVICES=GPU-a,GPU-b", "GPUPORTAL_INSTANCE_ID=7"},
+	})
+	got := strings.Join(args, " ")
+	for _, want := range []string{
+		"create --runtime runc --name gpuportal-n-1-7-2",
+		"--label gpuportal.node=n-1 --label gpuportal.instance=7 --label gpuportal.attempt=2 --label gpuportal.lifecycle=spot --label gpuportal.gpus=GPU-a,GPU-b --label gpuportal.checkpoint=/ckpt/instance-7",
+		"--pull never --user 20003:20003 --network none --cap-drop ALL --security-opt no-new-privileges",
+		"--cpus 5.00 --memory 17179869184 --memory-swap 17179869184 --pids-limit 2000 --shm-size 2147483648",
+		"--ulimit nofile=4096:4096 --ulimit nproc=2000:2000",
+		"--volume /ckpt/instance-7:/checkpoint:rw --workdir /checkpoint",
+		"--log-driver k8s-file --log-opt path=/state/logs/instance-7.log",
+		"--device nvidia.com/gpu=GPU-a --device nvidia.com/gpu=GPU-b",
+		"--env CUDA_VISIBLE_DEVICES=GPU-a,GPU-b --env GPUPORTAL_INSTANCE_ID=7",
+		"pytorch:2.5 /bin/sh -c python train.py",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("argv lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "PATH=") {
+		t.Errorf("argv passes the host PATH: %q", got)
+	}
+	if args[len(args)-1] != "python train.py" {
+		t.Errorf("the command must be one argument: %q", args[len(args)-1])
+	}
+	// Before the catalog an instance had no image: the node's default.
+	if old := r.CreateArgs(Spec{Node: "n-1", InstanceID: 8, GPUs: []string{"GPU-c"}, Command: "true"}); !slices.Contains(old, "cuda:base") {
+		t.Errorf("no default image: %q", old)
+	}
+	docker := &ContainerRuntime{CLI: "docker", OCIRuntime: "runc", CDIKind: "nvidia.com/gpu", Network: "bridge", NoFile: 1024, PidsPerGPU: 10}
+	if d := strings.Join(docker.CreateArgs(Spec{InstanceID: 9, GPUs: []string{"GPU-d"}, Command: "true"}), " "); strings.Contains(d, "--runtime") || strings.Contains(d, "k8s-file") || !strings.Contains(d, "--network bridge") {
+		t.Errorf("docker argv: %s", d)
+	}
+}
+
+func TestContainerLogDecoding(t *testing.T) {
+	k8s := "2026-12-01T02:18:00.1+00:00 stdout F step 1\n" +
+		"2026-12-01T02:18:00.2+00:00 stderr P half a \n" +
+		"2026-12-01T02:18:00.3+00:00 stderr F line\n" +
+		"2026-12-01T02:18:00.4+00:00 stdout F \n"
+	if got, want := decodeK8sFileLog(k8s), "step 1\nhalf a line\n\n"; got != want {
+		t.Errorf("k8s-file: %q, want %q", got, want)
+	}
+	js := `{"log":"step 1\n","stream":"stdout","time":"2026-12-01T02:18:00Z"}` + "\n" + `{"log":"步骤 2\n","stream":"stderr"}` + "\n"
+	if got, want := decodeJSONFileLog(js), "step 1\n步骤 2\n"; got != want {
+		t.Errorf("json-file: %q, want %q", got, want)
+	}
+}
+
+// The kernel's OOM report names the victim's cgroup, and with it the
+// container; other kernel lines and other containers do not count.
+func TestOOMWatcherReadsTheKernelReport(t *testing.T) {
+	w := newOOMWatcher()
+	id := strings.Repeat("9b", 32)
+	other := strings.Repeat("ab", 32)
+	w.record("6,1234,235599395,-;Memory cgroup out of memory: Killed process 6638 (sh)")
+	w.record("6,1233,235599394,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=libpod-" + id + ",mems_allowed=0,oom_memcg=/gpuportal/libpod-" + id + ",task_memcg=/libpod_parent/libpod-" + id + ",task=sh,pid=6638,uid=20000")
+	if w.WaitFor(other, 0) {
+		t.Error("another container counted as out of memory")
+	}
+	if !w.WaitFor(id, 0) {
+		t.Error("the OOM kill was not seen")
+	}
+	if w.WaitFor(id, 0) {
+		t.Error("a report counts once")
+	}
+	// A report that arrives while the agent waits still counts.
+	go func() { time.Sleep(20 * time.Millisecond); w.record("oom-kill:task_memcg=/machine.slice/libpod-" + other + ".scope,task=python") }()
+	if !w.WaitFor(other, 2*time.Second) {
+		t.Error("a late report was missed")
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{64 << 20: "64 MiB", 8 << 30: "8 GiB", 3 << 29: "1.5 GiB"} {
+		if got := formatBytes(n); got != want {
+			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
