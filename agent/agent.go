@@ -77,7 +77,7 @@ type workload struct {
 	endedAt  time.Time
 	signal   string
 	gpusFree bool
-	errText  string // why it could not start, or ended abnormally (out of memory)
+	errText  string       // why it could not start, or ended abnormally (out of memory)
 	metaSrv  *http.Server // this instance's metadata endpoint
 }
 

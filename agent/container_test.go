@@ -83,7 +83,10 @@ func TestOOMWatcherReadsTheKernelReport(t *testing.T) {
 		t.Error("a report counts once")
 	}
 	// A report that arrives while the agent waits still counts.
-	go func() { time.Sleep(20 * time.Millisecond); w.record("oom-kill:task_memcg=/machine.slice/libpod-" + other + ".scope,task=python") }()
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		w.record("oom-kill:task_memcg=/machine.slice/libpod-" + other + ".scope,task=python")
+	}()
 	if !w.WaitFor(other, 2*time.Second) {
 		t.Error("a late report was missed")
 	}
