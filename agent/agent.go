@@ -95,6 +95,13 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.CheckpointRoot == "" {
 		cfg.CheckpointRoot = filepath.Join(cfg.StateDir, "checkpoints")
 	}
+	var err error
+	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
+		return nil, err
+	}
+	if cfg.CheckpointRoot, err = filepath.Abs(cfg.CheckpointRoot); err != nil {
+		return nil, err
+	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 10 * time.Second
 	}

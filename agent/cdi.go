@@ -61,6 +61,7 @@ func WriteMockCDISpec(specDir, stateDir, kind string, devices []Device) (string,
 		return "", err
 	}
 	path := MockCDISpecPath(specDir, stateDir)
+	removeStaleMockSpecs(specDir, path, devices)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
 		return "", err
@@ -74,4 +75,35 @@ func WriteMockCDISpec(specDir, stateDir, kind string, devices []Device) (string,
 func MockCDISpecPath(specDir, stateDir string) string {
 	sum := sha256.Sum256([]byte(stateDir))
 	return filepath.Join(specDir, "gpuportal-mock-"+hex.EncodeToString(sum[:6])+".json")
+}
+
+// removeStaleMockSpecs deletes other mock specs that name this node's
+// GPUs (the node's state dir was moved): CDI refuses a device that two
+// specs define.
+func removeStaleMockSpecs(specDir, keep string, devices []Device) {
+	ours := map[string]bool{}
+	for _, d := range devices {
+		ours[d.UUID] = true
+	}
+	paths, _ := filepath.Glob(filepath.Join(specDir, "gpuportal-mock-*.json"))
+	for _, p := range paths {
+		if p == keep {
+			continue
+		}
+		var spec struct {
+			Devices []struct {
+				Name string `json:"name"`
+			} `json:"devices"`
+		}
+		raw, err := os.ReadFile(p)
+		if err != nil || json.Unmarshal(raw, &spec) != nil {
+			continue
+		}
+		for _, d := range spec.Devices {
+			if ours[d.Name] {
+				_ = os.Remove(p)
+				break
+			}
+		}
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Inside a container the workload finds its metadata endpoint and its
@@ -388,13 +390,7 @@ func (c *containerProcess) ExitError() string {
 func (c *containerProcess) watch(st containerState) {
 	defer close(c.done)
 	if st.Running {
-		ticks, _ := processStartTicks(c.pid)
-		for {
-			if t, ok := processStartTicks(c.pid); !ok || t != ticks {
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		waitForExit(c.pid)
 		if c.meta != nil {
 			c.meta.Close()
 		}
@@ -523,4 +519,38 @@ func chownTree(dir string, uid int) error {
 		}
 		return os.Lchown(path, uid, uid)
 	})
+}
+
+// waitForExit returns once process pid (not a child of the agent: the
+// engine's conmon is its parent) has exited. It waits on a pidfd through
+// Go's poller, which costs nothing while the container runs; where pidfds
+// are missing (Linux before 5.3) it polls.
+func waitForExit(pid int) {
+	ticks, ok := processStartTicks(pid)
+	if !ok {
+		return
+	}
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err == nil {
+		f := os.NewFile(uintptr(fd), "pidfd")
+		defer f.Close()
+		// The pid is pinned now: is it still the container's process?
+		if t, ok := processStartTicks(pid); !ok || t != ticks {
+			return
+		}
+		if rc, err := f.SyscallConn(); err == nil {
+			// A pidfd turns readable when its process exits: the first
+			// call asks the poller to wait for that, the second ends it.
+			waited := false
+			if rc.Read(func(uintptr) bool { done := waited; waited = true; return done }) == nil {
+				return
+			}
+		}
+	}
+	for {
+		if t, ok := processStartTicks(pid); !ok || t != ticks {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -1,7 +1,11 @@
 package agent
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
+	"syscall"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +101,48 @@ func TestFormatBytes(t *testing.T) {
 		if got := formatBytes(n); got != want {
 			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// The simulated GPUs' CDI spec names each GPU by UUID with a device node
+// per GPU; a stale spec naming the same GPUs (the state dir moved) goes.
+func TestMockCDISpec(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: device nodes need root")
+	}
+	specDir, state := t.TempDir(), t.TempDir()
+	devs := []Device{{UUID: "GPU-a", Index: 0}, {UUID: "GPU-b", Index: 1}}
+	stale := filepath.Join(specDir, "gpuportal-mock-000000000000.json")
+	other := filepath.Join(specDir, "gpuportal-mock-111111111111.json")
+	os.WriteFile(stale, []byte(`{"devices":[{"name":"GPU-b"}]}`), 0o644)
+	os.WriteFile(other, []byte(`{"devices":[{"name":"GPU-z"}]}`), 0o644)
+	path, err := WriteMockCDISpec(specDir, state, "nvidia.com/gpu", devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec struct {
+		CDIVersion, Kind string
+		Devices          []struct {
+			Name           string
+			ContainerEdits struct{ DeviceNodes []struct{ Path, HostPath string } }
+		}
+	}
+	raw, _ := os.ReadFile(path)
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.Kind != "nvidia.com/gpu" || len(spec.Devices) != 2 || spec.Devices[1].Name != "GPU-b" ||
+		spec.Devices[1].ContainerEdits.DeviceNodes[0].Path != "/dev/nvidia1" {
+		t.Fatalf("spec: %s", raw)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(spec.Devices[1].ContainerEdits.DeviceNodes[0].HostPath, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFCHR {
+		t.Fatalf("device node: %v %o", err, st.Mode)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("the stale spec naming this node's GPUs is still there")
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Error("another node's spec was removed")
 	}
 }

@@ -30,7 +30,7 @@ var (
 
 // needPodman skips (or, in CI, fails) without podman, runc, root and a
 // static busybox, and builds the test image once.
-func needPodman(t *testing.T) {
+func needPodman(t testing.TB) {
 	t.Helper()
 	missing := ""
 	if os.Geteuid() != 0 {
@@ -67,7 +67,7 @@ type podmanNode struct {
 
 // startPodmanAgent enrols an agent with --runtime podman; its containers
 // and its simulated GPUs' CDI spec are removed when the test ends.
-func startPodmanAgent(t *testing.T, p *portal, state, ckpt string, extra ...string) *podmanNode {
+func startPodmanAgent(t testing.TB, p *portal, state, ckpt string, extra ...string) *podmanNode {
 	t.Helper()
 	var out struct{ Token string }
 	if st := p.api("POST", "/api/v1/admin/enrollment-tokens", p.admin, `{"region":"cd-1"}`, &out); st != 201 {
@@ -88,7 +88,7 @@ func startPodmanAgent(t *testing.T, p *portal, state, ckpt string, extra ...stri
 
 // addTestImage puts the test image first in the catalog's use: launches
 // name it explicitly.
-func addTestImage(t *testing.T, p *portal) {
+func addTestImage(t testing.TB, p *portal) {
 	t.Helper()
 	body := `{"id":"e2e-busybox","name":"e2e busybox","reference":"` + podmanTestImage + `"}`
 	if st := p.api("POST", "/api/v1/admin/images", p.admin, body, nil); st != 201 {
@@ -96,7 +96,7 @@ func addTestImage(t *testing.T, p *portal) {
 	}
 }
 
-func launchIn(t *testing.T, p *portal, count int, command string, autoRestart bool) gpuportal.Instance {
+func launchIn(t testing.TB, p *portal, count int, command string, autoRestart bool) gpuportal.Instance {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"kind": "spot", "model": "a100-80g", "region": "cd-1", "count": count, "command": command,
 		"auto_restart": autoRestart, "image": "e2e-busybox"})

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	osuser "os/user"
 	"runtime"
 	"strconv"
@@ -77,6 +78,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	// Absolute: container engines read a relative path as a volume name,
+	// and conmon writes logs from a directory of its own.
+	for _, dir := range []*string{stateDir, checkpointRoot} {
+		if *dir != "" {
+			abs, err := filepath.Abs(*dir)
+			if err != nil {
+				return err
+			}
+			*dir = abs
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
