@@ -5,8 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -124,7 +124,9 @@ func TestMockCDISpec(t *testing.T) {
 		CDIVersion, Kind string
 		Devices          []struct {
 			Name           string
-			ContainerEdits struct{ DeviceNodes []struct{ Path, HostPath string } }
+			ContainerEdits struct {
+				DeviceNodes []struct{ Path, HostPath string }
+			}
 		}
 	}
 	raw, _ := os.ReadFile(path)
