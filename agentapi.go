@@ -119,7 +119,18 @@ type DesiredWorkload struct {
 	// shared checkpoint root; it stays the same across auto-restarts.
 	CheckpointKey string            `json:"checkpoint_key"`
 	Env           map[string]string `json:"env,omitempty"`
+	// Task is set for an attempt of a job's task: the agent gives the
+	// workload GPUPORTAL_JOB_ID, GPUPORTAL_TASK_INDEX and
+	// GPUPORTAL_TASK_COUNT.
+	Task *TaskRef `json:"task,omitempty"`
 	Interrupt     *Interruption     `json:"interrupt,omitempty"`
+}
+
+// TaskRef names a job's task.
+type TaskRef struct {
+	JobID int64 `json:"job_id"`
+	Index int   `json:"index"`
+	Count int   `json:"count"`
 }
 
 // AgentDesired is the portal's answer to a heartbeat.

@@ -31,6 +31,9 @@ const (
 	ReasonOnDemand    = "on_demand"
 	ReasonNodeFailure = "node_failure"
 	ReasonAdmin       = "admin"
+	// ReasonFairShare: a job's task gave its GPUs to a spot instance
+	// launched on its own; the task is queued again.
+	ReasonFairShare = "fair_share"
 )
 
 // MaxGPUsPerInstance: an instance runs on one node.
@@ -112,6 +115,8 @@ type Instance struct {
 	Restarts      int                   `json:"restarts"`
 	LogTail       string                `json:"log_tail,omitempty"`
 	Attempt       int                   `json:"attempt"`
+	JobID         *int64                `json:"job_id,omitempty"`     // an attempt of a job's task
+	TaskIndex     *int                  `json:"task_index,omitempty"` // which task of the job
 	CheckpointKey string                `json:"-"`
 }
 

@@ -15,6 +15,8 @@ const (
 	NoteInstanceRestarted  = "instance_restarted"
 	NoteReservationShorted = "reservation_short"
 	NotePasswordReset      = "password_reset" // email only: it carries a one-time link
+	NoteJobSucceeded       = "job_succeeded"
+	NoteJobFailed          = "job_failed"
 )
 
 // Notification channels.
@@ -42,6 +44,9 @@ type NoteParams struct {
 	Deadline      time.Time `json:"deadline,omitzero"`
 	Reason        string    `json:"reason,omitempty"`
 	Missing       int       `json:"missing,omitempty"`
+	JobID   int64  `json:"job_id,omitempty"`
+	JobName string `json:"job_name,omitempty"`
+	Tasks   []int  `json:"tasks,omitempty"` // a failed job's failed tasks
 	// Token is a password reset link's secret (NotePasswordReset only).
 	Token string `json:"token,omitempty"`
 }

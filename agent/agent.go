@@ -494,6 +494,9 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 		"GPUPORTAL_METADATA_URL=" + metaURL,
 		"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + metaURL,
 	}
+	if t := dw.Task; t != nil {
+		env = append(env, "GPUPORTAL_JOB_ID="+strconv.FormatInt(t.JobID, 10), "GPUPORTAL_TASK_INDEX="+strconv.Itoa(t.Index), "GPUPORTAL_TASK_COUNT="+strconv.Itoa(t.Count))
+	}
 	for k, v := range dw.Env {
 		if !strings.HasPrefix(k, "GPUPORTAL_") && k != "CUDA_VISIBLE_DEVICES" {
 			env = append(env, k+"="+v)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"html/template"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,6 +91,21 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		m.Subject = T("Reservation #%d lost %d GPUs", p.ReservationID, p.Missing)
 		lines = []string{T("A node failure took %d GPUs of reservation #%d and no replacement was free; %s is refunded for the hours left.", p.Missing, p.ReservationID, p.Refund.String())}
 		m.SMS = T("gpuportal: reservation #%d lost %d GPUs to a node failure; %s refunded.", p.ReservationID, p.Missing, p.Refund.String())
+	case gpuportal.NoteJobSucceeded:
+		link += fmt.Sprintf("/jobs/%d", p.JobID)
+		m.Subject = T("Job %s succeeded", p.JobName)
+		lines = []string{T("Job %s (#%d): all %d tasks succeeded.", p.JobName, p.JobID, p.Count)}
+		m.SMS = T("gpuportal: job %s succeeded (%d tasks).", p.JobName, p.Count)
+	case gpuportal.NoteJobFailed:
+		link += fmt.Sprintf("/jobs/%d", p.JobID)
+		failed := make([]string, len(p.Tasks))
+		for k, t := range p.Tasks {
+			failed[k] = strconv.Itoa(t)
+		}
+		m.Subject = T("Job %s failed", p.JobName)
+		lines = []string{T("Job %s (#%d) ended: %d of its %d tasks failed after every attempt.", p.JobName, p.JobID, len(p.Tasks), p.Count),
+			T("Failed tasks: %s.", strings.Join(failed, ", "))}
+		m.SMS = T("gpuportal: job %s failed, %d of %d tasks failed.", p.JobName, len(p.Tasks), p.Count)
 	case gpuportal.NotePasswordReset:
 		link += "/password-reset/" + p.Token
 		m.Subject = T("Reset your gpuportal password")

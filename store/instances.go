@@ -12,18 +12,24 @@ import (
 )
 
 const instanceColumns = `id, user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, coalesce(node_id, ''),
-	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail, image`
+	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail, image,
+	job_id, task_index`
 
 // scanInstance reads instanceColumns, then any extra columns into extra.
 func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal.Instance, error) {
 	var i gpuportal.Instance
-	var resID, started, ended, notice, deadline, exit sql.NullInt64
+	var resID, started, ended, notice, deadline, exit, jobID, taskIndex sql.NullInt64
 	var reason sql.NullString
 	var created int64
 	dest := append([]any{&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
-		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &i.Image}, extra...)
+		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &i.Image,
+		&jobID, &taskIndex}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
+	}
+	if jobID.Valid && taskIndex.Valid {
+		t := int(taskIndex.Int64)
+		i.JobID, i.TaskIndex = &jobID.Int64, &t
 	}
 	i.CreatedAt = fromUnix(created)
 	i.StartedAt, i.EndedAt = fromNullUnix(started), fromNullUnix(ended)
@@ -183,7 +189,9 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 			if err != nil {
 				return err
 			}
-			if _, _, ok := snap.placeSpot(req.Count, ""); !ok {
+			// Job tasks give their GPUs to a spot launch (the scheduler
+			// gives them notice and they queue again).
+			if _, _, ok := snap.placeSpot(req.Count, ""); !ok && snap.spotRoom()-snap.spotWait+snap.jobTaskGPUs() < req.Count {
 				return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for.",
 					req.Model, snap.spotRoom(), req.Count)
 			}
@@ -297,9 +305,22 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	if err := db.instanceGPUs(ctx, db.read, list); err != nil {
 		return d, err
 	}
+	taskCounts := map[int64]int{}
+	for _, i := range list {
+		if i.JobID != nil && taskCounts[*i.JobID] == 0 {
+			var n int
+			if err := db.read.QueryRowContext(ctx, `SELECT task_count FROM jobs WHERE id = ?`, *i.JobID).Scan(&n); err != nil {
+				return d, fmt.Errorf("job of instance %d: %w", i.ID, err)
+			}
+			taskCounts[*i.JobID] = n
+		}
+	}
 	wallNow := db.Wall.Now()
 	for k, i := range list {
 		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, Image: i.Image, CheckpointKey: i.CheckpointKey}
+		if i.JobID != nil {
+			dw.Task = &gpuportal.TaskRef{JobID: *i.JobID, Index: *i.TaskIndex, Count: taskCounts[*i.JobID]}
+		}
 		if i.Status == gpuportal.InstanceInterrupting && i.Interruption != nil {
 			// The notice counts in real time from when it was issued, so a
 			// test clock moved ahead does not eat it.
@@ -440,6 +461,11 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 			return err
 		}
 	}
+	if i.JobID != nil {
+		if err := db.taskAttemptEnded(ctx, tx, i, outcome, exitCode, errText, userStopped, now); err != nil {
+			return err
+		}
+	}
 	if cost > 0 {
 		desc := fmt.Sprintf("Instance #%d (%s, %d × %s): %d min", i.ID, i.Kind, i.Count, i.Model, minutes)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, instance_id, description) VALUES (?, ?, 'instance', ?, ?, ?)`,
@@ -461,12 +487,20 @@ func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, 
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO interruptions (instance_id, user_id, model_id, region_id, gpus, notice_at, deadline_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		i.ID, i.UserID, i.Model, i.Region, i.Count, unix(now), unix(deadline), reason); err != nil {
-		return err
+	// A job task giving way to other spot work is the job's own business,
+	// not an interruption of spot capacity: the published rates leave it out.
+	if reason != gpuportal.ReasonFairShare {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO interruptions (instance_id, user_id, model_id, region_id, gpus, notice_at, deadline_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			i.ID, i.UserID, i.Model, i.Region, i.Count, unix(now), unix(deadline), reason); err != nil {
+			return err
+		}
 	}
-	if err := db.notify(ctx, tx, i.UserID, gpuportal.NoteSpotInterruption, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Deadline: deadline, Reason: reason}); err != nil {
-		return err
+	// A job's tasks are queued again by themselves; the job page counts
+	// their interruptions instead of a message for each.
+	if i.JobID == nil {
+		if err := db.notify(ctx, tx, i.UserID, gpuportal.NoteSpotInterruption, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Deadline: deadline, Reason: reason}); err != nil {
+			return err
+		}
 	}
 	return bumpNode(ctx, tx, i.Node)
 }

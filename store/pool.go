@@ -22,6 +22,7 @@ type pool struct {
 	spots         []poolInstance   // placed spot instances not yet interrupted
 	onDemand      int              // GPUs of placed on-demand instances
 	onDemandWait  int              // GPUs of on-demand instances waiting for a place
+	spotWait      int              // GPUs of spot instances (not job tasks) waiting for a place
 	reservedMax   int              // most GPUs reserved in any hour of the spot horizon
 	reservedDay   int              // most GPUs reserved in any hour of the next 24 h
 }
@@ -36,6 +37,7 @@ type poolInstance struct {
 	count     int
 	node      string
 	startedAt time.Time
+	jobTask   bool // an attempt of a job's task: spot work that yields to other spot work
 }
 
 // spotHorizon is how far ahead a spot instance must be safe to be placed:
@@ -71,7 +73,7 @@ func loadPool(ctx context.Context, q queryer, model, region string, now time.Tim
 		WHERE g.uuid = rg.gpu_uuid AND g.model_id = ?`, model); err != nil {
 		return nil, err
 	}
-	rows, err = q.QueryContext(ctx, `SELECT id, kind, count, coalesce(node_id, ''), coalesce(started_at, created_at) FROM instances
+	rows, err = q.QueryContext(ctx, `SELECT id, kind, count, coalesce(node_id, ''), coalesce(started_at, created_at), job_id IS NOT NULL FROM instances
 		WHERE model_id = ? AND region_id = ? AND kind IN ('spot', 'on_demand') AND status IN ('pending', 'running')`, model, region)
 	if err != nil {
 		return nil, err
@@ -80,7 +82,7 @@ func loadPool(ctx context.Context, q queryer, model, region string, now time.Tim
 		var in poolInstance
 		var kind string
 		var started int64
-		if err := rows.Scan(&in.id, &kind, &in.count, &in.node, &started); err != nil {
+		if err := rows.Scan(&in.id, &kind, &in.count, &in.node, &started, &in.jobTask); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -92,6 +94,8 @@ func loadPool(ctx context.Context, q queryer, model, region string, now time.Tim
 			p.onDemand += in.count
 		case in.node != "":
 			p.spots = append(p.spots, in)
+		default:
+			p.spotWait += in.count
 		}
 	}
 	rows.Close()
@@ -143,6 +147,22 @@ func (p *pool) spotGPUs() int {
 func (p *pool) spotRoom() int {
 	return max(0, len(p.healthy)-p.reservedMax-p.onDemand-p.onDemandWait-p.spotGPUs())
 }
+
+// jobTaskGPUs is how many GPUs job tasks hold on spot: a spot launch may
+// take them (the tasks go back to their queue).
+func (p *pool) jobTaskGPUs() int {
+	n := 0
+	for _, s := range p.spots {
+		if s.jobTask {
+			n += s.count
+		}
+	}
+	return n
+}
+
+// jobRoom is how many GPUs job tasks may take now: spot room that no
+// waiting spot instance needs.
+func (p *pool) jobRoom() int { return max(0, p.spotRoom()-p.spotWait) }
 
 // freeByNode lists the GPUs nobody holds, per node.
 func (p *pool) freeByNode(allowed func(poolGPU) bool) []gpuportal.FreeGPUs {

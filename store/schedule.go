@@ -11,7 +11,7 @@ import (
 
 // TickResult counts what one scheduler tick did.
 type TickResult struct {
-	Activated, Completed, Interrupted, Placed, NodeFailures, Offers int
+	Activated, Completed, Interrupted, Placed, NodeFailures, Offers, TasksStarted int
 }
 
 // Tick does whatever is due by now, each step in its own transaction:
@@ -23,7 +23,7 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 	var res TickResult
 	var nodes []string
 	steps := []func(context.Context, *sql.Tx, time.Time, *TickResult, *[]string) error{
-		db.completeReservations, db.activateReservations, db.handleNodeFailures, db.preempt, db.place,
+		db.completeReservations, db.activateReservations, db.handleNodeFailures, db.preempt, db.place, db.jobStep,
 		db.waitlistStep, db.remindersStep, db.rollupStep,
 	}
 	for _, step := range steps {
@@ -350,36 +350,68 @@ func (db *DB) preempt(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 		supply := len(p.healthy)
 		forReservations := p.reservedMax + p.onDemand + p.spotGPUs() - supply
 		total := forReservations + p.onDemandWait
-		if total <= 0 {
-			continue
-		}
-		cands := make([]gpuportal.SpotCandidate, len(p.spots))
-		byID := map[int64]poolInstance{}
-		for k, s := range p.spots {
-			cands[k] = gpuportal.SpotCandidate{ID: s.id, Count: s.count, StartedAt: s.startedAt}
-			byID[s.id] = s
-		}
-		// A notice is issued at the last tick before start − notice − grace
-		// (the horizon), so the workload gets exactly the policy's notice
-		// and its GPUs are free by the reservation's start.
-		deadline := now.Add(time.Duration(policy.SpotNoticeSeconds) * time.Second)
-		covered := 0
-		for _, v := range gpuportal.ChooseVictims(cands, total) {
-			reason := gpuportal.ReasonReservation
-			if covered >= forReservations {
-				reason = gpuportal.ReasonOnDemand
-			}
-			covered += v.Count
-			i, err := instanceFor(ctx, tx, nil, v.ID)
-			if err != nil {
+		chosen := map[int64]bool{}
+		if total > 0 {
+			if err := db.giveNotice(ctx, tx, p, policy, total, forReservations, now, chosen, res, nodes); err != nil {
 				return err
 			}
-			if err := db.interrupt(ctx, tx, i, reason, now, deadline, policy.SpotGraceSeconds); err != nil {
-				return err
-			}
-			*nodes = append(*nodes, byID[v.ID].node)
-			res.Interrupted++
 		}
+		// Spot instances waiting for GPUs take them from job tasks.
+		if need := p.spotWait - p.spotRoom(); need > 0 {
+			var tasks []gpuportal.SpotCandidate
+			for _, s := range p.spots {
+				if s.jobTask && !chosen[s.id] {
+					tasks = append(tasks, gpuportal.SpotCandidate{ID: s.id, Count: s.count, StartedAt: s.startedAt})
+				}
+			}
+			deadline := now.Add(time.Duration(policy.SpotNoticeSeconds) * time.Second)
+			for _, v := range gpuportal.ChooseVictims(tasks, need) {
+				i, err := instanceFor(ctx, tx, nil, v.ID)
+				if err != nil {
+					return err
+				}
+				if err := db.interrupt(ctx, tx, i, gpuportal.ReasonFairShare, now, deadline, policy.SpotGraceSeconds); err != nil {
+					return err
+				}
+				*nodes = append(*nodes, i.Node)
+				res.Interrupted++
+			}
+		}
+	}
+	return nil
+}
+
+// giveNotice interrupts the fewest spot instances (youngest first) that
+// free total GPUs: the first forReservations of them for reservations, the
+// rest for on-demand instances waiting.
+func (db *DB) giveNotice(ctx context.Context, tx *sql.Tx, p *pool, policy gpuportal.Policy, total, forReservations int, now time.Time, chosen map[int64]bool, res *TickResult, nodes *[]string) error {
+	cands := make([]gpuportal.SpotCandidate, len(p.spots))
+	byID := map[int64]poolInstance{}
+	for k, s := range p.spots {
+		cands[k] = gpuportal.SpotCandidate{ID: s.id, Count: s.count, StartedAt: s.startedAt}
+		byID[s.id] = s
+	}
+	// A notice is issued at the last tick before start − notice − grace
+	// (the horizon), so the workload gets exactly the policy's notice
+	// and its GPUs are free by the reservation's start.
+	deadline := now.Add(time.Duration(policy.SpotNoticeSeconds) * time.Second)
+	covered := 0
+	for _, v := range gpuportal.ChooseVictims(cands, total) {
+		reason := gpuportal.ReasonReservation
+		if covered >= forReservations {
+			reason = gpuportal.ReasonOnDemand
+		}
+		covered += v.Count
+		i, err := instanceFor(ctx, tx, nil, v.ID)
+		if err != nil {
+			return err
+		}
+		if err := db.interrupt(ctx, tx, i, reason, now, deadline, policy.SpotGraceSeconds); err != nil {
+			return err
+		}
+		chosen[v.ID] = true
+		*nodes = append(*nodes, byID[v.ID].node)
+		res.Interrupted++
 	}
 	return nil
 }

@@ -1,0 +1,537 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"gpuportal"
+)
+
+// A job's tasks run as instances: each attempt of task i is an instance
+// with job_id and task_index set, whose checkpoint directory
+// (job-<id>-task-<i>) is the same for every attempt. The scheduler's job
+// step starts queued tasks where GPUs are free; the end of an attempt
+// (finishAttempt) moves its task on: succeeded, queued again, or failed.
+
+const jobColumns = `id, user_id, name, model_id, region_id, gpus_per_task, task_count, command, image, kind, max_parallel, on_demand_workers, max_attempts,
+	list_price_fen, status, created_at, ended_at`
+
+type jobRow struct {
+	gpuportal.Job
+	listPrice gpuportal.Fen
+}
+
+func scanJob(row interface{ Scan(...any) error }) (*jobRow, error) {
+	var j jobRow
+	var created int64
+	var ended sql.NullInt64
+	if err := row.Scan(&j.ID, &j.UserID, &j.Name, &j.Model, &j.Region, &j.GPUsPerTask, &j.Tasks.Total, &j.Command, &j.Image, &j.Kind, &j.MaxParallel,
+		&j.OnDemandWorkers, &j.MaxAttempts, &j.listPrice, &j.Status, &created, &ended); err != nil {
+		return nil, err
+	}
+	j.CreatedAt, j.EndedAt = fromUnix(created), fromNullUnix(ended)
+	return &j, nil
+}
+
+func jobFor(ctx context.Context, q queryer, user *gpuportal.User, id int64) (*jobRow, error) {
+	j, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && user != nil && j.UserID != user.ID && !user.IsAdmin()) {
+		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Job %d not found.", id)
+	}
+	return j, err
+}
+
+// CreateJob queues a job's tasks; the scheduler starts them.
+func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal.JobRequest) (*gpuportal.Job, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	var id int64
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		model, _, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
+		if err != nil {
+			return err
+		}
+		image, err := imageForLaunch(ctx, tx, req.Image)
+		if err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, `INSERT INTO jobs (user_id, name, model_id, region_id, gpus_per_task, task_count, command, image, kind, max_parallel,
+			on_demand_workers, max_attempts, list_price_fen, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?) RETURNING id`,
+			user.ID, req.Name, req.Model, req.Region, req.GPUsPerTask, req.Tasks, req.Command, image.Reference, req.Kind, req.MaxParallel,
+			req.OnDemandWorkers, req.MaxAttempts, model.ListPrice, unix(db.now())).Scan(&id); err != nil {
+			return fmt.Errorf("insert job: %w", err)
+		}
+		// Every task at once, in one statement.
+		if _, err := tx.ExecContext(ctx, `WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < CAST(? AS BIGINT))
+			INSERT INTO job_tasks (job_id, task_index, status) SELECT CAST(? AS BIGINT), i, 'queued' FROM seq`, req.Tasks, id); err != nil {
+			return fmt.Errorf("insert tasks: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	db.Kick(ctx) // start its tasks now
+	return db.Job(ctx, user, id)
+}
+
+// Job is one job with its counts, cost and ETA.
+func (db *DB) Job(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Job, error) {
+	j, err := jobFor(ctx, db.read, user, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.jobFigures(ctx, j); err != nil {
+		return nil, err
+	}
+	return &j.Job, nil
+}
+
+// Jobs lists a user's jobs, newest first, a page at a time.
+func (db *DB) Jobs(ctx context.Context, user *gpuportal.User, limit, offset int) ([]gpuportal.Job, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?`, user.ID, limit, offset)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	var list []*jobRow
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		list = append(list, j)
+	}
+	rows.Close()
+	out := []gpuportal.Job{}
+	for _, j := range list {
+		if err := db.jobFigures(ctx, j); err != nil {
+			return nil, err
+		}
+		out = append(out, j.Job)
+	}
+	return out, nil
+}
+
+// jobFigures fills a job's task counts, interruptions, cost (live for
+// running attempts), the same GPU-minutes at the on-demand list price, and
+// the ETA.
+func (db *DB) jobFigures(ctx context.Context, j *jobRow) error {
+	rows, err := db.read.QueryContext(ctx, `SELECT status, count(*), coalesce(sum(interruptions), 0) FROM job_tasks WHERE job_id = ? GROUP BY status`, j.ID)
+	if err != nil {
+		return fmt.Errorf("job %d tasks: %w", j.ID, err)
+	}
+	c := gpuportal.TaskCounts{Total: j.Tasks.Total}
+	j.Interruptions = 0
+	for rows.Next() {
+		var status string
+		var n, interruptions int
+		if err := rows.Scan(&status, &n, &interruptions); err != nil {
+			rows.Close()
+			return err
+		}
+		j.Interruptions += interruptions
+		switch status {
+		case gpuportal.TaskQueued:
+			c.Queued = n
+		case gpuportal.TaskRunning:
+			c.Running = n
+		case gpuportal.TaskSucceeded:
+			c.Succeeded = n
+		case gpuportal.TaskFailed:
+			c.Failed = n
+		case gpuportal.TaskCancelled:
+			c.Cancelled = n
+		}
+	}
+	rows.Close()
+	j.Tasks = c
+	var cost gpuportal.Fen
+	var gpuMinutes int64
+	if err := db.read.QueryRowContext(ctx, `SELECT coalesce(sum(cost_fen), 0), coalesce(sum(billed_minutes * count), 0) FROM instances WHERE job_id = ?`, j.ID).Scan(&cost, &gpuMinutes); err != nil {
+		return fmt.Errorf("job %d cost: %w", j.ID, err)
+	}
+	now := db.now()
+	live, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE job_id = ? AND status IN ('running', 'interrupting') AND started_at IS NOT NULL`, j.ID)
+	if err != nil {
+		return err
+	}
+	for live.Next() {
+		i, err := scanInstance(live)
+		if err != nil {
+			live.Close()
+			return err
+		}
+		minutes := gpuportal.BillableMinutes(*i.StartedAt, now, i.Kind, false, false, 0)
+		cost += gpuportal.RunCost(i.PricePerGPU, i.Count, minutes)
+		gpuMinutes += int64(minutes * i.Count)
+	}
+	live.Close()
+	j.Cost = cost
+	j.OnDemandCost = gpuportal.RunCost(j.listPrice, 1, int(gpuMinutes))
+	var mean sql.NullFloat64
+	var finished int
+	if err := db.read.QueryRowContext(ctx, `SELECT avg(duration_s), count(duration_s) FROM job_tasks WHERE job_id = ? AND status = 'succeeded'`, j.ID).Scan(&mean, &finished); err != nil {
+		return err
+	}
+	if !j.Finished() {
+		j.ETA = gpuportal.JobETA(now, time.Duration(mean.Float64*float64(time.Second)), finished, c.Queued+c.Running, j.MaxParallel)
+	}
+	return nil
+}
+
+// JobTasks lists a job's tasks in order.
+func (db *DB) JobTasks(ctx context.Context, user *gpuportal.User, id int64) ([]gpuportal.JobTask, error) {
+	if _, err := jobFor(ctx, db.read, user, id); err != nil {
+		return nil, err
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT t.task_index, t.status, t.attempts, t.failures, t.interruptions, t.instance_id, t.exit_code, i.started_at, t.finished_at
+		FROM job_tasks t LEFT JOIN instances i ON i.id = t.instance_id WHERE t.job_id = ? ORDER BY t.task_index`, id)
+	if err != nil {
+		return nil, fmt.Errorf("job %d tasks: %w", id, err)
+	}
+	defer rows.Close()
+	out := []gpuportal.JobTask{}
+	for rows.Next() {
+		var t gpuportal.JobTask
+		var inst, exit, started, finished sql.NullInt64
+		if err := rows.Scan(&t.Index, &t.Status, &t.Attempts, &t.Failures, &t.Interruptions, &inst, &exit, &started, &finished); err != nil {
+			return nil, err
+		}
+		if inst.Valid {
+			t.InstanceID = &inst.Int64
+		}
+		if exit.Valid {
+			c := int(exit.Int64)
+			t.ExitCode = &c
+		}
+		t.StartedAt, t.FinishedAt = fromNullUnix(started), fromNullUnix(finished)
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// TaskAttempts lists the instances that ran one task of a job, oldest first.
+func (db *DB) TaskAttempts(ctx context.Context, user *gpuportal.User, jobID int64, index int) ([]gpuportal.Instance, error) {
+	if _, err := jobFor(ctx, db.read, user, jobID); err != nil {
+		return nil, err
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE job_id = ? AND task_index = ? ORDER BY id`, jobID, index)
+	if err != nil {
+		return nil, fmt.Errorf("task attempts: %w", err)
+	}
+	var list []*gpuportal.Instance
+	for rows.Next() {
+		i, err := scanInstance(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		liveCost(i, db.now())
+		list = append(list, i)
+	}
+	rows.Close()
+	if err := db.instanceGPUs(ctx, db.read, list); err != nil {
+		return nil, err
+	}
+	out := make([]gpuportal.Instance, len(list))
+	for k, i := range list {
+		out[k] = *i
+	}
+	return out, nil
+}
+
+// CancelJob cancels a job: queued tasks are cancelled, running ones get
+// the normal stop. Cancelling a finished job changes nothing.
+func (db *DB) CancelJob(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Job, error) {
+	var nodes []string
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		j, err := jobFor(ctx, tx, user, id)
+		if err != nil {
+			return err
+		}
+		if j.Finished() {
+			return nil
+		}
+		now := db.now()
+		if j.UserID != user.ID {
+			if err := db.audit(ctx, tx, user.ID, "job.admin_cancel", fmt.Sprintf("job/%d", j.ID), map[string]string{"status": j.Status}, map[string]string{"status": gpuportal.JobCancelled}); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = 'cancelled' WHERE id = ?`, j.ID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE job_tasks SET status = 'cancelled', finished_at = ? WHERE job_id = ? AND status = 'queued'`, unix(now), j.ID); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT coalesce(node_id, '') FROM instances WHERE job_id = ? AND status IN ('pending', 'running', 'interrupting') AND stop_requested_at IS NULL`, j.ID)
+		if err != nil {
+			return err
+		}
+		nodes, err = scanColumn[string](rows, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET stop_requested_at = ? WHERE job_id = ? AND status IN ('pending', 'running', 'interrupting') AND stop_requested_at IS NULL`, unix(now), j.ID); err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n != "" {
+				if err := bumpNode(ctx, tx, n); err != nil {
+					return err
+				}
+			}
+		}
+		return db.settleJob(ctx, tx, j.ID, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	db.wake(ctx, nodes...)
+	db.Kick(ctx)
+	return db.Job(ctx, user, id)
+}
+
+// taskAttemptEnded moves a job's task on when an attempt of it ended:
+// an interruption (or a node failure) queues it again without counting
+// against it, exit 0 is success, another end is a failed attempt (queued
+// again until max_attempts), a stop cancels it.
+func (db *DB) taskAttemptEnded(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, outcome string, exitCode *int, errText string, userStopped bool, now time.Time) error {
+	var maxAttempts, failures int
+	var jobStatus string
+	if err := tx.QueryRowContext(ctx, `SELECT j.max_attempts, j.status, t.failures FROM job_tasks t JOIN jobs j ON j.id = t.job_id WHERE t.job_id = ? AND t.task_index = ?`,
+		*i.JobID, *i.TaskIndex).Scan(&maxAttempts, &jobStatus, &failures); err != nil {
+		return fmt.Errorf("task %d of job %d: %w", *i.TaskIndex, *i.JobID, err)
+	}
+	interrupted := outcome == gpuportal.InstanceInterrupted || strings.HasPrefix(errText, "node failure")
+	failed := outcome == gpuportal.InstanceFailed
+	status, failuresAfter := gpuportal.JobTaskOutcome(interrupted, userStopped || jobStatus == gpuportal.JobCancelled, failed, failures, maxAttempts)
+	interruptions := 0
+	if interrupted && status == gpuportal.TaskQueued {
+		interruptions = 1
+	}
+	var finished, duration sql.NullInt64
+	if status != gpuportal.TaskQueued {
+		finished = sql.NullInt64{Int64: unix(now), Valid: true}
+	}
+	if status == gpuportal.TaskSucceeded && i.StartedAt != nil {
+		duration = sql.NullInt64{Int64: int64(now.Sub(*i.StartedAt).Seconds()), Valid: true}
+	}
+	var code sql.NullInt64
+	if exitCode != nil {
+		code = sql.NullInt64{Int64: int64(*exitCode), Valid: true}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE job_tasks SET status = ?, failures = ?, interruptions = interruptions + ?, exit_code = ?, finished_at = ?, duration_s = ?
+		WHERE job_id = ? AND task_index = ? AND instance_id = ?`, status, failuresAfter, interruptions, code, finished, duration, *i.JobID, *i.TaskIndex, i.ID); err != nil {
+		return err
+	}
+	return db.settleJob(ctx, tx, *i.JobID, now)
+}
+
+// settleJob ends a job once none of its tasks is queued or running:
+// succeeded when every task did, else failed (or cancelled); its owner is
+// told.
+func (db *DB) settleJob(ctx context.Context, tx *sql.Tx, jobID int64, now time.Time) error {
+	j, err := jobFor(ctx, tx, nil, jobID)
+	if err != nil {
+		return err
+	}
+	if j.EndedAt != nil {
+		return nil
+	}
+	var open int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM job_tasks WHERE job_id = ? AND status IN ('queued', 'running')`, jobID).Scan(&open); err != nil {
+		return err
+	}
+	if open > 0 {
+		return nil
+	}
+	failed, err := scanColumn[int](tx.QueryContext(ctx, `SELECT task_index FROM job_tasks WHERE job_id = ? AND status = 'failed' ORDER BY task_index`, jobID))
+	if err != nil {
+		return err
+	}
+	status := gpuportal.JobSucceeded
+	switch {
+	case j.Status == gpuportal.JobCancelled:
+		status = gpuportal.JobCancelled
+	case len(failed) > 0:
+		status = gpuportal.JobFailed
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = ?, ended_at = ? WHERE id = ?`, status, unix(now), jobID); err != nil {
+		return err
+	}
+	switch status {
+	case gpuportal.JobSucceeded:
+		return db.notify(ctx, tx, j.UserID, gpuportal.NoteJobSucceeded, gpuportal.NoteParams{JobID: j.ID, JobName: j.Title(), Count: j.Tasks.Total})
+	case gpuportal.JobFailed:
+		return db.notify(ctx, tx, j.UserID, gpuportal.NoteJobFailed, gpuportal.NoteParams{JobID: j.ID, JobName: j.Title(), Count: j.Tasks.Total, Tasks: failed})
+	}
+	return nil
+}
+
+// jobStep starts queued tasks where GPUs are free, after the pending
+// instances had their turn: spot work launched on its own comes first
+// (job tasks even yield their GPUs to it, see preempt). Among jobs, the
+// next GPU goes to the job whose owner has the fewest GPUs in job tasks
+// there, so one big job cannot starve another customer's; each job runs at
+// most max_parallel tasks, a hybrid one its first on_demand_workers of
+// them on-demand.
+func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickResult, nodes *[]string) error {
+	rows, err := tx.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE status IN ('queued', 'running') ORDER BY id`)
+	if err != nil {
+		return err
+	}
+	var jobs []*jobRow
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		jobs = append(jobs, j)
+	}
+	rows.Close()
+	if len(jobs) == 0 {
+		return nil
+	}
+	// Live attempts per job and kind, and job GPUs per user and pool.
+	type liveKey struct {
+		job  int64
+		kind string
+	}
+	live := map[liveKey]int{}
+	userGPUs := map[[3]string]int{} // user, model, region
+	lrows, err := tx.QueryContext(ctx, `SELECT job_id, kind, user_id, model_id, region_id, count FROM instances WHERE job_id IS NOT NULL AND status IN ('pending', 'running', 'interrupting')`)
+	if err != nil {
+		return err
+	}
+	for lrows.Next() {
+		var jobID, userID int64
+		var kind, model, region string
+		var count int
+		if err := lrows.Scan(&jobID, &kind, &userID, &model, &region, &count); err != nil {
+			lrows.Close()
+			return err
+		}
+		live[liveKey{jobID, kind}]++
+		userGPUs[[3]string{fmt.Sprint(userID), model, region}] += count
+	}
+	lrows.Close()
+	type candidate struct {
+		j      *jobRow
+		queued []int // its next queued task indexes
+	}
+	var cands []*candidate
+	for _, j := range jobs {
+		room := j.MaxParallel - live[liveKey{j.ID, gpuportal.KindSpot}] - live[liveKey{j.ID, gpuportal.KindOnDemand}]
+		if room <= 0 {
+			continue
+		}
+		queued, err := scanColumn[int](tx.QueryContext(ctx, `SELECT task_index FROM job_tasks WHERE job_id = ? AND status = 'queued' ORDER BY task_index LIMIT ?`, j.ID, room))
+		if err != nil {
+			return err
+		}
+		if len(queued) > 0 {
+			cands = append(cands, &candidate{j: j, queued: queued})
+		}
+	}
+	pools := map[[2]string]*pool{}
+	policies, err := db.policies(ctx, tx)
+	if err != nil {
+		return err
+	}
+	models := map[string]*gpuportal.Model{}
+	for len(cands) > 0 {
+		// The job whose owner has the fewest job GPUs in its pool; the
+		// oldest job on ties.
+		best := 0
+		for k, c := range cands {
+			b := cands[best]
+			ck, bk := [3]string{fmt.Sprint(c.j.UserID), c.j.Model, c.j.Region}, [3]string{fmt.Sprint(b.j.UserID), b.j.Model, b.j.Region}
+			if userGPUs[ck] < userGPUs[bk] || (userGPUs[ck] == userGPUs[bk] && c.j.ID < b.j.ID) {
+				best = k
+			}
+		}
+		c := cands[best]
+		j := c.j
+		key := [2]string{j.Model, j.Region}
+		p := pools[key]
+		policy := policies.For(j.Model)
+		if p == nil {
+			if p, err = loadPool(ctx, tx, j.Model, j.Region, now, policy); err != nil {
+				return err
+			}
+			pools[key] = p
+		}
+		if models[j.Model] == nil {
+			m, _, err := db.catalogEntry(ctx, tx, j.Model, j.Region)
+			if err != nil {
+				return err
+			}
+			models[j.Model] = m
+		}
+		kind, node, gpus, ok := gpuportal.KindSpot, "", []string(nil), false
+		if j.Kind == gpuportal.JobHybrid && live[liveKey{j.ID, gpuportal.KindOnDemand}] < j.OnDemandWorkers {
+			kind = gpuportal.KindOnDemand
+			node, gpus, ok = p.placeOnDemand(j.GPUsPerTask)
+		}
+		if !ok && p.jobRoom() >= j.GPUsPerTask {
+			kind = gpuportal.KindSpot
+			node, gpus, ok = p.placeSpot(j.GPUsPerTask, "")
+		}
+		if !ok {
+			cands = slices.Delete(cands, best, best+1) // nothing more fits for it this tick
+			continue
+		}
+		index := c.queued[0]
+		price := models[j.Model].ListPrice
+		if kind == gpuportal.KindSpot {
+			price = policy.SpotPriceOf(*models[j.Model])
+		}
+		var id int64
+		if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, status, node_id, attempt,
+			checkpoint_key, price_fen, created_at, image, job_id, task_index) VALUES (?, ?, ?, ?, ?, ?, 0, 'pending', ?, 1, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			j.UserID, kind, j.Model, j.Region, j.GPUsPerTask, j.Command, node, fmt.Sprintf("job-%d-task-%d", j.ID, index), price, unix(now), j.Image, j.ID, index).Scan(&id); err != nil {
+			return fmt.Errorf("start task %d of job %d: %w", index, j.ID, err)
+		}
+		for _, g := range gpus {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g, id); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE job_tasks SET status = 'running', attempts = attempts + 1, instance_id = ?, exit_code = NULL WHERE job_id = ? AND task_index = ?`,
+			id, j.ID, index); err != nil {
+			return err
+		}
+		if j.Status == gpuportal.JobQueued {
+			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = 'running' WHERE id = ?`, j.ID); err != nil {
+				return err
+			}
+			j.Status = gpuportal.JobRunning
+		}
+		p.hold(id, gpus)
+		if kind == gpuportal.KindOnDemand {
+			p.onDemand += j.GPUsPerTask
+		} else {
+			p.spots = append(p.spots, poolInstance{id: id, count: j.GPUsPerTask, node: node, startedAt: now, jobTask: true})
+		}
+		live[liveKey{j.ID, kind}]++
+		userGPUs[[3]string{fmt.Sprint(j.UserID), j.Model, j.Region}] += j.GPUsPerTask
+		if err := bumpNode(ctx, tx, node); err != nil {
+			return err
+		}
+		*nodes = append(*nodes, node)
+		res.TasksStarted++
+		if c.queued = c.queued[1:]; len(c.queued) == 0 {
+			cands = slices.Delete(cands, best, best+1)
+		}
+	}
+	return nil
+}
