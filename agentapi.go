@@ -122,8 +122,8 @@ type DesiredWorkload struct {
 	// Task is set for an attempt of a job's task: the agent gives the
 	// workload GPUPORTAL_JOB_ID, GPUPORTAL_TASK_INDEX and
 	// GPUPORTAL_TASK_COUNT.
-	Task *TaskRef `json:"task,omitempty"`
-	Interrupt     *Interruption     `json:"interrupt,omitempty"`
+	Task      *TaskRef      `json:"task,omitempty"`
+	Interrupt *Interruption `json:"interrupt,omitempty"`
 }
 
 // TaskRef names a job's task.

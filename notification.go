@@ -44,9 +44,9 @@ type NoteParams struct {
 	Deadline      time.Time `json:"deadline,omitzero"`
 	Reason        string    `json:"reason,omitempty"`
 	Missing       int       `json:"missing,omitempty"`
-	JobID   int64  `json:"job_id,omitempty"`
-	JobName string `json:"job_name,omitempty"`
-	Tasks   []int  `json:"tasks,omitempty"` // a failed job's failed tasks
+	JobID         int64     `json:"job_id,omitempty"`
+	JobName       string    `json:"job_name,omitempty"`
+	Tasks         []int     `json:"tasks,omitempty"` // a failed job's failed tasks
 	// Token is a password reset link's secret (NotePasswordReset only).
 	Token string `json:"token,omitempty"`
 }

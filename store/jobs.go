@@ -357,13 +357,7 @@ func (db *DB) settleJob(ctx context.Context, tx *sql.Tx, jobID int64, now time.T
 	if err != nil {
 		return err
 	}
-	status := gpuportal.JobSucceeded
-	switch {
-	case j.Status == gpuportal.JobCancelled:
-		status = gpuportal.JobCancelled
-	case len(failed) > 0:
-		status = gpuportal.JobFailed
-	}
+	status := gpuportal.JobStatusOf(gpuportal.TaskCounts{Total: j.Tasks.Total, Failed: len(failed)}, j.Status == gpuportal.JobCancelled, true)
 	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = ?, ended_at = ? WHERE id = ?`, status, unix(now), jobID); err != nil {
 		return err
 	}

@@ -1,0 +1,273 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"gpuportal"
+	"gpuportal/web/i18n"
+	"gpuportal/web/templates"
+)
+
+// Jobs: the JSON API and the pages (/jobs with the form and the list,
+// /jobs/:id with progress, the task grid and a task's attempts) share the
+// store's calls.
+
+const jobsPerPage = 20
+
+func (s *Server) apiCreateJob(c echo.Context) error {
+	var req gpuportal.JobRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	j, err := s.db.CreateJob(c.Request().Context(), currentUser(c), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, j)
+}
+
+func (s *Server) apiJobs(c echo.Context) error {
+	limit, offset, err := pageParams(c, 100)
+	if err != nil {
+		return err
+	}
+	list, err := s.db.Jobs(c.Request().Context(), currentUser(c), limit, offset)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, list)
+}
+
+func (s *Server) apiJob(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	j, err := s.db.Job(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, j)
+}
+
+func (s *Server) apiJobTasks(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	tasks, err := s.db.JobTasks(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, tasks)
+}
+
+func (s *Server) apiCancelJob(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	j, err := s.db.CancelJob(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, j)
+}
+
+// pageParams reads ?limit= (1..max, default max) and ?offset= (≥ 0).
+func pageParams(c echo.Context, maxLimit int) (limit, offset int, err error) {
+	limit, offset = maxLimit, 0
+	if v := c.QueryParam("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxLimit {
+			return 0, 0, gpuportal.FieldErrorf(gpuportal.EINVALID, "limit", "limit must be a number from 1 to %d.", maxLimit)
+		}
+	}
+	if v := c.QueryParam("offset"); v != "" {
+		if offset, err = strconv.Atoi(v); err != nil || offset < 0 {
+			return 0, 0, gpuportal.FieldErrorf(gpuportal.EINVALID, "offset", "offset must be a number, 0 or more.")
+		}
+	}
+	return limit, offset, nil
+}
+
+// jobsPage builds /jobs around the form's state.
+func (s *Server) jobsPage(c echo.Context, form templates.JobForm) (templates.JobsPage, error) {
+	ctx := c.Request().Context()
+	p := templates.JobsPage{Form: form}
+	var err error
+	if p.Models, err = s.db.Models(ctx); err != nil {
+		return p, err
+	}
+	if p.Regions, err = s.db.Regions(ctx); err != nil {
+		return p, err
+	}
+	if p.Images, err = s.db.Images(ctx); err != nil {
+		return p, err
+	}
+	if p.Form.Model == "" {
+		p.Form = templates.JobForm{Model: p.Models[0].ID, Region: p.Regions[0].ID, Kind: gpuportal.JobSpot, GPUsPerTask: 1, Tasks: 10, MaxParallel: 4, MaxAttempts: gpuportal.DefaultJobAttempts}
+	}
+	pol, err := s.db.Policies(ctx)
+	if err != nil {
+		return p, err
+	}
+	for _, m := range p.Models {
+		if m.ID == p.Form.Model {
+			p.Form.SpotPrice, p.Form.ListPrice = pol.SpotPriceOf(m), m.ListPrice
+		}
+	}
+	page, _ := strconv.Atoi(c.QueryParam("page"))
+	p.Page = max(page, 1)
+	list, err := s.db.Jobs(ctx, currentUser(c), jobsPerPage+1, (p.Page-1)*jobsPerPage)
+	if err != nil {
+		return p, err
+	}
+	if len(list) > jobsPerPage {
+		p.More, list = true, list[:jobsPerPage]
+	}
+	p.Jobs = list
+	return p, nil
+}
+
+func (s *Server) handleJobsPage(c echo.Context) error {
+	p, err := s.jobsPage(c, templates.JobForm{})
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Jobs(p))
+}
+
+func (s *Server) handleJobList(c echo.Context) error {
+	p, err := s.jobsPage(c, templates.JobForm{})
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.JobList(p))
+}
+
+func (s *Server) handleJobForm(c echo.Context) error {
+	form := templates.JobForm{
+		Name: c.FormValue("name"), Model: c.FormValue("model"), Region: c.FormValue("region"), Image: c.FormValue("image"),
+		Command: c.FormValue("command"), Kind: c.FormValue("kind"),
+	}
+	var err error
+	lang := reqOf(c).lang
+	number := func(field string, into *int, label string) {
+		v := strings.TrimSpace(c.FormValue(field))
+		if v == "" && field == "on_demand_workers" {
+			return
+		}
+		n, perr := strconv.Atoi(v)
+		*into = n
+		if perr != nil && err == nil {
+			err = gpuportal.FieldErrorf(gpuportal.EINVALID, field, "%s must be a whole number.", label)
+		}
+	}
+	number("gpus_per_task", &form.GPUsPerTask, i18n.T(lang, "GPUs per task"))
+	number("tasks", &form.Tasks, i18n.T(lang, "Tasks"))
+	number("max_parallel", &form.MaxParallel, i18n.T(lang, "Tasks at once"))
+	number("max_attempts", &form.MaxAttempts, i18n.T(lang, "Attempts per task"))
+	number("on_demand_workers", &form.OnDemandWorkers, i18n.T(lang, "On-demand workers"))
+	var j *gpuportal.Job
+	if err == nil {
+		j, err = s.db.CreateJob(c.Request().Context(), currentUser(c), gpuportal.JobRequest{
+			Name: form.Name, Model: form.Model, Region: form.Region, GPUsPerTask: form.GPUsPerTask, Tasks: form.Tasks, Command: form.Command,
+			Image: form.Image, MaxParallel: form.MaxParallel, Kind: form.Kind, OnDemandWorkers: form.OnDemandWorkers, MaxAttempts: form.MaxAttempts,
+		})
+	}
+	if err != nil {
+		code := gpuportal.ErrorCode(err)
+		if code == gpuportal.EINTERNAL {
+			return err
+		}
+		msg := i18n.Error(reqOf(c).lang, err)
+		if f := gpuportal.ErrorField(err); f != "" {
+			form.Errors = templates.FieldErrors{f: msg}
+		} else {
+			form.Error = msg
+		}
+		p, perr := s.jobsPage(c, form)
+		if perr != nil {
+			return perr
+		}
+		return s.render(c, statusOf[code], templates.Jobs(p))
+	}
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Job %s submitted: its tasks start as GPUs are free.", j.Title()))
+	return redirect(c, "/jobs/"+strconv.FormatInt(j.ID, 10))
+}
+
+// jobView loads what the job page shows.
+func (s *Server) jobView(c echo.Context) (templates.JobPage, error) {
+	id, err := pathID(c)
+	if err != nil {
+		return templates.JobPage{}, err
+	}
+	ctx := c.Request().Context()
+	j, err := s.db.Job(ctx, currentUser(c), id)
+	if err != nil {
+		return templates.JobPage{}, err
+	}
+	tasks, err := s.db.JobTasks(ctx, currentUser(c), id)
+	if err != nil {
+		return templates.JobPage{}, err
+	}
+	return templates.JobPage{Job: *j, Tasks: tasks, Now: s.cfg.Clock.Now()}, nil
+}
+
+func (s *Server) handleJobPage(c echo.Context) error {
+	p, err := s.jobView(c)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.JobDetail(p))
+}
+
+// handleJobLive is the part of the job page that htmx refreshes.
+func (s *Server) handleJobLive(c echo.Context) error {
+	p, err := s.jobView(c)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.JobLive(p))
+}
+
+func (s *Server) handleTaskPage(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	index, err := strconv.Atoi(c.Param("index"))
+	if err != nil || index < 0 {
+		return gpuportal.Errorf(gpuportal.ENOTFOUND, "Task %q not found.", c.Param("index"))
+	}
+	ctx := c.Request().Context()
+	j, err := s.db.Job(ctx, currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	if index >= j.Tasks.Total {
+		return gpuportal.Errorf(gpuportal.ENOTFOUND, "Task %q not found.", c.Param("index"))
+	}
+	attempts, err := s.db.TaskAttempts(ctx, currentUser(c), id, index)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.TaskDetail(templates.TaskPage{Job: *j, Index: index, Attempts: attempts}))
+}
+
+func (s *Server) handleCancelJobForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	j, err := s.db.CancelJob(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	s.addFlash(c, "info", i18n.T(reqOf(c).lang, "Job %s is cancelled: its running tasks are stopping.", j.Title()))
+	return redirect(c, "/jobs/"+strconv.FormatInt(id, 10))
+}
