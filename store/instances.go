@@ -376,8 +376,11 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 					return err
 				}
 				outcome := gpuportal.InstanceStopped
+				// A job's task that finished its work during its notice
+				// succeeded: running it again would do it twice.
+				doneInNotice := i.JobID != nil && r.Signal == "" && r.ExitCode != nil && *r.ExitCode == 0
 				switch {
-				case i.Status == gpuportal.InstanceInterrupting:
+				case i.Status == gpuportal.InstanceInterrupting && !doneInNotice:
 					outcome = gpuportal.InstanceInterrupted
 				case stopAsked.Valid:
 					outcome = gpuportal.InstanceStopped

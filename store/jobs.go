@@ -418,9 +418,13 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 		userGPUs[[3]string{fmt.Sprint(userID), model, region}] += count
 	}
 	lrows.Close()
+	type queuedTask struct {
+		index    int
+		lastNode string // where its previous attempt ran: a retry goes elsewhere when it can
+	}
 	type candidate struct {
 		j      *jobRow
-		queued []int // its next queued task indexes
+		queued []queuedTask // its next queued tasks
 	}
 	var cands []*candidate
 	for _, j := range jobs {
@@ -428,10 +432,21 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 		if room <= 0 {
 			continue
 		}
-		queued, err := scanColumn[int](tx.QueryContext(ctx, `SELECT task_index FROM job_tasks WHERE job_id = ? AND status = 'queued' ORDER BY task_index LIMIT ?`, j.ID, room))
+		qrows, err := tx.QueryContext(ctx, `SELECT t.task_index, coalesce(i.node_id, '') FROM job_tasks t LEFT JOIN instances i ON i.id = t.instance_id
+			WHERE t.job_id = ? AND t.status = 'queued' ORDER BY t.task_index LIMIT ?`, j.ID, room)
 		if err != nil {
 			return err
 		}
+		var queued []queuedTask
+		for qrows.Next() {
+			var q queuedTask
+			if err := qrows.Scan(&q.index, &q.lastNode); err != nil {
+				qrows.Close()
+				return err
+			}
+			queued = append(queued, q)
+		}
+		qrows.Close()
 		if len(queued) > 0 {
 			cands = append(cands, &candidate{j: j, queued: queued})
 		}
@@ -478,13 +493,13 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 		}
 		if !ok && p.jobRoom() >= j.GPUsPerTask {
 			kind = gpuportal.KindSpot
-			node, gpus, ok = p.placeSpot(j.GPUsPerTask, "")
+			node, gpus, ok = p.placeSpot(j.GPUsPerTask, c.queued[0].lastNode)
 		}
 		if !ok {
 			cands = slices.Delete(cands, best, best+1) // nothing more fits for it this tick
 			continue
 		}
-		index := c.queued[0]
+		index := c.queued[0].index
 		price := models[j.Model].ListPrice
 		if kind == gpuportal.KindSpot {
 			price = policy.SpotPriceOf(*models[j.Model])
