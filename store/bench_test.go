@@ -57,6 +57,15 @@ func BenchmarkAvailability(b *testing.B) {
 // spot instances and 2,000 upcoming reservations (nothing due: the cost of
 // deciding that, every minute).
 func BenchmarkTick(b *testing.B) {
+	for _, queued := range []int{0, 1000} {
+		b.Run(fmt.Sprintf("queued_tasks=%d", queued), func(b *testing.B) { benchmarkTick(b, queued) })
+	}
+}
+
+// benchmarkTick: with queued > 0, batch jobs first fill the GPUs the
+// 5,000 plain spot instances and the book leave free (those tasks run as
+// spot instances too), and queued tasks more wait in their queues.
+func benchmarkTick(b *testing.B, queued int) {
 	db, clock := storetest.Open(b)
 	ctx := context.Background()
 	seedBook(b, db, 10_000, 2_000)
@@ -67,6 +76,31 @@ func BenchmarkTick(b *testing.B) {
 	// The book above may already need some spot GPUs back: settle that once.
 	if _, err := db.Tick(ctx, clock.Now()); err != nil {
 		b.Fatal(err)
+	}
+	if queued > 0 {
+		for k := 0; ; k++ {
+			if _, err := db.CreateJob(ctx, u, gpuportal.JobRequest{Name: fmt.Sprintf("bench-%d", k), Model: "a100-80g", Region: "cd-1", GPUsPerTask: 1, Tasks: 500,
+				Command: "x", MaxParallel: 500}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := db.Tick(ctx, clock.Now()); err != nil {
+				b.Fatal(err)
+			}
+			jobs, err := db.Jobs(ctx, u, 1000, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			waiting, running := 0, 0
+			for _, j := range jobs {
+				waiting += j.Tasks.Queued
+				running += j.Tasks.Running
+			}
+			if waiting >= queued {
+				b.ReportMetric(float64(waiting), "queued_tasks")
+				b.ReportMetric(float64(running), "running_tasks")
+				break
+			}
+		}
 	}
 	b.ResetTimer()
 	for b.Loop() {

@@ -378,20 +378,40 @@ func (db *DB) settleJob(ctx context.Context, tx *sql.Tx, jobID int64, now time.T
 // most max_parallel tasks, a hybrid one its first on_demand_workers of
 // them on-demand.
 func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickResult, nodes *[]string) error {
-	rows, err := tx.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE status IN ('queued', 'running') ORDER BY id`)
+	// Jobs with queued tasks, in pools with a GPU free at all: the
+	// common case of a full fleet costs two small queries.
+	rows, err := tx.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE status IN ('queued', 'running')
+		AND EXISTS (SELECT 1 FROM job_tasks t WHERE t.status = 'queued' AND t.job_id = jobs.id) ORDER BY id`)
 	if err != nil {
 		return err
 	}
-	var jobs []*jobRow
+	var waiting []*jobRow
 	for rows.Next() {
 		j, err := scanJob(rows)
 		if err != nil {
 			rows.Close()
 			return err
 		}
-		jobs = append(jobs, j)
+		waiting = append(waiting, j)
 	}
 	rows.Close()
+	freeIn := map[[2]string]int{}
+	var jobs []*jobRow
+	for _, j := range waiting {
+		key := [2]string{j.Model, j.Region}
+		free, seen := freeIn[key]
+		if !seen {
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id
+				WHERE g.model_id = ? AND n.region_id = ? AND g.healthy = 1 AND n.online = 1 AND n.drain = 0
+				AND NOT EXISTS (SELECT 1 FROM instance_gpus ig WHERE ig.gpu_uuid = g.uuid)`, j.Model, j.Region).Scan(&free); err != nil {
+				return err
+			}
+			freeIn[key] = free
+		}
+		if free >= j.GPUsPerTask {
+			jobs = append(jobs, j)
+		}
+	}
 	if len(jobs) == 0 {
 		return nil
 	}
@@ -401,21 +421,26 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 		kind string
 	}
 	live := map[liveKey]int{}
-	userGPUs := map[[3]string]int{} // user, model, region
-	lrows, err := tx.QueryContext(ctx, `SELECT job_id, kind, user_id, model_id, region_id, count FROM instances WHERE job_id IS NOT NULL AND status IN ('pending', 'running', 'interrupting')`)
+	type userPool struct {
+		user          int64
+		model, region string
+	}
+	userGPUs := map[userPool]int{}
+	lrows, err := tx.QueryContext(ctx, `SELECT job_id, kind, user_id, model_id, region_id, count(*), sum(count) FROM instances
+		WHERE job_id IS NOT NULL AND status IN ('pending', 'running', 'interrupting') GROUP BY job_id, kind, user_id, model_id, region_id`)
 	if err != nil {
 		return err
 	}
 	for lrows.Next() {
 		var jobID, userID int64
 		var kind, model, region string
-		var count int
-		if err := lrows.Scan(&jobID, &kind, &userID, &model, &region, &count); err != nil {
+		var n, gpus int
+		if err := lrows.Scan(&jobID, &kind, &userID, &model, &region, &n, &gpus); err != nil {
 			lrows.Close()
 			return err
 		}
-		live[liveKey{jobID, kind}]++
-		userGPUs[[3]string{fmt.Sprint(userID), model, region}] += count
+		live[liveKey{jobID, kind}] += n
+		userGPUs[userPool{userID, model, region}] += gpus
 	}
 	lrows.Close()
 	type queuedTask struct {
@@ -463,7 +488,7 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 		best := 0
 		for k, c := range cands {
 			b := cands[best]
-			ck, bk := [3]string{fmt.Sprint(c.j.UserID), c.j.Model, c.j.Region}, [3]string{fmt.Sprint(b.j.UserID), b.j.Model, b.j.Region}
+			ck, bk := userPool{c.j.UserID, c.j.Model, c.j.Region}, userPool{b.j.UserID, b.j.Model, b.j.Region}
 			if userGPUs[ck] < userGPUs[bk] || (userGPUs[ck] == userGPUs[bk] && c.j.ID < b.j.ID) {
 				best = k
 			}
@@ -532,7 +557,7 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 			p.spots = append(p.spots, poolInstance{id: id, count: j.GPUsPerTask, node: node, startedAt: now, jobTask: true})
 		}
 		live[liveKey{j.ID, kind}]++
-		userGPUs[[3]string{fmt.Sprint(j.UserID), j.Model, j.Region}] += j.GPUsPerTask
+		userGPUs[userPool{j.UserID, j.Model, j.Region}] += j.GPUsPerTask
 		if err := bumpNode(ctx, tx, node); err != nil {
 			return err
 		}
