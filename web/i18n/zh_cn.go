@@ -631,4 +631,5 @@ var zhCN = map[string]string{
 	"Interrupted: %s.":                           "已中断：%s。",
 	"Cost: %s.":                                  "费用：%s。",
 	"hybrid":                                     "混合",
+	"job #%d, task %d":                           "作业 #%d，任务 %d",
 }
