@@ -71,11 +71,17 @@ func (r *LaunchRequest) Validate() error {
 	if r.Count < 1 || r.Count > MaxGPUsPerInstance {
 		return FieldErrorf(EINVALID, "count", "An instance runs on 1 to %d GPUs of one node.", MaxGPUsPerInstance)
 	}
-	r.Command = strings.TrimSpace(r.Command)
-	if r.Command == "" {
+	return ValidateCommand(&r.Command)
+}
+
+// ValidateCommand trims a workload's command and checks it is one a shell
+// can run: some text, at most 8 KiB.
+func ValidateCommand(cmd *string) error {
+	*cmd = strings.TrimSpace(*cmd)
+	if *cmd == "" {
 		return FieldErrorf(EINVALID, "command", "The command is required (it runs with /bin/sh -c).")
 	}
-	if len(r.Command) > 8192 || !utf8.ValidString(r.Command) || strings.ContainsRune(r.Command, 0) {
+	if len(*cmd) > 8192 || !utf8.ValidString(*cmd) || strings.ContainsRune(*cmd, 0) {
 		return FieldErrorf(EINVALID, "command", "The command must be at most 8192 bytes of text.")
 	}
 	return nil

@@ -89,14 +89,7 @@ func (r *JobRequest) Validate() error {
 	case r.Kind == JobHybrid && (r.OnDemandWorkers < 1 || r.OnDemandWorkers > r.MaxParallel):
 		return FieldErrorf(EINVALID, "on_demand_workers", "A hybrid job runs 1 to max_parallel of its tasks on-demand.")
 	}
-	r.Command = strings.TrimSpace(r.Command)
-	if r.Command == "" {
-		return FieldErrorf(EINVALID, "command", "The command is required (it runs with /bin/sh -c).")
-	}
-	if len(r.Command) > 8192 || !utf8.ValidString(r.Command) || strings.ContainsRune(r.Command, 0) {
-		return FieldErrorf(EINVALID, "command", "The command must be at most 8192 bytes of text.")
-	}
-	return nil
+	return ValidateCommand(&r.Command)
 }
 
 // TaskCounts is how a job's tasks stand.

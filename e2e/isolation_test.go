@@ -12,22 +12,6 @@ import (
 	"gpuportal"
 )
 
-// hostProcessWith reports whether a process of this machine has marker in
-// its command line.
-func hostProcessWith(marker string) bool {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		raw, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.Contains(strings.ReplaceAll(string(raw), "\x00", " "), marker) {
-			return true
-		}
-	}
-	return false
-}
-
 // (issue 13, exec hardened) With --exec-user the agent (as root) runs each
 // workload as that user in PID and mount namespaces of its own: it is not
 // root, sees only its own processes, cannot read the agent's state, and a
@@ -72,7 +56,7 @@ i=0; while [ $i -lt 600 ]; do i=$((i+1)); sleep 0.1; done`
 	}()
 	eventually(t, 15*time.Second, "the probe to write its findings", func() bool {
 		_, err := os.Stat(filepath.Join(runDir, "written"))
-		return err == nil && hostProcessWith(marker)
+		return err == nil && (hostPIDWith(marker) != 0)
 	})
 	read := func(name string) string {
 		raw, _ := os.ReadFile(filepath.Join(runDir, name))
@@ -90,7 +74,7 @@ i=0; while [ $i -lt 600 ]; do i=$((i+1)); sleep 0.1; done`
 	var stopped gpuportal.Instance
 	p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", inst.ID), p.user, "", &stopped)
 	eventually(t, 20*time.Second, "the stop", func() bool { return p.instance(inst.ID).Status == gpuportal.InstanceStopped })
-	if hostProcessWith(marker) {
+	if hostPIDWith(marker) != 0 {
 		t.Fatal("the setsid child survived the stop")
 	}
 }

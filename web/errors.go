@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 
@@ -111,4 +112,22 @@ func titleOf(lang, code string) string {
 		return i18n.T(lang, "Something went wrong")
 	}
 	return i18n.T(lang, "That did not work")
+}
+
+// formError puts a store error where a form shows it, translated: on its
+// field when the form has that field (fields; none listed: any field), or
+// at the top. It returns the status to answer with, or the error itself
+// when it is an internal one, for the error page.
+func formError(c echo.Context, err error, fieldErrs *templates.FieldErrors, topErr *string, fields ...string) (int, error) {
+	code := gpuportal.ErrorCode(err)
+	if code == gpuportal.EINTERNAL {
+		return 0, err
+	}
+	msg := i18n.Error(reqOf(c).lang, err)
+	if f := gpuportal.ErrorField(err); f != "" && (len(fields) == 0 || slices.Contains(fields, f)) {
+		*fieldErrs = templates.FieldErrors{f: msg}
+	} else {
+		*topErr = msg
+	}
+	return statusOf[code], nil
 }

@@ -123,21 +123,15 @@ func (s *Server) handleLaunchForm(c echo.Context) error {
 		inst, err = s.db.Launch(c.Request().Context(), currentUser(c), req)
 	}
 	if err != nil {
-		code := gpuportal.ErrorCode(err)
-		if code == gpuportal.EINTERNAL {
-			return err
-		}
-		msg := i18n.Error(reqOf(c).lang, err)
-		if f := gpuportal.ErrorField(err); f == "count" || f == "command" || f == "reservation_id" || f == "image" {
-			form.Errors = templates.FieldErrors{f: msg}
-		} else {
-			form.Error = msg
+		status, internal := formError(c, err, &form.Errors, &form.Error, "count", "command", "reservation_id", "image")
+		if internal != nil {
+			return internal
 		}
 		p, perr := s.instancesPage(c, form)
 		if perr != nil {
 			return perr
 		}
-		return s.render(c, statusOf[code], templates.Instances(p))
+		return s.render(c, status, templates.Instances(p))
 	}
 	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Instance #%d launched: it starts as soon as its GPUs are assigned.", inst.ID))
 	return redirect(c, "/instances")

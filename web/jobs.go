@@ -180,21 +180,15 @@ func (s *Server) handleJobForm(c echo.Context) error {
 		})
 	}
 	if err != nil {
-		code := gpuportal.ErrorCode(err)
-		if code == gpuportal.EINTERNAL {
-			return err
-		}
-		msg := i18n.Error(reqOf(c).lang, err)
-		if f := gpuportal.ErrorField(err); f != "" {
-			form.Errors = templates.FieldErrors{f: msg}
-		} else {
-			form.Error = msg
+		status, internal := formError(c, err, &form.Errors, &form.Error)
+		if internal != nil {
+			return internal
 		}
 		p, perr := s.jobsPage(c, form)
 		if perr != nil {
 			return perr
 		}
-		return s.render(c, statusOf[code], templates.Jobs(p))
+		return s.render(c, status, templates.Jobs(p))
 	}
 	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Job %s submitted: its tasks start as GPUs are free.", j.Title()))
 	return redirect(c, "/jobs/"+strconv.FormatInt(j.ID, 10))
