@@ -90,7 +90,7 @@ type AgentEvents struct {
 // SIGTERM comes after DeadlineInSeconds, SIGKILL GraceSeconds later. Times
 // are durations, not instants, so the agent enforces them in its own clock.
 type Interruption struct {
-	Action            string  `json:"action"` // "terminate"
+	Action            string  `json:"action"` // "terminate", or "stop" when the balance ran out
 	DeadlineInSeconds float64 `json:"deadline_in_seconds"`
 	GraceSeconds      int     `json:"grace_seconds"`
 	Reason            string  `json:"reason"`

@@ -20,6 +20,7 @@ const (
 	ECAPACITY     = "capacity_unavailable"
 	EGONE         = "gone"
 	EPOLICY       = "policy_violation"
+	EFUNDS        = "insufficient_funds" // 402: top up first
 	ERATELIMITED  = "rate_limited"
 	EINTERNAL     = "internal"
 )

@@ -34,6 +34,8 @@ const (
 	// ReasonFairShare: a job's task gave its GPUs to a spot instance
 	// launched on its own; the task is queued again.
 	ReasonFairShare = "fair_share"
+	// ReasonBalance: the owner's balance ran out (metadata action "stop").
+	ReasonBalance = "balance"
 )
 
 // MaxGPUsPerInstance: an instance runs on one node.

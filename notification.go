@@ -16,6 +16,9 @@ const (
 	NoteReservationShorted = "reservation_short"
 	NotePasswordReset      = "password_reset" // email only: it carries a one-time link
 	NoteJobSucceeded       = "job_succeeded"
+	NoteAutoBookUnpaid     = "waitlist_unpaid" // capacity freed but the balance could not pay the auto-book
+	NoteBalanceLow         = "balance_low"     // runs out within 30 min at the current burn
+	NoteBalanceStop        = "balance_stop"    // ran out: instances get the stop notice
 	NoteJobFailed          = "job_failed"
 )
 
@@ -44,6 +47,8 @@ type NoteParams struct {
 	Deadline      time.Time `json:"deadline,omitzero"`
 	Reason        string    `json:"reason,omitempty"`
 	Missing       int       `json:"missing,omitempty"`
+	Available     Fen       `json:"available_fen,omitempty"`
+	RunsOutAt     time.Time `json:"runs_out_at,omitzero"`
 	JobID         int64     `json:"job_id,omitempty"`
 	JobName       string    `json:"job_name,omitempty"`
 	Tasks         []int     `json:"tasks,omitempty"` // a failed job's failed tasks

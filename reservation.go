@@ -147,7 +147,13 @@ type LedgerEntry struct {
 	ID            int64     `json:"id"`
 	At            time.Time `json:"at"`
 	Kind          string    `json:"kind"`
-	Amount        Fen       `json:"amount_fen"`
+	Amount        Fen       `json:"amount_fen"` // > 0 takes money out of the balance, < 0 puts it in
 	ReservationID *int64    `json:"reservation_id,omitempty"`
+	InstanceID    *int64    `json:"instance_id,omitempty"`
+	TopUpID       *int64    `json:"topup_id,omitempty"`
 	Description   string    `json:"description"`
+	// What the entry is about, for display in any language: the GPUs and
+	// model of its reservation or instance.
+	Count int    `json:"count,omitempty"`
+	Model string `json:"model,omitempty"`
 }

@@ -420,11 +420,18 @@ func (a *Agent) reconcile(d gpuportal.AgentDesired) {
 			changed = true
 			continue
 		}
+		if dw.Interrupt == nil && !w.exited && !w.rec.NoticeAt.IsZero() && !w.rec.TermSent && !w.rec.StopAsked {
+			// The portal called the notice off (a top-up arrived in time).
+			a.log.Info("interruption notice withdrawn", "instance", dw.InstanceID)
+			w.rec.NoticeAt, w.rec.Deadline, w.rec.Grace, w.rec.Reason, w.rec.Action = time.Time{}, time.Time{}, 0, "", ""
+			changed = true
+		}
 		if dw.Interrupt != nil && !w.exited && w.rec.NoticeAt.IsZero() {
 			w.rec.NoticeAt = now
 			w.rec.Deadline = now.Add(time.Duration(dw.Interrupt.DeadlineInSeconds * float64(time.Second)))
 			w.rec.Grace = float64(dw.Interrupt.GraceSeconds)
 			w.rec.Reason = dw.Interrupt.Reason
+			w.rec.Action = dw.Interrupt.Action
 			a.log.Info("interruption notice", "instance", dw.InstanceID, "deadline", w.rec.Deadline.UTC().Format(time.RFC3339), "reason", dw.Interrupt.Reason)
 			changed = true
 		}
@@ -779,7 +786,7 @@ func (a *Agent) metadataView(instanceID int64) (metadataView, bool) {
 	}
 	v := metadataView{instanceID: strconv.FormatInt(w.rec.InstanceID, 10), lifecycle: w.rec.Lifecycle}
 	if !w.rec.NoticeAt.IsZero() {
-		v.deadline = w.rec.Deadline
+		v.deadline, v.action = w.rec.Deadline, w.rec.Action
 	}
 	return v, true
 }

@@ -31,6 +31,7 @@ type metadataView struct {
 	instanceID string
 	lifecycle  string
 	deadline   time.Time // zero until an interruption is scheduled
+	action     string    // terminate (default) or stop
 }
 
 // metadataServer holds what every instance's endpoint shares: the view of
@@ -109,7 +110,11 @@ func (m *metadataServer) serve(w http.ResponseWriter, r *http.Request, id int64)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"action": "terminate", "time": when})
+		action := view.action
+		if action == "" {
+			action = "terminate"
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"action": action, "time": when})
 	case "/latest/meta-data/spot/termination-time":
 		if view.deadline.IsZero() {
 			http.NotFound(w, r)

@@ -38,6 +38,7 @@ type workloadRecord struct {
 	Deadline  time.Time `json:"deadline,omitzero"`
 	Grace     float64   `json:"grace_seconds,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
+	Action    string    `json:"action,omitempty"` // what the notice says: terminate, or stop
 	TermSent  bool      `json:"term_sent,omitempty"`
 	KillSent  bool      `json:"kill_sent,omitempty"`
 	StopAsked bool      `json:"stop_asked,omitempty"`

@@ -80,7 +80,7 @@ func (db *DB) SeedDemoHistory(ctx context.Context, customers []*gpuportal.User, 
 							reason = gpuportal.ReasonAdmin
 						}
 					}
-					if err := seedSpotRun(ctx, tx, u.ID, m.ID, "cd-1", gpus, spotPrice, start, start.Add(length), at, reason); err != nil {
+					if err := db.seedSpotRun(ctx, tx, u.ID, m.ID, "cd-1", gpus, spotPrice, start, start.Add(length), at, reason); err != nil {
 						return err
 					}
 				}
@@ -127,7 +127,7 @@ func (db *DB) seedReservation(ctx context.Context, tx *sql.Tx, userID int64, m g
 	return db.addLedger(ctx, tx, userID, at, "cancellation_fee", fee, &id, fmt.Sprintf("Reservation #%d: cancellation fee", id))
 }
 
-func seedSpotRun(ctx context.Context, tx *sql.Tx, userID int64, model, region string, gpus int, price gpuportal.Fen, start, end, interruptedAt time.Time, reason string) error {
+func (db *DB) seedSpotRun(ctx context.Context, tx *sql.Tx, userID int64, model, region string, gpus int, price gpuportal.Fen, start, end, interruptedAt time.Time, reason string) error {
 	status := gpuportal.InstanceStopped
 	if !interruptedAt.IsZero() {
 		status, end = gpuportal.InstanceInterrupted, interruptedAt.Add(2*time.Minute)
@@ -157,9 +157,8 @@ func seedSpotRun(ctx context.Context, tx *sql.Tx, userID int64, model, region st
 		}
 	}
 	if cost > 0 {
-		_, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, instance_id, description) VALUES (?, ?, 'instance', ?, ?, ?)`,
-			userID, unix(end), cost, id, fmt.Sprintf("Instance #%d (spot, %d × %s): %d min", id, gpus, model, minutes))
-		return err
+		return db.postLedger(ctx, tx, ledgerPost{userID: userID, at: end, kind: gpuportal.LedgerInstance, amount: cost, instanceID: &id,
+			desc: fmt.Sprintf("Instance #%d (spot, %d × %s): %d min", id, gpus, model, minutes)})
 	}
 	return nil
 }

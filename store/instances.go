@@ -198,6 +198,12 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		case gpuportal.KindReserved:
 			price = 0
 		}
+		// A launch needs an hour of its price available.
+		if price > 0 {
+			if err := db.requireAvailable(ctx, tx, user.ID, price*gpuportal.Fen(req.Count), now); err != nil {
+				return err
+			}
+		}
 		var resID sql.NullInt64
 		if req.ReservationID != nil {
 			resID = sql.NullInt64{Int64: *req.ReservationID, Valid: true}
@@ -328,7 +334,11 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 			if extras[k].wall.Valid {
 				notice -= wallNow.Sub(time.Unix(extras[k].wall.Int64, 0))
 			}
-			dw.Interrupt = &gpuportal.Interruption{Action: "terminate", DeadlineInSeconds: max(0, notice.Seconds()), GraceSeconds: int(extras[k].grace.Int64), Reason: i.Interruption.Reason}
+			action := "terminate"
+			if i.Interruption.Reason == gpuportal.ReasonBalance {
+				action = "stop"
+			}
+			dw.Interrupt = &gpuportal.Interruption{Action: action, DeadlineInSeconds: max(0, notice.Seconds()), GraceSeconds: int(extras[k].grace.Int64), Reason: i.Interruption.Reason}
 		}
 		d.Workloads = append(d.Workloads, dw)
 	}
@@ -450,7 +460,8 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 	if err := recordRunEnd(ctx, tx, i, now); err != nil {
 		return err
 	}
-	restart := outcome == gpuportal.InstanceInterrupted && i.AutoRestart
+	// A run stopped because its owner's balance ran out does not restart.
+	restart := outcome == gpuportal.InstanceInterrupted && i.AutoRestart && (i.Interruption == nil || i.Interruption.Reason != gpuportal.ReasonBalance)
 	if restart {
 		_, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'pending', last_node_id = node_id, node_id = NULL, started_at = NULL, billed_minutes = billed_minutes + ?, cost_fen = cost_fen + ?,
 			restarts = restarts + 1, exit_code = ?, error = ? WHERE id = ?`, minutes, cost, code, errText, i.ID)
@@ -471,8 +482,7 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 	}
 	if cost > 0 {
 		desc := fmt.Sprintf("Instance #%d (%s, %d × %s): %d min", i.ID, i.Kind, i.Count, i.Model, minutes)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, instance_id, description) VALUES (?, ?, 'instance', ?, ?, ?)`,
-			i.UserID, unix(now), cost, i.ID, desc); err != nil {
+		if err := db.postLedger(ctx, tx, ledgerPost{userID: i.UserID, at: now, kind: gpuportal.LedgerInstance, amount: cost, instanceID: &i.ID, desc: desc}); err != nil {
 			return err
 		}
 	}
@@ -490,9 +500,10 @@ func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, 
 	if n, _ := res.RowsAffected(); n == 0 {
 		return nil
 	}
-	// A job task giving way to other spot work is the job's own business,
-	// not an interruption of spot capacity: the published rates leave it out.
-	if reason != gpuportal.ReasonFairShare {
+	// A job task giving way to other spot work, or a stop for lack of
+	// balance, is not an interruption of spot capacity: the published rates
+	// leave them out.
+	if reason != gpuportal.ReasonFairShare && reason != gpuportal.ReasonBalance {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO interruptions (instance_id, user_id, model_id, region_id, gpus, notice_at, deadline_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			i.ID, i.UserID, i.Model, i.Region, i.Count, unix(now), unix(deadline), reason); err != nil {
 			return err

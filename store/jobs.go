@@ -482,6 +482,16 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 		return err
 	}
 	models := map[string]*gpuportal.Model{}
+	available := map[int64]gpuportal.Fen{} // what each owner may still spend this tick
+	for _, c := range cands {
+		if _, ok := available[c.j.UserID]; !ok {
+			b, err := db.balanceIn(ctx, tx, c.j.UserID, now)
+			if err != nil {
+				return err
+			}
+			available[c.j.UserID] = b.Available
+		}
+	}
 	for len(cands) > 0 {
 		// The job whose owner has the fewest job GPUs in its pool; the
 		// oldest job on ties.
@@ -528,6 +538,14 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 		price := models[j.Model].ListPrice
 		if kind == gpuportal.KindSpot {
 			price = policy.SpotPriceOf(*models[j.Model])
+		}
+		// Like a launch, a task needs an hour of its price available: a
+		// job whose owner ran out stops starting tasks.
+		if hour := price * gpuportal.Fen(j.GPUsPerTask); available[j.UserID] < hour {
+			cands = slices.Delete(cands, best, best+1)
+			continue
+		} else {
+			available[j.UserID] -= hour
 		}
 		var id int64
 		if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, status, node_id, attempt,

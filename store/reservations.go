@@ -173,7 +173,8 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 		return nil, fmt.Errorf("insert reservation: %w", err)
 	}
 	desc := fmt.Sprintf("Reservation #%d: %d × %s, %s, %d h", res.ID, res.Count, model.Name, req.Region, res.Hours())
-	if err := db.addLedger(ctx, tx, userID, now, "reservation", res.Price, &res.ID, desc); err != nil {
+	// Paid from the balance now, all or nothing with the booking.
+	if err := db.charge(ctx, tx, ledgerPost{userID: userID, at: now, kind: gpuportal.LedgerReservation, amount: res.Price, reservationID: &res.ID, desc: desc}); err != nil {
 		return nil, err
 	}
 	if err := db.notify(ctx, tx, userID, gpuportal.NoteBookingConfirmed, gpuportal.NoteParams{ReservationID: res.ID, Model: res.Model, Region: res.Region,

@@ -23,7 +23,7 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 	var res TickResult
 	var nodes []string
 	steps := []func(context.Context, *sql.Tx, time.Time, *TickResult, *[]string) error{
-		db.completeReservations, db.activateReservations, db.handleNodeFailures, db.preempt, db.place, db.jobStep,
+		db.completeReservations, db.activateReservations, db.handleNodeFailures, db.balanceStep, db.preempt, db.place, db.jobStep, db.expireTopUps,
 		db.waitlistStep, db.remindersStep, db.rollupStep,
 	}
 	for _, step := range steps {

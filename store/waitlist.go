@@ -242,6 +242,20 @@ func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *
 				r, err = db.book(ctx, tx, w.UserID, gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
 				return err
 			})
+			if gpuportal.ErrorCode(err) == gpuportal.EFUNDS {
+				// The user cannot pay for it now: it stays waiting (a
+				// top-up lets the next tick book it), and they are told once.
+				if w.Note != unpaidNote {
+					if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET note = ? WHERE id = ?`, unpaidNote, id); err != nil {
+						return err
+					}
+					if err := db.notify(ctx, tx, w.UserID, gpuportal.NoteAutoBookUnpaid, gpuportal.NoteParams{EntryID: w.ID, Model: w.Model, Region: w.Region,
+						Count: w.Count, Start: w.Start, End: w.End}); err != nil {
+						return err
+					}
+				}
+				continue
+			}
 			if code := gpuportal.ErrorCode(err); code == gpuportal.EPOLICY || code == gpuportal.EINVALID || code == gpuportal.ECAPACITY {
 				// Not bookable for this user now (credit, lead time), or a
 				// booking on another portal took the hours since the check:
@@ -281,6 +295,10 @@ func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *
 	}
 	return nil
 }
+
+// unpaidNote marks an auto-book entry whose owner could not pay when its
+// capacity freed (they were told).
+const unpaidNote = "not enough balance to book"
 
 // inSavepoint runs fn inside tx so that, when it fails, what it wrote is
 // undone and the transaction can go on: the scheduler's waitlist step

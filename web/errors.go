@@ -22,6 +22,7 @@ var statusOf = map[string]int{
 	gpuportal.ECAPACITY:     http.StatusConflict,
 	gpuportal.EGONE:         http.StatusGone,
 	gpuportal.EPOLICY:       http.StatusUnprocessableEntity,
+	gpuportal.EFUNDS:        http.StatusPaymentRequired,
 	gpuportal.ERATELIMITED:  http.StatusTooManyRequests,
 	gpuportal.EINTERNAL:     http.StatusInternalServerError,
 }

@@ -35,6 +35,11 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 	if status < 300 || status >= 400 {
 		v.Flashes = s.takeFlashes(c)
 	}
+	if r.user != nil && c.Request().Header.Get("HX-Request") == "" {
+		if b, err := s.db.Balance(c.Request().Context(), r.user); err == nil {
+			v.Available = &b.Available
+		}
+	}
 	ctx := templates.WithView(c.Request().Context(), v)
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	c.Response().Header().Set("Cache-Control", "no-store")

@@ -288,11 +288,3 @@ func (s *Server) handleCancelForm(c echo.Context) error {
 	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Reservation #%d is cancelled: fee %s, refund %s.", r.ID, r.Fee.String(), r.Refund.String()))
 	return redirect(c, "/reservations")
 }
-
-func (s *Server) handleLedgerPage(c echo.Context) error {
-	entries, total, err := s.db.Ledger(c.Request().Context(), currentUser(c).ID, 0)
-	if err != nil {
-		return err
-	}
-	return s.render(c, http.StatusOK, templates.Ledger(templates.LedgerPage{Entries: entries, Total: total}))
-}

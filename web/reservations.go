@@ -141,11 +141,3 @@ func (s *Server) handleICS(c echo.Context) error {
 	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="reservation-%d.ics"`, r.ID))
 	return c.Blob(http.StatusOK, gpuportal.ICSContentType, []byte(body))
 }
-
-func (s *Server) apiLedger(c echo.Context) error {
-	entries, _, err := s.db.Ledger(c.Request().Context(), currentUser(c).ID, 0)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, entries)
-}

@@ -17,6 +17,9 @@ func (s *Server) routes() {
 	e.GET("/metrics", s.handleMetrics(), s.metricsAllowed)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticFiles())))
 
+	// Payment providers sign their calls; no session, no token.
+	e.POST("/api/v1/payments/:provider/webhook", s.apiPaymentWebhook)
+
 	// Everything below knows who is asking.
 	app := e.Group("", s.authenticate, s.checkCSRF)
 
@@ -52,6 +55,10 @@ func (s *Server) routes() {
 	app.POST("/reservations/:id/cancel", s.handleCancelForm, requireUser)
 	app.GET("/reservations/:id/ics", s.handleICS, requireUser)
 	app.GET("/ledger", s.handleLedgerPage, requireUser)
+	app.GET("/ledger.csv", s.handleStatementCSV, requireUser)
+	app.POST("/topups", s.handleTopUpForm, requireUser)
+	app.GET("/pay/:provider/:id", s.handleTestPayPage, requireUser)
+	app.POST("/pay/:provider/:id", s.handleTestPayConfirm, requireUser)
 	app.GET("/instances", s.handleInstancesPage, requireUser)
 	app.GET("/instances/list", s.handleInstanceList, requireUser)
 	app.GET("/instances/launch-form", s.handleLaunchFormPanel, requireUser)
@@ -109,6 +116,9 @@ func (s *Server) routes() {
 	api.POST("/reservations/:id/cancel", s.apiCancel, requireUser, s.idempotent)
 	api.GET("/reservations/:id/ics", s.handleICS, requireUser)
 	api.GET("/ledger", s.apiLedger, requireUser)
+	api.GET("/balance", s.apiBalance, requireUser)
+	api.POST("/topups", s.apiCreateTopUp, requireUser, s.idempotent)
+	api.GET("/topups", s.apiTopUps, requireUser)
 	api.POST("/instances", s.apiLaunch, requireUser, s.idempotent)
 	api.GET("/instances", s.apiInstances, requireUser)
 	api.GET("/instances/:id", s.apiInstance, requireUser)

@@ -46,6 +46,9 @@ type Config struct {
 	// MetricsAllow limits /metrics to these networks (--metrics-allow;
 	// empty: everyone).
 	MetricsAllow []*net.IPNet
+	// PaymentSecret signs payment providers' webhooks
+	// (PORTAL_PAYMENT_SECRET); empty: no top-ups through providers.
+	PaymentSecret string
 	// Scheduler is kicked by the store after changes that make something
 	// due; the server asks it whether it leads, and it runs
 	// the minutes a moved test clock skips. Nil: nothing is scheduled.

@@ -18,12 +18,16 @@ import (
 
 // Demo logins, printed at start with --demo. They are well known on
 // purpose: --demo is for trying the portal out, never for production.
+// Each customer starts with a balance; Carol's is small, so that running
+// out can be seen.
 var demoAccounts = []struct {
 	role, email, password, name string
+	balance                     gpuportal.Fen
 }{
-	{gpuportal.RoleAdmin, "admin@gpuportal.demo", "demo-admin-pass", "Demo Admin"},
-	{gpuportal.RoleCustomer, "alice@gpuportal.demo", "demo-alice-pass", "Alice Chen"},
-	{gpuportal.RoleCustomer, "bob@gpuportal.demo", "demo-bob-pass", "Bob Li"},
+	{gpuportal.RoleAdmin, "admin@gpuportal.demo", "demo-admin-pass", "Demo Admin", 0},
+	{gpuportal.RoleCustomer, "alice@gpuportal.demo", "demo-alice-pass", "Alice Chen", 300_000_00},
+	{gpuportal.RoleCustomer, "bob@gpuportal.demo", "demo-bob-pass", "Bob Li", 300_000_00},
+	{gpuportal.RoleCustomer, "carol@gpuportal.demo", "demo-carol-pass", "Carol Wang", 5_00},
 }
 
 // demoNodes is the demo region's fleet: 4 × DGX A100 and 2 × DGX H100 in
@@ -178,6 +182,20 @@ func seedDemo(ctx context.Context, db *store.DB, out io.Writer, url string) erro
 		}
 		if err != nil {
 			return err
+		}
+		if a.balance > 0 {
+			u, err := db.UserByEmail(ctx, a.email)
+			if err != nil {
+				return err
+			}
+			// Once: a demo restarted on the same database keeps its money.
+			if sum, err := db.LedgerSum(ctx, u.ID); err != nil {
+				return err
+			} else if sum == 0 {
+				if _, err := db.Credit(ctx, nil, u.ID, gpuportal.CreditRequest{Amount: a.balance, Note: "demo balance"}); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	fmt.Fprintf(out, "\ngpuportal demo at %s\n", url)

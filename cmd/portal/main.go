@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -173,6 +174,9 @@ environment:
   PORTAL_SMTP_URL         smtp://user:pass@host:port?from=addr&tls=none|starttls|tls — enables email
   PORTAL_SMS_URL          HTTP endpoint receiving {"to","text"} JSON — enables SMS
   PORTAL_SMS_SECRET       signs SMS requests: X-Signature: sha256=<hex HMAC-SHA256 of the body>
+  PORTAL_PAYMENT_SECRET   enables top-ups: payment providers sign their webhooks with it
+                          (X-Signature: sha256=<hex HMAC-SHA256 of the body>), at least 32 bytes;
+                          --demo makes one up when it is not set
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -192,6 +196,14 @@ environment:
 	metricsNets, err := web.ParseCIDRs(*metricsAllow)
 	if err != nil {
 		return fmt.Errorf("--metrics-allow: %w", err)
+	}
+	paymentSecret := getenv("PORTAL_PAYMENT_SECRET")
+	if paymentSecret != "" && len(paymentSecret) < minSecretBytes {
+		return fmt.Errorf("PORTAL_PAYMENT_SECRET is %d bytes; it must be at least %d", len(paymentSecret), minSecretBytes)
+	}
+	if paymentSecret == "" && *demo {
+		// The demo's test provider needs a secret; nobody else knows it.
+		paymentSecret = rand.Text() + rand.Text()
 	}
 	if *enrollTTL <= 0 {
 		return errors.New("--enrollment-token-ttl must be positive")
@@ -252,7 +264,7 @@ environment:
 	sched := scheduler.New(db, clock, gpuportal.RealClock{}, log)
 	srv, err := web.New(ctx, web.Config{
 		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"), Scheduler: sched,
-		TrustedProxies: proxies, MetricsAllow: metricsNets, PublicURL: *publicURL,
+		TrustedProxies: proxies, MetricsAllow: metricsNets, PublicURL: *publicURL, PaymentSecret: paymentSecret,
 	})
 	if err != nil {
 		l.Close()

@@ -146,8 +146,23 @@ func Open(tb testing.TB) (*store.DB, *gpuportal.ManualClock) {
 	return db, clock
 }
 
-// MustCreateUser creates a customer (or admin) for a test.
+// MustCreateUser creates a customer (or admin) for a test, with
+// TestBalance in the account so that what the test books and runs is paid
+// (tests about money start from MustCreatePoorUser).
 func MustCreateUser(tb testing.TB, db *store.DB, email, role string) *gpuportal.User {
+	tb.Helper()
+	u := MustCreatePoorUser(tb, db, email, role)
+	if _, err := db.Credit(context.Background(), nil, u.ID, gpuportal.CreditRequest{Amount: TestBalance, Note: "test balance"}); err != nil {
+		tb.Fatal(err)
+	}
+	return u
+}
+
+// TestBalance is what MustCreateUser puts in each account: ¥10,000,000.
+const TestBalance gpuportal.Fen = gpuportal.MaxCredit
+
+// MustCreatePoorUser creates a user with nothing in their account.
+func MustCreatePoorUser(tb testing.TB, db *store.DB, email, role string) *gpuportal.User {
 	tb.Helper()
 	u, err := db.CreateUser(context.Background(), gpuportal.SignUp{Email: email, Password: "correct-horse-battery", Name: "Test " + email}, role, "")
 	if err != nil {

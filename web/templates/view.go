@@ -27,6 +27,7 @@ type View struct {
 	Location  *time.Location // the site time zone
 	TestClock bool
 	Now       time.Time
+	Available *gpuportal.Fen // the user's available balance, for the navigation bar
 }
 
 type viewKey struct{}

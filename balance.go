@@ -1,0 +1,159 @@
+package gpuportal
+
+import (
+	"strings"
+	"time"
+)
+
+// Balance is what a customer has to spend (DESIGN §1): the posted balance
+// (−Σ ledger), the part held for the instances running now (their cost so
+// far, posted when each run ends), and the admin-set credit limit.
+type Balance struct {
+	Balance     Fen        `json:"balance_fen"`
+	Held        Fen        `json:"held_fen"`
+	CreditLimit Fen        `json:"credit_limit_fen"`
+	Available   Fen        `json:"available_fen"`
+	BurnPerHour Fen        `json:"burn_fen_per_hour"` // what the running instances cost an hour
+	RunsOutAt   *time.Time `json:"runs_out_at"`       // at the current burn; nil when nothing burns
+}
+
+// NewBalance works out what is available and when it runs out.
+func NewBalance(balance, held, creditLimit, burnPerHour Fen, now time.Time) Balance {
+	b := Balance{Balance: balance, Held: held, CreditLimit: creditLimit, BurnPerHour: burnPerHour}
+	b.Available = balance + creditLimit - held
+	if burnPerHour > 0 {
+		left := time.Duration(float64(max(b.Available, 0)) / float64(burnPerHour) * float64(time.Hour))
+		t := now.Add(left).Truncate(time.Minute)
+		b.RunsOutAt = &t
+	}
+	return b
+}
+
+// LowBalanceWarning is how long before running out a customer is told.
+const LowBalanceWarning = 30 * time.Minute
+
+// RunsOutWithin reports whether the balance runs out within d at the
+// current burn.
+func (b Balance) RunsOutWithin(d time.Duration, now time.Time) bool {
+	return b.RunsOutAt != nil && !b.RunsOutAt.After(now.Add(d))
+}
+
+// Ledger entry kinds. amount_fen > 0 takes money out of the balance, < 0
+// puts it in.
+const (
+	LedgerReservation     = "reservation"
+	LedgerRefund          = "refund"
+	LedgerCancellationFee = "cancellation_fee"
+	LedgerInstance        = "instance"
+	LedgerTopUp           = "topup"
+	LedgerCredit          = "credit" // an admin's credit (a bank transfer)
+)
+
+// Top-up statuses.
+const (
+	TopUpPending = "pending"
+	TopUpPaid    = "paid"
+	TopUpExpired = "expired"
+)
+
+// Top-up limits: ¥1 to ¥1,000,000 at a time; a pending one expires.
+const (
+	MinTopUp        Fen = 100
+	MaxTopUp        Fen = 100_000_000
+	TopUpValidFor       = 30 * time.Minute
+	TestPayProvider     = "test"
+	MaxCredit       Fen = 1_000_000_000 // an admin's credit: ¥10,000,000 at most at a time
+)
+
+// TopUp is money on its way in through a payment provider.
+type TopUp struct {
+	ID        int64      `json:"id"`
+	UserID    int64      `json:"user_id"`
+	Amount    Fen        `json:"amount_fen"`
+	Provider  string     `json:"provider"`
+	Status    string     `json:"status"`
+	PaymentID string     `json:"payment_id,omitempty"`
+	PayURL    string     `json:"pay_url,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	PaidAt    *time.Time `json:"paid_at,omitempty"`
+}
+
+// TopUpRequest asks to top up.
+type TopUpRequest struct {
+	Amount   Fen    `json:"amount_fen"`
+	Provider string `json:"provider"`
+}
+
+// Validate checks a top-up request.
+func (r *TopUpRequest) Validate() error {
+	if r.Provider == "" {
+		r.Provider = TestPayProvider
+	}
+	if r.Provider != TestPayProvider {
+		return FieldErrorf(EINVALID, "provider", "Unknown payment provider %q.", r.Provider)
+	}
+	if r.Amount < MinTopUp || r.Amount > MaxTopUp {
+		return FieldErrorf(EINVALID, "amount_fen", "A top-up is %s to %s.", MinTopUp.String(), MaxTopUp.String())
+	}
+	return nil
+}
+
+// PaymentEvent is what a provider's webhook says about a payment.
+type PaymentEvent struct {
+	PaymentID string `json:"payment_id"`
+	TopUpID   int64  `json:"topup_id"`
+	Amount    Fen    `json:"amount_fen"`
+	Status    string `json:"status"`
+}
+
+// Validate checks the shape of a webhook's event.
+func (e *PaymentEvent) Validate() error {
+	e.PaymentID = strings.TrimSpace(e.PaymentID)
+	if e.PaymentID == "" || len(e.PaymentID) > 200 {
+		return FieldErrorf(EINVALID, "payment_id", "The payment_id is required (at most 200 characters).")
+	}
+	if e.TopUpID <= 0 || e.Amount <= 0 {
+		return Errorf(EINVALID, "The event needs the topup_id and the amount_fen paid.")
+	}
+	if e.Status != "paid" {
+		return FieldErrorf(EINVALID, "status", "Only paid events credit a top-up.")
+	}
+	return nil
+}
+
+// CreditRequest is an admin's credit to an account (a bank transfer).
+type CreditRequest struct {
+	Amount Fen    `json:"amount_fen"`
+	Note   string `json:"note"`
+}
+
+// Validate checks an admin credit.
+func (r *CreditRequest) Validate() error {
+	r.Note = strings.TrimSpace(r.Note)
+	if r.Amount == 0 || r.Amount > MaxCredit || r.Amount < -MaxCredit {
+		return FieldErrorf(EINVALID, "amount_fen", "A credit is a non-zero amount up to %s either way.", MaxCredit.String())
+	}
+	if r.Note == "" || len(r.Note) > 500 {
+		return FieldErrorf(EINVALID, "note", "Say why (a bank transfer's reference, say), in at most 500 characters.")
+	}
+	return nil
+}
+
+// Quotas limit what one customer can hold at once (DESIGN §2).
+type Quotas struct {
+	MaxRunningGPUs     int `json:"max_running_gpus"`
+	MaxBookedGPUHours  int `json:"max_booked_gpu_hours"`
+	MaxWaitlistEntries int `json:"max_waitlist_entries"`
+}
+
+// DefaultQuotas are the platform's defaults; admins override per user.
+var DefaultQuotas = Quotas{MaxRunningGPUs: 32, MaxBookedGPUHours: 5000, MaxWaitlistEntries: 10}
+
+// Validate checks quotas an admin sets.
+func (q Quotas) Validate() error {
+	if q.MaxRunningGPUs < 0 || q.MaxRunningGPUs > 100_000 || q.MaxBookedGPUHours < 0 || q.MaxBookedGPUHours > 100_000_000 || q.MaxWaitlistEntries < 0 || q.MaxWaitlistEntries > 10_000 {
+		return FieldErrorf(EINVALID, "quotas", "Quotas are whole numbers, 0 or more.")
+	}
+	return nil
+}

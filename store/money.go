@@ -1,0 +1,291 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"gpuportal"
+)
+
+// Money. The ledger is the one source of truth: every entry goes through
+// postLedger, which also moves the cached balance in accounts in the same
+// transaction, so balance = −Σ amount_fen always (a test checks it).
+// What a customer can spend is that balance plus their credit limit,
+// minus what their running instances have cost so far (held until each
+// run ends and is posted).
+
+// ledgerPost is one ledger entry to write.
+type ledgerPost struct {
+	userID        int64
+	at            time.Time
+	kind          string
+	amount        gpuportal.Fen // > 0 takes money out of the balance
+	reservationID *int64
+	instanceID    *int64
+	topUpID       *int64
+	desc          string
+}
+
+// postLedger writes an entry and moves the user's cached balance.
+func (db *DB) postLedger(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
+	if _, err := db.execTx(ctx, tx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, description) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.userID, unix(e.at), e.kind, e.amount, e.reservationID, e.instanceID, e.topUpID, e.desc); err != nil {
+		return fmt.Errorf("ledger %s: %w", e.kind, err)
+	}
+	if err := ensureAccount(ctx, tx, e.userID); err != nil {
+		return err
+	}
+	if _, err := db.execTx(ctx, tx, `UPDATE accounts SET balance_fen = balance_fen - ? WHERE user_id = ?`, e.amount, e.userID); err != nil {
+		return fmt.Errorf("balance: %w", err)
+	}
+	return nil
+}
+
+func ensureAccount(ctx context.Context, tx *sql.Tx, userID int64) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (user_id) VALUES (?) ON CONFLICT (user_id) DO NOTHING`, userID); err != nil {
+		return fmt.Errorf("account: %w", err)
+	}
+	return nil
+}
+
+// charge posts a charge only if the user has it available, in the same
+// transaction: the conditional UPDATE holds the account's row, so two
+// charges at once cannot both spend the last of it (on SQLite the writer
+// is one anyway). Not enough: insufficient_funds, naming what is missing.
+func (db *DB) charge(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
+	if err := ensureAccount(ctx, tx, e.userID); err != nil {
+		return err
+	}
+	held, _, err := db.heldFor(ctx, tx, e.userID, e.at)
+	if err != nil {
+		return err
+	}
+	res, err := db.execTx(ctx, tx, `UPDATE accounts SET balance_fen = balance_fen - ? WHERE user_id = ? AND balance_fen + credit_limit_fen - ? >= ?`,
+		e.amount, e.userID, held, e.amount)
+	if err != nil {
+		return fmt.Errorf("charge: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		b, err := db.balanceIn(ctx, tx, e.userID, e.at)
+		if err != nil {
+			return err
+		}
+		return insufficient(e.amount, b.Available)
+	}
+	if _, err := db.execTx(ctx, tx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, description) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.userID, unix(e.at), e.kind, e.amount, e.reservationID, e.instanceID, e.topUpID, e.desc); err != nil {
+		return fmt.Errorf("ledger %s: %w", e.kind, err)
+	}
+	return nil
+}
+
+func insufficient(need, available gpuportal.Fen) error {
+	return gpuportal.FieldErrorf(gpuportal.EFUNDS, "balance", "This needs %s and %s is available: top up %s to go ahead.",
+		need.String(), max(available, 0).String(), (need - max(available, 0)).String())
+}
+
+// requireAvailable checks that amount is available without taking it (a
+// launch needs an hour of its price).
+func (db *DB) requireAvailable(ctx context.Context, tx *sql.Tx, userID int64, amount gpuportal.Fen, now time.Time) error {
+	b, err := db.balanceIn(ctx, tx, userID, now)
+	if err != nil {
+		return err
+	}
+	if b.Available < amount {
+		return insufficient(amount, b.Available)
+	}
+	return nil
+}
+
+// heldFor is what the user's running instances have cost so far (not
+// posted yet) and what they cost an hour.
+func (db *DB) heldFor(ctx context.Context, q queryer, userID int64, now time.Time) (held, burn gpuportal.Fen, err error) {
+	rows, err := q.QueryContext(ctx, `SELECT kind, count, price_fen, started_at FROM instances
+		WHERE user_id = ? AND status IN ('running', 'interrupting') AND kind IN ('spot', 'on_demand')`, userID)
+	if err != nil {
+		return 0, 0, fmt.Errorf("running instances: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind string
+		var count int
+		var price gpuportal.Fen
+		var started sql.NullInt64
+		if err := rows.Scan(&kind, &count, &price, &started); err != nil {
+			return 0, 0, err
+		}
+		burn += price * gpuportal.Fen(count)
+		if started.Valid {
+			held += gpuportal.RunCost(price, count, gpuportal.BillableMinutes(fromUnix(started.Int64), now, kind, false, false, 0))
+		}
+	}
+	return held, burn, rows.Err()
+}
+
+func (db *DB) balanceIn(ctx context.Context, q queryer, userID int64, now time.Time) (gpuportal.Balance, error) {
+	var balance, credit gpuportal.Fen
+	err := q.QueryRowContext(ctx, `SELECT balance_fen, credit_limit_fen FROM accounts WHERE user_id = ?`, userID).Scan(&balance, &credit)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return gpuportal.Balance{}, fmt.Errorf("balance: %w", err)
+	}
+	held, burn, err := db.heldFor(ctx, q, userID, now)
+	if err != nil {
+		return gpuportal.Balance{}, err
+	}
+	return gpuportal.NewBalance(balance, held, credit, burn, now), nil
+}
+
+// Balance is a user's money: posted, held, credit, available, burn.
+func (db *DB) Balance(ctx context.Context, user *gpuportal.User) (gpuportal.Balance, error) {
+	return db.balanceIn(ctx, db.read, user.ID, db.now())
+}
+
+// LedgerSum is −Σ amount_fen of a user's ledger: what the balance must be.
+func (db *DB) LedgerSum(ctx context.Context, userID int64) (gpuportal.Fen, error) {
+	var sum gpuportal.Fen
+	err := db.read.QueryRowContext(ctx, `SELECT -coalesce(sum(amount_fen), 0) FROM ledger_entries WHERE user_id = ?`, userID).Scan(&sum)
+	return sum, err
+}
+
+// balanceStep keeps running instances paid for: a user whose balance runs
+// out within LowBalanceWarning at the current burn is told once; at zero
+// their spot and on-demand instances get the normal stop notice (reason
+// balance) — reservations, paid in advance, are never touched; money that
+// arrives during the notice calls the stop off.
+func (db *DB) balanceStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickResult, nodes *[]string) error {
+	users, err := scanColumn[int64](tx.QueryContext(ctx, `SELECT DISTINCT user_id FROM instances
+		WHERE kind IN ('spot', 'on_demand') AND status IN ('pending', 'running', 'interrupting') AND stop_requested_at IS NULL`))
+	if err != nil {
+		return err
+	}
+	policies, err := db.policies(ctx, tx)
+	if err != nil {
+		return err
+	}
+	for _, userID := range users {
+		b, err := db.balanceIn(ctx, tx, userID, now)
+		if err != nil {
+			return err
+		}
+		var noted sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT low_balance_noted_at FROM users WHERE id = ?`, userID).Scan(&noted); err != nil {
+			return err
+		}
+		if b.Available > 0 {
+			if err := db.callOffBalanceStops(ctx, tx, userID, nodes); err != nil {
+				return err
+			}
+		}
+		switch {
+		case b.Available <= 0:
+			stopped, err := db.stopForBalance(ctx, tx, userID, now, policies, nodes)
+			if err != nil {
+				return err
+			}
+			if stopped > 0 {
+				res.Interrupted += stopped
+				if err := db.notify(ctx, tx, userID, gpuportal.NoteBalanceStop, gpuportal.NoteParams{Count: stopped, Available: b.Available}); err != nil {
+					return err
+				}
+			}
+		case b.RunsOutWithin(gpuportal.LowBalanceWarning, now) && !noted.Valid:
+			if _, err := tx.ExecContext(ctx, `UPDATE users SET low_balance_noted_at = ? WHERE id = ?`, unix(now), userID); err != nil {
+				return err
+			}
+			if err := db.notify(ctx, tx, userID, gpuportal.NoteBalanceLow, gpuportal.NoteParams{Available: b.Available, RunsOutAt: *b.RunsOutAt}); err != nil {
+				return err
+			}
+		case !b.RunsOutWithin(2*gpuportal.LowBalanceWarning, now) && noted.Valid:
+			// Topped up well clear: a later run-down is told again.
+			if _, err := tx.ExecContext(ctx, `UPDATE users SET low_balance_noted_at = NULL WHERE id = ?`, userID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// stopForBalance gives the user's spot and on-demand instances the stop
+// notice; it returns how many got it now.
+func (db *DB) stopForBalance(ctx context.Context, tx *sql.Tx, userID int64, now time.Time, policies gpuportal.Policies, nodes *[]string) (int, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
+		AND status IN ('pending', 'running') AND stop_requested_at IS NULL`, userID)
+	if err != nil {
+		return 0, err
+	}
+	var list []*gpuportal.Instance
+	for rows.Next() {
+		i, err := scanInstance(rows)
+		if err != nil {
+			rows.Close()
+			return 0, err
+		}
+		list = append(list, i)
+	}
+	rows.Close()
+	for _, i := range list {
+		if i.Node == "" {
+			// Not placed yet: it simply does not start.
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'stopped', stop_requested_at = ?, ended_at = ?, error = ? WHERE id = ?`,
+				unix(now), unix(now), "stopped: the balance ran out", i.ID); err != nil {
+				return 0, err
+			}
+			if i.JobID != nil {
+				if err := db.taskAttemptEnded(ctx, tx, i, gpuportal.InstanceInterrupted, nil, "", false, now); err != nil {
+					return 0, err
+				}
+			}
+			continue
+		}
+		p := policies.For(i.Model)
+		if err := db.interrupt(ctx, tx, i, gpuportal.ReasonBalance, now, now.Add(time.Duration(p.SpotNoticeSeconds)*time.Second), p.SpotGraceSeconds); err != nil {
+			return 0, err
+		}
+		*nodes = append(*nodes, i.Node)
+	}
+	return len(list), nil
+}
+
+// callOffBalanceStops takes back the stop notices a user's instances got
+// for lack of balance, now that there is money again: those whose
+// deadline has not come yet run on.
+func (db *DB) callOffBalanceStops(ctx context.Context, tx *sql.Tx, userID int64, nodes *[]string) error {
+	rows, err := tx.QueryContext(ctx, `SELECT id, node_id, started_at IS NOT NULL FROM instances WHERE user_id = ? AND status = 'interrupting' AND interrupt_reason = ?
+		AND notice_wall_at + (deadline_at - notice_at) > ?`, userID, gpuportal.ReasonBalance, db.Wall.Now().Unix())
+	if err != nil {
+		return err
+	}
+	type stopped struct {
+		id      int64
+		node    string
+		started bool
+	}
+	var list []stopped
+	for rows.Next() {
+		var s stopped
+		if err := rows.Scan(&s.id, &s.node, &s.started); err != nil {
+			rows.Close()
+			return err
+		}
+		list = append(list, s)
+	}
+	rows.Close()
+	for _, s := range list {
+		status := gpuportal.InstanceRunning
+		if !s.started {
+			status = gpuportal.InstancePending
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = ?, notice_at = NULL, notice_wall_at = NULL, deadline_at = NULL, grace_seconds = NULL,
+			interrupt_reason = NULL WHERE id = ?`, status, s.id); err != nil {
+			return err
+		}
+		if err := bumpNode(ctx, tx, s.node); err != nil {
+			return err
+		}
+		*nodes = append(*nodes, s.node)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"gpuportal"
+)
+
+const topUpColumns = `id, user_id, amount_fen, provider, status, coalesce(payment_id, ''), created_at, expires_at, paid_at`
+
+func scanTopUp(row interface{ Scan(...any) error }) (*gpuportal.TopUp, error) {
+	var t gpuportal.TopUp
+	var created, expires int64
+	var paid sql.NullInt64
+	if err := row.Scan(&t.ID, &t.UserID, &t.Amount, &t.Provider, &t.Status, &t.PaymentID, &created, &expires, &paid); err != nil {
+		return nil, err
+	}
+	t.CreatedAt, t.ExpiresAt, t.PaidAt = fromUnix(created), fromUnix(expires), fromNullUnix(paid)
+	if t.Status == gpuportal.TopUpPending {
+		t.PayURL = fmt.Sprintf("/pay/%s/%d", t.Provider, t.ID)
+	}
+	return &t, nil
+}
+
+// CreateTopUp starts a top-up: pending until the provider says it is
+// paid, for TopUpValidFor.
+func (db *DB) CreateTopUp(ctx context.Context, user *gpuportal.User, req gpuportal.TopUpRequest) (*gpuportal.TopUp, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	now := db.now()
+	var id int64
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `INSERT INTO topups (user_id, amount_fen, provider, status, created_at, expires_at) VALUES (?, ?, ?, 'pending', ?, ?) RETURNING id`,
+			user.ID, req.Amount, req.Provider, unix(now), unix(now.Add(gpuportal.TopUpValidFor))).Scan(&id)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create top-up: %w", err)
+	}
+	return db.TopUp(ctx, user, id)
+}
+
+// TopUp is one of the user's top-ups (any, for an admin).
+func (db *DB) TopUp(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.TopUp, error) {
+	t, err := scanTopUp(db.read.QueryRowContext(ctx, `SELECT `+topUpColumns+` FROM topups WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && t.UserID != user.ID && !user.IsAdmin()) {
+		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Top-up %d not found.", id)
+	}
+	return t, err
+}
+
+// TopUps lists the user's top-ups, newest first.
+func (db *DB) TopUps(ctx context.Context, user *gpuportal.User, limit int) ([]gpuportal.TopUp, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+topUpColumns+` FROM topups WHERE user_id = ? ORDER BY id DESC LIMIT ?`, user.ID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("top-ups: %w", err)
+	}
+	defer rows.Close()
+	out := []gpuportal.TopUp{}
+	for rows.Next() {
+		t, err := scanTopUp(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *t)
+	}
+	return out, rows.Err()
+}
+
+// ApplyPayment credits a top-up its provider says is paid — once per
+// payment_id, however often and in whatever order the provider sends it:
+// a repeat changes nothing; a payment for an expired top-up still credits
+// (the money arrived); a second payment id for a top-up already paid is a
+// conflict for a person to look at, and so is an amount that does not
+// match. The signature is checked before (web).
+func (db *DB) ApplyPayment(ctx context.Context, provider string, ev gpuportal.PaymentEvent) (credited bool, err error) {
+	if err := ev.Validate(); err != nil {
+		return false, err
+	}
+	err = db.inTx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM topups WHERE payment_id = ?`, ev.PaymentID).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil // delivered before: credited once already
+		}
+		t, err := scanTopUp(tx.QueryRowContext(ctx, `SELECT `+topUpColumns+` FROM topups WHERE id = ?`, ev.TopUpID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Top-up %d not found.", ev.TopUpID)
+		} else if err != nil {
+			return err
+		}
+		if t.Provider != provider {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Top-up %d not found.", ev.TopUpID)
+		}
+		if t.Status == gpuportal.TopUpPaid {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Top-up %d was paid already, with payment %s.", t.ID, t.PaymentID)
+		}
+		if ev.Amount != t.Amount {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Top-up %d is for %s, the payment for %s.", t.ID, t.Amount.String(), ev.Amount.String())
+		}
+		now := db.now()
+		if _, err := tx.ExecContext(ctx, `UPDATE topups SET status = 'paid', payment_id = ?, paid_at = ? WHERE id = ?`, ev.PaymentID, unix(now), t.ID); err != nil {
+			return err
+		}
+		credited = true
+		return db.postLedger(ctx, tx, ledgerPost{userID: t.UserID, at: now, kind: gpuportal.LedgerTopUp, amount: -t.Amount, topUpID: &t.ID,
+			desc: fmt.Sprintf("Top-up #%d (%s)", t.ID, provider)})
+	})
+	if err != nil {
+		return false, err
+	}
+	if credited {
+		db.Kick(ctx) // a stop for lack of balance may be called off now
+	}
+	return credited, nil
+}
+
+// Credit puts money into (or, negative, takes it out of) an account by
+// hand: a bank transfer, a goodwill credit. Audited; actor nil is the
+// system (the demo's seed).
+func (db *DB) Credit(ctx context.Context, actor *gpuportal.User, userID int64, req gpuportal.CreditRequest) (gpuportal.Balance, error) {
+	if actor != nil && !actor.IsAdmin() {
+		return gpuportal.Balance{}, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
+	}
+	if err := req.Validate(); err != nil {
+		return gpuportal.Balance{}, err
+	}
+	var actorID int64
+	if actor != nil {
+		actorID = actor.ID
+	}
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE id = ?`, userID).Scan(&n); err != nil || n == 0 {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "User %d not found.", userID)
+		}
+		if err := db.postLedger(ctx, tx, ledgerPost{userID: userID, at: db.now(), kind: gpuportal.LedgerCredit, amount: -req.Amount, desc: req.Note}); err != nil {
+			return err
+		}
+		return db.audit(ctx, tx, actorID, "account.credit", fmt.Sprintf("user/%d", userID), nil, req)
+	})
+	if err != nil {
+		return gpuportal.Balance{}, err
+	}
+	db.Kick(ctx) // a stop for lack of balance may be called off now
+	return db.balanceIn(ctx, db.read, userID, db.now())
+}
+
+// expireTopUps ends the pending top-ups whose time is up (a payment that
+// still arrives later is credited all the same).
+func (db *DB) expireTopUps(ctx context.Context, tx *sql.Tx, now time.Time, _ *TickResult, _ *[]string) error {
+	_, err := tx.ExecContext(ctx, `UPDATE topups SET status = 'expired' WHERE status = 'pending' AND expires_at <= ?`, unix(now))
+	return err
+}

@@ -1,0 +1,275 @@
+package web
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"gpuportal"
+	"gpuportal/store"
+	"gpuportal/web/i18n"
+	"gpuportal/web/templates"
+)
+
+// Money: the balance, top-ups through a payment provider (the built-in
+// test provider is a page of this portal that calls the same webhook code
+// with the same signature), the ledger page with its monthly statements.
+
+func (s *Server) apiBalance(c echo.Context) error {
+	b, err := s.db.Balance(c.Request().Context(), currentUser(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, b)
+}
+
+func (s *Server) apiCreateTopUp(c echo.Context) error {
+	var req gpuportal.TopUpRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	t, err := s.createTopUp(c, req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, t)
+}
+
+func (s *Server) createTopUp(c echo.Context, req gpuportal.TopUpRequest) (*gpuportal.TopUp, error) {
+	if s.cfg.PaymentSecret == "" {
+		return nil, gpuportal.Errorf(gpuportal.ECONFLICT, "Top-ups are not set up on this portal (PORTAL_PAYMENT_SECRET); ask an administrator to credit your account.")
+	}
+	return s.db.CreateTopUp(c.Request().Context(), currentUser(c), req)
+}
+
+func (s *Server) apiTopUps(c echo.Context) error {
+	list, err := s.db.TopUps(c.Request().Context(), currentUser(c), 100)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, list)
+}
+
+// paymentSignature is the webhook's X-Signature for body.
+func paymentSignature(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// apiPaymentWebhook is where a payment provider says a top-up is paid.
+// Only a body signed with PORTAL_PAYMENT_SECRET credits anything.
+func (s *Server) apiPaymentWebhook(c echo.Context) error {
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, 64<<10))
+	if err != nil {
+		return gpuportal.Errorf(gpuportal.EINVALID, "The request body could not be read.")
+	}
+	credited, err := s.receivePayment(c, c.Param("provider"), body, c.Request().Header.Get("X-Signature"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]bool{"credited": credited})
+}
+
+// receivePayment checks a webhook's signature and applies its event.
+func (s *Server) receivePayment(c echo.Context, provider string, body []byte, signature string) (bool, error) {
+	if s.cfg.PaymentSecret == "" || provider != gpuportal.TestPayProvider {
+		return false, gpuportal.Errorf(gpuportal.ENOTFOUND, "No payment provider %q here.", provider)
+	}
+	if !hmac.Equal([]byte(signature), []byte(paymentSignature(s.cfg.PaymentSecret, body))) {
+		return false, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The signature does not match.")
+	}
+	var ev gpuportal.PaymentEvent
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ev); err != nil {
+		return false, gpuportal.Errorf(gpuportal.EINVALID, "The event is not valid JSON: %s.", err.Error())
+	}
+	return s.db.ApplyPayment(c.Request().Context(), provider, ev)
+}
+
+// handleTestPayPage is the built-in test provider's checkout page.
+func (s *Server) handleTestPayPage(c echo.Context) error {
+	t, err := s.topUpOf(c)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.PayPage(templates.PayView{TopUp: *t}))
+}
+
+// handleTestPayConfirm is the payer confirming on the test provider's
+// page: it sends the provider's signed webhook through the same code a
+// real provider's call takes.
+func (s *Server) handleTestPayConfirm(c echo.Context) error {
+	t, err := s.topUpOf(c)
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(gpuportal.PaymentEvent{PaymentID: fmt.Sprintf("test-%d-%d", t.ID, t.CreatedAt.Unix()), TopUpID: t.ID, Amount: t.Amount, Status: "paid"})
+	if _, err := s.receivePayment(c, gpuportal.TestPayProvider, body, paymentSignature(s.cfg.PaymentSecret, body)); err != nil {
+		return err
+	}
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Top-up of %s received.", t.Amount.String()))
+	return redirect(c, "/ledger")
+}
+
+func (s *Server) topUpOf(c echo.Context) (*gpuportal.TopUp, error) {
+	if c.Param("provider") != gpuportal.TestPayProvider || s.cfg.PaymentSecret == "" {
+		return nil, echo.ErrNotFound
+	}
+	id, err := pathID(c)
+	if err != nil {
+		return nil, err
+	}
+	return s.db.TopUp(c.Request().Context(), currentUser(c), id)
+}
+
+// handleTopUpForm starts a top-up from the ledger page and goes to the
+// provider's page.
+func (s *Server) handleTopUpForm(c echo.Context) error {
+	yuan, err := strconv.ParseFloat(strings.TrimSpace(c.FormValue("amount")), 64)
+	if err != nil {
+		return gpuportal.FieldErrorf(gpuportal.EINVALID, "amount_fen", "The amount must be a number of yuan.")
+	}
+	t, err := s.createTopUp(c, gpuportal.TopUpRequest{Amount: gpuportal.Fen(yuan*100 + 0.5), Provider: gpuportal.TestPayProvider})
+	if err != nil {
+		return err
+	}
+	return redirect(c, t.PayURL)
+}
+
+// statementMonth reads ?month=YYYY-MM (default: this month, site time).
+func (s *Server) statementMonth(c echo.Context) (time.Time, error) {
+	now := s.cfg.Clock.Now().In(s.cfg.Location)
+	first := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, s.cfg.Location)
+	if v := c.QueryParam("month"); v != "" {
+		t, err := time.ParseInLocation("2006-01", v, s.cfg.Location)
+		if err != nil || t.Year() < 2000 || t.After(first.AddDate(1, 0, 0)) {
+			return time.Time{}, gpuportal.FieldErrorf(gpuportal.EINVALID, "month", "The month must look like 2026-12.")
+		}
+		first = t
+	}
+	return first, nil
+}
+
+var ledgerKinds = []string{gpuportal.LedgerReservation, gpuportal.LedgerRefund, gpuportal.LedgerCancellationFee, gpuportal.LedgerInstance, gpuportal.LedgerTopUp, gpuportal.LedgerCredit}
+
+func ledgerKindParam(c echo.Context) (string, error) {
+	k := c.QueryParam("kind")
+	if k == "" {
+		return "", nil
+	}
+	for _, known := range ledgerKinds {
+		if k == known {
+			return k, nil
+		}
+	}
+	return "", gpuportal.FieldErrorf(gpuportal.EINVALID, "kind", "Unknown ledger kind %q.", k)
+}
+
+const ledgerPageSize = 100
+
+func (s *Server) handleLedgerPage(c echo.Context) error {
+	ctx := c.Request().Context()
+	month, err := s.statementMonth(c)
+	if err != nil {
+		return err
+	}
+	kind, err := ledgerKindParam(c)
+	if err != nil {
+		return err
+	}
+	page, _ := strconv.Atoi(c.QueryParam("page"))
+	page = max(page, 1)
+	entries, err := s.db.LedgerPage(ctx, currentUser(c).ID, store.LedgerFilter{From: month, To: month.AddDate(0, 1, 0), Kind: kind, Limit: ledgerPageSize + 1, Offset: (page - 1) * ledgerPageSize})
+	if err != nil {
+		return err
+	}
+	v := templates.LedgerPage{Month: month, Kind: kind, Kinds: ledgerKinds, Page: page, TopUps: s.cfg.PaymentSecret != ""}
+	if len(entries) > ledgerPageSize {
+		v.More, entries = true, entries[:ledgerPageSize]
+	}
+	v.Entries = entries
+	if v.Balance, err = s.db.Balance(ctx, currentUser(c)); err != nil {
+		return err
+	}
+	if v.Spend, err = s.db.SpendByKind(ctx, currentUser(c).ID, month, month.AddDate(0, 1, 0)); err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Ledger(v))
+}
+
+// handleStatementCSV downloads a month of the ledger as CSV: UTF-8 with a
+// byte-order mark, so that Excel opens Chinese text correctly.
+func (s *Server) handleStatementCSV(c echo.Context) error {
+	month, err := s.statementMonth(c)
+	if err != nil {
+		return err
+	}
+	kind, err := ledgerKindParam(c)
+	if err != nil {
+		return err
+	}
+	entries, err := s.db.LedgerPage(c.Request().Context(), currentUser(c).ID, store.LedgerFilter{From: month, To: month.AddDate(0, 1, 0), Kind: kind, Limit: 1_000_000})
+	if err != nil {
+		return err
+	}
+	lang := reqOf(c).lang
+	var buf bytes.Buffer
+	buf.WriteString("\ufeff")
+	w := csv.NewWriter(&buf)
+	_ = w.Write([]string{i18n.T(lang, "Date"), i18n.T(lang, "Kind"), i18n.T(lang, "Description"), i18n.T(lang, "Amount (¥)"), i18n.T(lang, "Reference")})
+	for k := len(entries) - 1; k >= 0; k-- { // oldest first, as statements read
+		e := entries[k]
+		_ = w.Write([]string{e.At.In(s.cfg.Location).Format("2006-01-02 15:04"), i18n.T(lang, templates.LedgerKindLabel(e.Kind)),
+			templates.LedgerTitle(lang, e), yuan(-e.Amount), templates.LedgerReference(e)})
+	}
+	w.Flush()
+	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="gpuportal-statement-%s.csv"`, month.Format("2006-01")))
+	return c.Blob(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
+}
+
+// yuan writes fen as a plain decimal for spreadsheets: -1234.50.
+func yuan(f gpuportal.Fen) string {
+	sign := ""
+	if f < 0 {
+		sign, f = "-", -f
+	}
+	return fmt.Sprintf("%s%d.%02d", sign, f/100, f%100)
+}
+
+func (s *Server) apiLedger(c echo.Context) error {
+	f := store.LedgerFilter{Limit: 500}
+	if c.QueryParam("month") != "" {
+		month, err := s.statementMonth(c)
+		if err != nil {
+			return err
+		}
+		f.From, f.To = month, month.AddDate(0, 1, 0)
+	}
+	var err error
+	if f.Kind, err = ledgerKindParam(c); err != nil {
+		return err
+	}
+	if c.QueryParam("limit") != "" || c.QueryParam("offset") != "" {
+		if f.Limit, f.Offset, err = pageParams(c, 1000); err != nil {
+			return err
+		}
+	}
+	entries, err := s.db.LedgerPage(c.Request().Context(), currentUser(c).ID, f)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, entries)
+}
