@@ -20,6 +20,9 @@ import (
 	"gpuportal/store/storetest"
 )
 
+// testPaymentSecret signs the test payment provider's webhooks.
+const testPaymentSecret = "test-payment-secret-0123456789abcdef"
+
 // testEnv is a real portal over HTTP on a real SQLite file.
 type testEnv struct {
 	t     testing.TB
@@ -37,7 +40,7 @@ func newTestEnv(t testing.TB) *testEnv {
 	db.Wall = wall // real time of the store too (node liveness, reset links, enrollment expiry)
 	loc, _ := time.LoadLocation("Asia/Shanghai")
 	s, err := New(context.Background(), Config{
-		DB: db, Clock: clock, WallClock: wall, Location: loc,
+		DB: db, Clock: clock, WallClock: wall, Location: loc, PaymentSecret: testPaymentSecret,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -193,11 +196,17 @@ func errorCode(t testing.TB, body string) string {
 func (e *testEnv) apiToken(email, role string) (*gpuportal.User, string) {
 	e.t.Helper()
 	u := storetest.MustCreateUser(e.t, e.db, email, role)
+	return u, e.tokenFor(u)
+}
+
+// tokenFor makes an API token for an existing user.
+func (e *testEnv) tokenFor(u *gpuportal.User) string {
+	e.t.Helper()
 	_, secret, err := e.db.CreateAPIToken(context.Background(), u.ID, "test")
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return u, secret
+	return secret
 }
 
 func storeFilter() store.ReservationFilter { return store.ReservationFilter{Limit: 1000} }

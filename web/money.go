@@ -229,6 +229,7 @@ func (s *Server) handleStatementCSV(c echo.Context) error {
 	var buf bytes.Buffer
 	buf.WriteString("\ufeff")
 	w := csv.NewWriter(&buf)
+	w.UseCRLF = true
 	_ = w.Write([]string{i18n.T(lang, "Date"), i18n.T(lang, "Kind"), i18n.T(lang, "Description"), i18n.T(lang, "Amount (¥)"), i18n.T(lang, "Reference")})
 	for k := len(entries) - 1; k >= 0; k-- { // oldest first, as statements read
 		e := entries[k]

@@ -109,6 +109,7 @@ func (s *Server) quotePanel(c echo.Context, get func(string) string, model, regi
 		var quote gpuportal.Quote
 		if quote, err = s.db.Quote(c.Request().Context(), req); err == nil {
 			q.Quote = &quote
+			s.fundsFor(c, &q, quote.Total)
 			return q
 		}
 	}
@@ -118,6 +119,19 @@ func (s *Server) quotePanel(c echo.Context, get func(string) string, model, regi
 		q.JoinStart, q.JoinEnd = req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339)
 	}
 	return q
+}
+
+// fundsFor tells a signed-in user how much of a price they have, and how
+// much more a booking needs.
+func (s *Server) fundsFor(c echo.Context, q *templates.QuotePanel, price gpuportal.Fen) {
+	u := currentUser(c)
+	if u == nil {
+		return
+	}
+	if b, err := s.db.Balance(c.Request().Context(), u); err == nil {
+		q.Available = b.Available
+		q.Missing = max(0, price-b.Available)
+	}
 }
 
 func atoiOr(s string, fallback int) int {
@@ -176,6 +190,11 @@ func (s *Server) handleBookForm(c echo.Context) error {
 		return err
 	}
 	q := templates.QuotePanel{Model: g.Model.ID, Region: g.Region, Count: req.Count, Error: i18n.Error(reqOf(c).lang, err), ErrorCap: code == gpuportal.ECAPACITY}
+	if code == gpuportal.EFUNDS {
+		if quote, qerr := s.db.Quote(c.Request().Context(), req); qerr == nil {
+			s.fundsFor(c, &q, quote.Total)
+		}
+	}
 	if q.ErrorCap {
 		q.JoinStart, q.JoinEnd = req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339)
 	}

@@ -683,4 +683,5 @@ var zhCN = map[string]string{
 	"Top-up":                                      "充值",
 	"Credit":                                      "调账",
 	"balance":                                     "余额不足",
+	"You have %s available: top up %s to book this.": "您的可用余额为 %s：再充值 %s 即可预订。",
 }

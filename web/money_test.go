@@ -1,0 +1,126 @@
+package web
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"gpuportal"
+	"gpuportal/store/storetest"
+)
+
+// postWebhook sends a provider's webhook with a signature.
+func (e *testEnv) postWebhook(provider, body, signature string) (int, string) {
+	req, _ := http.NewRequest("POST", e.srv.URL+"/api/v1/payments/"+provider+"/webhook", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if signature != "" {
+		req.Header.Set("X-Signature", signature)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.String()
+}
+
+// A top-up through the API and the provider's webhook: only a body signed
+// with the portal's secret credits, and only once; the balance says so.
+func TestTopUpAndWebhook(t *testing.T) {
+	e := newTestEnv(t)
+	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	tok := e.tokenFor(u)
+	for _, bad := range []string{`{"amount_fen":50}`, `{"amount_fen":1000,"provider":"paypal"}`, `{"amount_fen":"100"}`} {
+		if st, body := e.apiCall("POST", "/api/v1/topups", tok, bad); st != 400 {
+			t.Errorf("top-up %s = %d %s", bad, st, body)
+		}
+	}
+	st, body := e.apiCall("POST", "/api/v1/topups", tok, `{"amount_fen":25000,"provider":"test"}`)
+	top := decodeObject(t, body)
+	if st != 201 || top["status"] != "pending" || !strings.HasPrefix(top["pay_url"].(string), "/pay/test/") {
+		t.Fatalf("top-up = %d %s", st, body)
+	}
+	event := fmt.Sprintf(`{"payment_id":"p-1","topup_id":%d,"amount_fen":25000,"status":"paid"}`, int64(top["id"].(float64)))
+	// Forged: no signature, the wrong one, the right one of another body.
+	for _, sig := range []string{"", "sha256=00", paymentSignature("another-secret-0123456789abcdefghij", []byte(event)), paymentSignature(testPaymentSecret, []byte(event+" "))} {
+		if st, body := e.postWebhook("test", event, sig); st != http.StatusUnauthorized {
+			t.Errorf("forged webhook (%q) = %d %s", sig, st, body)
+		}
+	}
+	if _, body := e.apiCall("GET", "/api/v1/balance", tok, ""); !strings.Contains(body, `"balance_fen":0`) {
+		t.Fatalf("a forged webhook credited: %s", body)
+	}
+	for k := range 2 {
+		st, body := e.postWebhook("test", event, paymentSignature(testPaymentSecret, []byte(event)))
+		if st != 200 || strings.Contains(body, "true") != (k == 0) {
+			t.Fatalf("delivery %d = %d %s", k+1, st, body)
+		}
+	}
+	if st, _ := e.postWebhook("stripe", event, paymentSignature(testPaymentSecret, []byte(event))); st != 404 {
+		t.Errorf("unknown provider = %d", st)
+	}
+	_, body = e.apiCall("GET", "/api/v1/balance", tok, "")
+	b := decodeObject(t, body)
+	if b["balance_fen"] != 25000.0 || b["available_fen"] != 25000.0 || b["runs_out_at"] != nil {
+		t.Fatalf("balance = %s", body)
+	}
+	if _, body := e.apiCall("GET", "/api/v1/topups", tok, ""); !strings.Contains(body, `"status":"paid"`) || !strings.Contains(body, `"payment_id":"p-1"`) {
+		t.Fatalf("top-ups = %s", body)
+	}
+}
+
+// A booking beyond the balance is 402 with what is missing; the quote
+// page offers a top-up.
+func TestBookingNeedsTheMoney(t *testing.T) {
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	tok := e.tokenFor(u)
+	st, body := e.apiCall("POST", "/api/v1/reservations", tok, bookBody("a100-80g", 1, at(1, 10), at(1, 14)))
+	if st != http.StatusPaymentRequired || errorCode(t, body) != gpuportal.EFUNDS || !strings.Contains(body, "top up ¥32.00") {
+		t.Fatalf("book with no money = %d %s", st, body)
+	}
+	if _, body := e.apiCall("GET", "/api/v1/reservations", tok, ""); body != "[]\n" {
+		t.Fatalf("booked anyway: %s", body)
+	}
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	p := b.post("/reservations", url.Values{"model": {"a100-80g"}, "region": {"cd-1"}, "count": {"1"}, "start": {"2026-12-01T10:00"}, "end": {"2026-12-01T14:00"}})
+	if p.status != http.StatusPaymentRequired || !strings.Contains(p.body, `data-testid="topup-link"`) || !strings.Contains(p.body, "top up ¥32.00 to book this") {
+		t.Fatalf("booking form with no money = %d\n%s", p.status, p.body)
+	}
+}
+
+// The statement of a month downloads as CSV with a BOM, its lines in the
+// reader's language.
+func TestStatementCSV(t *testing.T) {
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	if p := b.post("/reservations", url.Values{"model": {"a100-80g"}, "region": {"cd-1"}, "count": {"2"}, "start": {"2026-12-01T10:00"}, "end": {"2026-12-01T14:00"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("book = %d", p.status)
+	}
+	p := b.get("/ledger.csv?month=2026-11")
+	if p.status != 200 || !strings.HasPrefix(p.body, "\ufeffDate,Kind,Description,Amount (¥),Reference\r\n") ||
+		!strings.Contains(p.body, "Reservation,\"Reservation #1, 2 × NVIDIA A100 80GB\",-64.00,reservation/1") ||
+		!strings.Contains(p.body, "Credit,Credit: test balance,10000000.00,") {
+		t.Fatalf("statement = %d\n%q", p.status, p.body)
+	}
+	b.post("/lang", url.Values{"lang": {"zh-CN"}, "next": {"/ledger"}})
+	if p := b.get("/ledger.csv?month=2026-11&kind=reservation"); !strings.Contains(p.body, "预订 #1") || strings.Contains(p.body, "test balance") {
+		t.Fatalf("Chinese statement:\n%s", p.body)
+	}
+	if p := b.get("/ledger.csv?month=26-11"); p.status != 400 {
+		t.Fatalf("bad month = %d", p.status)
+	}
+	if p := b.get("/ledger?month=2026-11&kind=refund"); !strings.Contains(p.body, `data-testid="no-entries"`) {
+		t.Fatalf("refund filter:\n%s", p.body)
+	}
+}
