@@ -37,6 +37,8 @@ type User struct {
 	// SessionVersion is stamped into every session cookie; bumping it
 	// (logout, password change, promotion) ends all of them.
 	SessionVersion int64 `json:"-"`
+	// Disabled: an admin closed the account; it cannot sign in.
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // IsAdmin reports whether the user administers the platform.

@@ -198,6 +198,11 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		case gpuportal.KindReserved:
 			price = 0
 		}
+		if req.Kind != gpuportal.KindReserved {
+			if err := checkRunningQuota(ctx, tx, user.ID, req.Count); err != nil {
+				return err
+			}
+		}
 		// A launch needs an hour of its price available.
 		if price > 0 {
 			if err := db.requireAvailable(ctx, tx, user.ID, price*gpuportal.Fen(req.Count), now); err != nil {

@@ -483,6 +483,7 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 	}
 	models := map[string]*gpuportal.Model{}
 	available := map[int64]gpuportal.Fen{} // what each owner may still spend this tick
+	gpuRoom := map[int64]int{}             // how many more GPUs each owner's quota lets run
 	for _, c := range cands {
 		if _, ok := available[c.j.UserID]; !ok {
 			b, err := db.balanceIn(ctx, tx, c.j.UserID, now)
@@ -490,6 +491,16 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 				return err
 			}
 			available[c.j.UserID] = b.Available
+			quotas, err := quotasOf(ctx, tx, c.j.UserID)
+			if err != nil {
+				return err
+			}
+			var running int
+			if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(count), 0) FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
+				AND status IN ('pending', 'running', 'interrupting')`, c.j.UserID).Scan(&running); err != nil {
+				return err
+			}
+			gpuRoom[c.j.UserID] = quotas.MaxRunningGPUs - running
 		}
 	}
 	for len(cands) > 0 {
@@ -541,11 +552,13 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 		}
 		// Like a launch, a task needs an hour of its price available: a
 		// job whose owner ran out stops starting tasks.
-		if hour := price * gpuportal.Fen(j.GPUsPerTask); available[j.UserID] < hour {
+		// So does its owner's running-GPU quota.
+		if hour := price * gpuportal.Fen(j.GPUsPerTask); available[j.UserID] < hour || gpuRoom[j.UserID] < j.GPUsPerTask {
 			cands = slices.Delete(cands, best, best+1)
 			continue
 		} else {
 			available[j.UserID] -= hour
+			gpuRoom[j.UserID] -= j.GPUsPerTask
 		}
 		var id int64
 		if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, status, node_id, attempt,

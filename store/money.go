@@ -181,7 +181,7 @@ func (db *DB) balanceStep(ctx context.Context, tx *sql.Tx, now time.Time, res *T
 		}
 		switch {
 		case b.Available <= 0:
-			stopped, err := db.stopForBalance(ctx, tx, userID, now, policies, nodes)
+			stopped, err := db.stopInstancesOf(ctx, tx, userID, gpuportal.ReasonBalance, now, policies, nodes)
 			if err != nil {
 				return err
 			}
@@ -208,9 +208,10 @@ func (db *DB) balanceStep(ctx context.Context, tx *sql.Tx, now time.Time, res *T
 	return nil
 }
 
-// stopForBalance gives the user's spot and on-demand instances the stop
-// notice; it returns how many got it now.
-func (db *DB) stopForBalance(ctx context.Context, tx *sql.Tx, userID int64, now time.Time, policies gpuportal.Policies, nodes *[]string) (int, error) {
+// stopInstancesOf gives the user's spot and on-demand instances the stop
+// notice (their balance ran out, or an admin disabled the account); it
+// returns how many got it now.
+func (db *DB) stopInstancesOf(ctx context.Context, tx *sql.Tx, userID int64, reason string, now time.Time, policies gpuportal.Policies, nodes *[]string) (int, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
 		AND status IN ('pending', 'running') AND stop_requested_at IS NULL`, userID)
 	if err != nil {
@@ -230,7 +231,7 @@ func (db *DB) stopForBalance(ctx context.Context, tx *sql.Tx, userID int64, now 
 		if i.Node == "" {
 			// Not placed yet: it simply does not start.
 			if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'stopped', stop_requested_at = ?, ended_at = ?, error = ? WHERE id = ?`,
-				unix(now), unix(now), "stopped: the balance ran out", i.ID); err != nil {
+				unix(now), unix(now), "stopped before it started: "+reason, i.ID); err != nil {
 				return 0, err
 			}
 			if i.JobID != nil {
@@ -241,7 +242,7 @@ func (db *DB) stopForBalance(ctx context.Context, tx *sql.Tx, userID int64, now 
 			continue
 		}
 		p := policies.For(i.Model)
-		if err := db.interrupt(ctx, tx, i, gpuportal.ReasonBalance, now, now.Add(time.Duration(p.SpotNoticeSeconds)*time.Second), p.SpotGraceSeconds); err != nil {
+		if err := db.interrupt(ctx, tx, i, reason, now, now.Add(time.Duration(p.SpotNoticeSeconds)*time.Second), p.SpotGraceSeconds); err != nil {
 			return 0, err
 		}
 		*nodes = append(*nodes, i.Node)

@@ -150,6 +150,12 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 	if err := db.checkCredit(ctx, tx, userID, policy, now); err != nil {
 		return nil, err
 	}
+	if err := db.lockAccount(ctx, tx, userID); err != nil {
+		return nil, err
+	}
+	if err := checkBookedQuota(ctx, tx, userID, req.Count*int(req.End.Sub(req.Start)/time.Hour), now); err != nil {
+		return nil, err
+	}
 	healthy, err := db.healthyGPUs(ctx, tx, req.Model, req.Region)
 	if err != nil {
 		return nil, err

@@ -83,5 +83,9 @@ func (db *DB) UserByAPIToken(ctx context.Context, secret string) (*gpuportal.Use
 			return nil, fmt.Errorf("touch api token: %w", err)
 		}
 	}
-	return db.UserByID(ctx, userID)
+	u, err := db.UserByID(ctx, userID)
+	if err == nil && u.Disabled {
+		return nil, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The API token is invalid or has been revoked.")
+	}
+	return u, err
 }

@@ -10,12 +10,12 @@ import (
 	"gpuportal"
 )
 
-const userColumns = `id, email, name, phone, role, lang, created_at, session_version`
+const userColumns = `id, email, name, phone, role, lang, created_at, session_version, disabled_at IS NOT NULL`
 
 func scanUser(row interface{ Scan(...any) error }) (*gpuportal.User, error) {
 	var u gpuportal.User
 	var created int64
-	if err := row.Scan(&u.ID, &u.Email, &u.Name, &u.Phone, &u.Role, &u.Lang, &created, &u.SessionVersion); err != nil {
+	if err := row.Scan(&u.ID, &u.Email, &u.Name, &u.Phone, &u.Role, &u.Lang, &created, &u.SessionVersion, &u.Disabled); err != nil {
 		return nil, err
 	}
 	u.CreatedAt = fromUnix(created)
@@ -133,6 +133,9 @@ func (db *DB) UserByEmail(ctx context.Context, email string) (*gpuportal.User, e
 	return u, err
 }
 
+// ErrDisabled answers the right password of a disabled account.
+var ErrDisabled = gpuportal.Errorf(gpuportal.EFORBIDDEN, "This account is disabled; contact support.")
+
 // ErrBadCredentials is the one answer to a wrong email or a wrong password,
 // so that a login form does not reveal which accounts exist.
 var ErrBadCredentials = gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "Wrong email or password.")
@@ -151,7 +154,11 @@ func (db *DB) Authenticate(ctx context.Context, email, password string) (*gpupor
 	if !gpuportal.CheckPassword(hash, password) {
 		return nil, ErrBadCredentials
 	}
-	return db.UserByID(ctx, id)
+	u, err := db.UserByID(ctx, id)
+	if err == nil && u.Disabled {
+		return nil, ErrDisabled
+	}
+	return u, err
 }
 
 // ProfileUpdate is what a user can change in their settings.

@@ -41,12 +41,8 @@ func (db *DB) JoinWaitlist(ctx context.Context, user *gpuportal.User, req gpupor
 		if err := gpuportal.ValidateBooking(req, policy, db.now()); err != nil {
 			return err
 		}
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM waitlist_entries WHERE user_id = ? AND status IN ('waiting', 'offered')`, user.ID).Scan(&n); err != nil {
+		if err := checkWaitlistQuota(ctx, tx, user.ID); err != nil {
 			return err
-		}
-		if n >= 20 {
-			return gpuportal.Errorf(gpuportal.EPOLICY, "You can wait for at most 20 windows at a time.")
 		}
 		var id int64
 		if err := tx.QueryRowContext(ctx, `INSERT INTO waitlist_entries (user_id, model_id, region_id, count, start_at, end_at, auto_book, status, created_at)

@@ -132,7 +132,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 				// A session stamped with an older session version was
 				// ended (logout, password change, promotion): a copied
 				// cookie dies with it.
-				if sv, _ := sess.Values["sv"].(int64); err == nil && sv == u.SessionVersion {
+				if sv, _ := sess.Values["sv"].(int64); err == nil && sv == u.SessionVersion && !u.Disabled {
 					r.user = u
 				} else {
 					delete(sess.Values, "uid")

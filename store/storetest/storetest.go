@@ -147,16 +147,26 @@ func Open(tb testing.TB) (*store.DB, *gpuportal.ManualClock) {
 }
 
 // MustCreateUser creates a customer (or admin) for a test, with
-// TestBalance in the account so that what the test books and runs is paid
-// (tests about money start from MustCreatePoorUser).
+// TestBalance in the account so that what the test books and runs is paid,
+// and TestQuotas (tests about money and quotas start from
+// MustCreatePoorUser).
 func MustCreateUser(tb testing.TB, db *store.DB, email, role string) *gpuportal.User {
 	tb.Helper()
 	u := MustCreatePoorUser(tb, db, email, role)
 	if _, err := db.Credit(context.Background(), nil, u.ID, gpuportal.CreditRequest{Amount: TestBalance, Note: "test balance"}); err != nil {
 		tb.Fatal(err)
 	}
+	// Room for what fleet-sized tests run and book (quota tests start from
+	// MustCreatePoorUser, with the defaults).
+	system := &gpuportal.User{Role: gpuportal.RoleAdmin}
+	if _, err := db.UpdateAccount(context.Background(), system, u.ID, store.AccountUpdate{Quotas: &TestQuotas}); err != nil {
+		tb.Fatal(err)
+	}
 	return u
 }
+
+// TestQuotas are MustCreateUser's quotas: more than any test needs.
+var TestQuotas = gpuportal.Quotas{MaxRunningGPUs: 100_000, MaxBookedGPUHours: 100_000_000, MaxWaitlistEntries: 10_000}
 
 // TestBalance is what MustCreateUser puts in each account: ¥10,000,000.
 const TestBalance gpuportal.Fen = gpuportal.MaxCredit

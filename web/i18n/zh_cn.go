@@ -378,9 +378,8 @@ var zhCN = map[string]string{
 	"When a full window frees, the first request that fits is offered the GPUs and told by email and SMS.": "已满的时段空出时，第一个符合条件的请求会获得 GPU，并通过邮件和短信收到通知。",
 	"You are not waiting for anything. Join from a full window on the calendar.":                           "您没有候补中的请求。可在日历上已满的时段加入候补。",
 	"You are number %d on the waitlist for this window. We will tell you by email and SMS when it frees.":  "您是该时段候补的第 %d 位。资源空出时会通过邮件和短信通知您。",
-	"You can wait for at most 20 windows at a time.":                                                       "同时最多候补 20 个时段。",
-	"You left the waitlist (entry #%d).":                                                                   "您已退出候补（#%d）。",
-	"Your notification settings have been saved.":                                                          "通知设置已保存。",
+	"You left the waitlist (entry #%d).":          "您已退出候补（#%d）。",
+	"Your notification settings have been saved.": "通知设置已保存。",
 
 	// Notification messages.
 	"Open in gpuportal":                  "在 gpuportal 中查看",
@@ -683,5 +682,11 @@ var zhCN = map[string]string{
 	"Top-up":                                      "充值",
 	"Credit":                                      "调账",
 	"balance":                                     "余额不足",
-	"You have %s available: top up %s to book this.": "您的可用余额为 %s：再充值 %s 即可预订。",
+	"You have %s available: top up %s to book this.":              "您的可用余额为 %s：再充值 %s 即可预订。",
+	"Your quota is %d GPUs running at once; %d run now.":          "您的配额为同时运行 %d 张 GPU；目前已运行 %d 张。",
+	"Your quota is %d GPU-hours booked ahead; %d are booked now.": "您的配额为预订 %d GPU·小时；目前已预订 %d。",
+	"Your quota is %d waitlist entries; you have %d.":             "您的配额为 %d 个候补；目前已有 %d 个。",
+	"A credit limit is 0 to %s.":                                  "信用额度须为 0 到 %s。",
+	"You cannot disable your own account.":                        "不能停用自己的账户。",
+	"This account is disabled; contact support.":                  "此账户已停用，请联系客服。",
 }

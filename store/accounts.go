@@ -1,0 +1,245 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gpuportal"
+)
+
+// Accounts as admins see and set them: quotas (per-user overrides of
+// gpuportal.DefaultQuotas), credit limits, disabling.
+
+// quotasOf is a user's quotas: their overrides, else the defaults.
+func quotasOf(ctx context.Context, q queryer, userID int64) (gpuportal.Quotas, error) {
+	var gpus, hours, entries sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT max_running_gpus, max_booked_gpu_hours, max_waitlist_entries FROM users WHERE id = ?`, userID).Scan(&gpus, &hours, &entries)
+	if err != nil {
+		return gpuportal.Quotas{}, fmt.Errorf("quotas: %w", err)
+	}
+	out := gpuportal.DefaultQuotas
+	if gpus.Valid {
+		out.MaxRunningGPUs = int(gpus.Int64)
+	}
+	if hours.Valid {
+		out.MaxBookedGPUHours = int(hours.Int64)
+	}
+	if entries.Valid {
+		out.MaxWaitlistEntries = int(entries.Int64)
+	}
+	return out, nil
+}
+
+// lockAccount serialises one user's money and quota decisions on
+// PostgreSQL, where bookings run side by side (on SQLite the writer is
+// one anyway).
+func (db *DB) lockAccount(ctx context.Context, tx *sql.Tx, userID int64) error {
+	if err := ensureAccount(ctx, tx, userID); err != nil {
+		return err
+	}
+	if db.dialect != "postgres" {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `SELECT 1 FROM accounts WHERE user_id = ? FOR UPDATE`, userID)
+	return err
+}
+
+// checkRunningQuota: the user's spot and on-demand GPUs (job tasks
+// included) plus count stay within their quota.
+func checkRunningQuota(ctx context.Context, q queryer, userID int64, count int) error {
+	quotas, err := quotasOf(ctx, q, userID)
+	if err != nil {
+		return err
+	}
+	var running int
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(sum(count), 0) FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
+		AND status IN ('pending', 'running', 'interrupting')`, userID).Scan(&running); err != nil {
+		return err
+	}
+	if running+count > quotas.MaxRunningGPUs {
+		return gpuportal.FieldErrorf(gpuportal.EPOLICY, "quota", "Your quota is %d GPUs running at once; %d run now.", quotas.MaxRunningGPUs, running)
+	}
+	return nil
+}
+
+// checkBookedQuota: the GPU-hours still ahead in the user's reservations,
+// plus gpuHours, stay within their quota.
+func checkBookedQuota(ctx context.Context, q queryer, userID int64, gpuHours int, now time.Time) error {
+	quotas, err := quotasOf(ctx, q, userID)
+	if err != nil {
+		return err
+	}
+	var ahead int64
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(sum(count * (end_at - CASE WHEN start_at > ? THEN start_at ELSE ? END)), 0) FROM reservations
+		WHERE user_id = ? AND status IN ('confirmed', 'active') AND end_at > ?`, unix(now), unix(now), userID, unix(now)).Scan(&ahead); err != nil {
+		return err
+	}
+	booked := int((ahead + 3599) / 3600)
+	if booked+gpuHours > quotas.MaxBookedGPUHours {
+		return gpuportal.FieldErrorf(gpuportal.EPOLICY, "quota", "Your quota is %d GPU-hours booked ahead; %d are booked now.", quotas.MaxBookedGPUHours, booked)
+	}
+	return nil
+}
+
+// checkWaitlistQuota: the user's open waitlist entries stay within quota.
+func checkWaitlistQuota(ctx context.Context, q queryer, userID int64) error {
+	quotas, err := quotasOf(ctx, q, userID)
+	if err != nil {
+		return err
+	}
+	var open int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM waitlist_entries WHERE user_id = ? AND status IN ('waiting', 'offered')`, userID).Scan(&open); err != nil {
+		return err
+	}
+	if open+1 > quotas.MaxWaitlistEntries {
+		return gpuportal.FieldErrorf(gpuportal.EPOLICY, "quota", "Your quota is %d waitlist entries; you have %d.", quotas.MaxWaitlistEntries, open)
+	}
+	return nil
+}
+
+// AccountUpdate is what an admin may change of an account; nil: as is.
+type AccountUpdate struct {
+	CreditLimit *gpuportal.Fen    `json:"credit_limit_fen,omitempty"`
+	Quotas      *gpuportal.Quotas `json:"quotas,omitempty"`
+	Disabled    *bool             `json:"disabled,omitempty"`
+}
+
+// UpdateAccount sets a user's credit limit, quotas or disabled state.
+// Disabling ends their sessions and tokens' use, and gives their spot and
+// on-demand instances the stop notice. Audited.
+func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID int64, up AccountUpdate) (*AdminUser, error) {
+	if !actor.IsAdmin() {
+		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
+	}
+	if up.CreditLimit != nil && (*up.CreditLimit < 0 || *up.CreditLimit > gpuportal.MaxCredit) {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "credit_limit_fen", "A credit limit is 0 to %s.", gpuportal.MaxCredit.String())
+	}
+	if up.Quotas != nil {
+		if err := up.Quotas.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	if up.Disabled != nil && *up.Disabled && userID == actor.ID {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "disabled", "You cannot disable your own account.")
+	}
+	var nodes []string
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		before, err := adminUser(ctx, tx, db, userID)
+		if err != nil {
+			return err
+		}
+		now := db.now()
+		if up.CreditLimit != nil {
+			if err := ensureAccount(ctx, tx, userID); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE accounts SET credit_limit_fen = ? WHERE user_id = ?`, *up.CreditLimit, userID); err != nil {
+				return err
+			}
+		}
+		if q := up.Quotas; q != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE users SET max_running_gpus = ?, max_booked_gpu_hours = ?, max_waitlist_entries = ? WHERE id = ?`,
+				q.MaxRunningGPUs, q.MaxBookedGPUHours, q.MaxWaitlistEntries, userID); err != nil {
+				return err
+			}
+		}
+		if up.Disabled != nil && *up.Disabled != before.User.Disabled {
+			if *up.Disabled {
+				if _, err := tx.ExecContext(ctx, `UPDATE users SET disabled_at = ?, session_version = session_version + 1 WHERE id = ?`, unix(now), userID); err != nil {
+					return err
+				}
+				policies, err := db.policies(ctx, tx)
+				if err != nil {
+					return err
+				}
+				if _, err := db.stopInstancesOf(ctx, tx, userID, gpuportal.ReasonAdmin, now, policies, &nodes); err != nil {
+					return err
+				}
+			} else if _, err := tx.ExecContext(ctx, `UPDATE users SET disabled_at = NULL WHERE id = ?`, userID); err != nil {
+				return err
+			}
+		}
+		after, err := adminUser(ctx, tx, db, userID)
+		if err != nil {
+			return err
+		}
+		return db.audit(ctx, tx, actor.ID, "account.update", fmt.Sprintf("user/%d", userID), accountAudit(before), accountAudit(after))
+	})
+	if err != nil {
+		return nil, err
+	}
+	db.wake(ctx, nodes...)
+	db.Kick(ctx)
+	return adminUser(ctx, db.read, db, userID)
+}
+
+func accountAudit(u *AdminUser) map[string]any {
+	return map[string]any{"credit_limit_fen": u.Balance.CreditLimit, "quotas": u.Quotas, "disabled": u.User.Disabled}
+}
+
+// AdminUser is a user as the admin users page shows them.
+type AdminUser struct {
+	User           gpuportal.User    `json:"user"`
+	Balance        gpuportal.Balance `json:"balance"`
+	SpendThisMonth gpuportal.Fen     `json:"spend_this_month_fen"`
+	Quotas         gpuportal.Quotas  `json:"quotas"`
+}
+
+func adminUser(ctx context.Context, q queryer, db *DB, userID int64) (*AdminUser, error) {
+	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = ?`, userID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "User %d not found.", userID)
+	} else if err != nil {
+		return nil, err
+	}
+	now := db.now()
+	out := &AdminUser{User: *u}
+	if out.Balance, err = db.balanceIn(ctx, q, userID, now); err != nil {
+		return nil, err
+	}
+	if out.Quotas, err = quotasOf(ctx, q, userID); err != nil {
+		return nil, err
+	}
+	local := now.In(db.Location)
+	month := time.Date(local.Year(), local.Month(), 1, 0, 0, 0, 0, db.Location)
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(sum(amount_fen), 0) FROM ledger_entries WHERE user_id = ? AND at >= ?
+		AND kind IN ('reservation', 'refund', 'cancellation_fee', 'instance')`, userID, unix(month)).Scan(&out.SpendThisMonth); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AdminUsers lists users whose email or name holds search ("" all), a
+// page at a time, with their money and quotas.
+func (db *DB) AdminUsers(ctx context.Context, actor *gpuportal.User, search string, limit, offset int) ([]AdminUser, error) {
+	if !actor.IsAdmin() {
+		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
+	}
+	pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(strings.ToLower(strings.TrimSpace(search))) + "%"
+	ids, err := queryIDs(ctx, db.read, `SELECT id FROM users WHERE lower(email) LIKE ? ESCAPE '\' OR lower(name) LIKE ? ESCAPE '\' ORDER BY id LIMIT ? OFFSET ?`,
+		pattern, pattern, limit, offset)
+	if err != nil {
+		return nil, fmt.Errorf("search users: %w", err)
+	}
+	out := []AdminUser{}
+	for _, id := range ids {
+		u, err := adminUser(ctx, db.read, db, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *u)
+	}
+	return out, nil
+}
+
+// AdminUser is one user with money and quotas, for an admin.
+func (db *DB) AdminUser(ctx context.Context, actor *gpuportal.User, userID int64) (*AdminUser, error) {
+	if !actor.IsAdmin() {
+		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
+	}
+	return adminUser(ctx, db.read, db, userID)
+}
