@@ -157,3 +157,11 @@ func (q Quotas) Validate() error {
 	}
 	return nil
 }
+
+// Account is a user with their money and quotas, as admins see it.
+type Account struct {
+	User           User    `json:"user"`
+	Balance        Balance `json:"balance"`
+	SpendThisMonth Fen     `json:"spend_this_month_fen"`
+	Quotas         Quotas  `json:"quotas"`
+}

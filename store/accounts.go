@@ -111,7 +111,7 @@ type AccountUpdate struct {
 // UpdateAccount sets a user's credit limit, quotas or disabled state.
 // Disabling ends their sessions and tokens' use, and gives their spot and
 // on-demand instances the stop notice. Audited.
-func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID int64, up AccountUpdate) (*AdminUser, error) {
+func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID int64, up AccountUpdate) (*gpuportal.Account, error) {
 	if !actor.IsAdmin() {
 		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
 	}
@@ -177,19 +177,11 @@ func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID i
 	return adminUser(ctx, db.read, db, userID)
 }
 
-func accountAudit(u *AdminUser) map[string]any {
+func accountAudit(u *gpuportal.Account) map[string]any {
 	return map[string]any{"credit_limit_fen": u.Balance.CreditLimit, "quotas": u.Quotas, "disabled": u.User.Disabled}
 }
 
-// AdminUser is a user as the admin users page shows them.
-type AdminUser struct {
-	User           gpuportal.User    `json:"user"`
-	Balance        gpuportal.Balance `json:"balance"`
-	SpendThisMonth gpuportal.Fen     `json:"spend_this_month_fen"`
-	Quotas         gpuportal.Quotas  `json:"quotas"`
-}
-
-func adminUser(ctx context.Context, q queryer, db *DB, userID int64) (*AdminUser, error) {
+func adminUser(ctx context.Context, q queryer, db *DB, userID int64) (*gpuportal.Account, error) {
 	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = ?`, userID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "User %d not found.", userID)
@@ -197,7 +189,7 @@ func adminUser(ctx context.Context, q queryer, db *DB, userID int64) (*AdminUser
 		return nil, err
 	}
 	now := db.now()
-	out := &AdminUser{User: *u}
+	out := &gpuportal.Account{User: *u}
 	if out.Balance, err = db.balanceIn(ctx, q, userID, now); err != nil {
 		return nil, err
 	}
@@ -215,7 +207,7 @@ func adminUser(ctx context.Context, q queryer, db *DB, userID int64) (*AdminUser
 
 // AdminUsers lists users whose email or name holds search ("" all), a
 // page at a time, with their money and quotas.
-func (db *DB) AdminUsers(ctx context.Context, actor *gpuportal.User, search string, limit, offset int) ([]AdminUser, error) {
+func (db *DB) AdminUsers(ctx context.Context, actor *gpuportal.User, search string, limit, offset int) ([]gpuportal.Account, error) {
 	if !actor.IsAdmin() {
 		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
 	}
@@ -225,7 +217,7 @@ func (db *DB) AdminUsers(ctx context.Context, actor *gpuportal.User, search stri
 	if err != nil {
 		return nil, fmt.Errorf("search users: %w", err)
 	}
-	out := []AdminUser{}
+	out := []gpuportal.Account{}
 	for _, id := range ids {
 		u, err := adminUser(ctx, db.read, db, id)
 		if err != nil {
@@ -236,8 +228,8 @@ func (db *DB) AdminUsers(ctx context.Context, actor *gpuportal.User, search stri
 	return out, nil
 }
 
-// AdminUser is one user with money and quotas, for an admin.
-func (db *DB) AdminUser(ctx context.Context, actor *gpuportal.User, userID int64) (*AdminUser, error) {
+// AdminUser is one user's account, for an admin.
+func (db *DB) AdminUser(ctx context.Context, actor *gpuportal.User, userID int64) (*gpuportal.Account, error) {
 	if !actor.IsAdmin() {
 		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
 	}
