@@ -38,9 +38,6 @@ func quotasOf(ctx context.Context, q queryer, userID int64) (gpuportal.Quotas, e
 // PostgreSQL, where bookings run side by side (on SQLite the writer is
 // one anyway).
 func (db *DB) lockAccount(ctx context.Context, tx *sql.Tx, userID int64) error {
-	if err := ensureAccount(ctx, tx, userID); err != nil {
-		return err
-	}
 	if db.dialect != "postgres" {
 		return nil
 	}
@@ -66,23 +63,29 @@ func checkRunningQuota(ctx context.Context, q queryer, userID int64, count int) 
 	return nil
 }
 
-// checkBookedQuota: the GPU-hours still ahead in the user's reservations,
-// plus gpuHours, stay within their quota.
-func checkBookedQuota(ctx context.Context, q queryer, userID int64, gpuHours int, now time.Time) error {
+// checkBookedQuota: the GPU-hours of the user's reservations that have
+// not ended, plus gpuHours, stay within their quota. The count is kept in
+// accounts as reservations are booked and end (see bookedHours).
+func checkBookedQuota(ctx context.Context, q queryer, userID int64, gpuHours int) error {
 	quotas, err := quotasOf(ctx, q, userID)
 	if err != nil {
 		return err
 	}
-	var ahead int64
-	if err := q.QueryRowContext(ctx, `SELECT coalesce(sum(count * (end_at - CASE WHEN start_at > ? THEN start_at ELSE ? END)), 0) FROM reservations
-		WHERE user_id = ? AND status IN ('confirmed', 'active') AND end_at > ?`, unix(now), unix(now), userID, unix(now)).Scan(&ahead); err != nil {
+	var booked int
+	if err := q.QueryRowContext(ctx, `SELECT booked_gpu_hours FROM accounts WHERE user_id = ?`, userID).Scan(&booked); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
-	booked := int((ahead + 3599) / 3600)
 	if booked+gpuHours > quotas.MaxBookedGPUHours {
 		return gpuportal.FieldErrorf(gpuportal.EPOLICY, "quota", "Your quota is %d GPU-hours booked ahead; %d are booked now.", quotas.MaxBookedGPUHours, booked)
 	}
 	return nil
+}
+
+// bookedHours moves a user's count of booked GPU-hours: + when a
+// reservation is booked, − when it is cancelled or completes.
+func bookedHours(ctx context.Context, tx *sql.Tx, userID int64, delta int) error {
+	_, err := tx.ExecContext(ctx, `UPDATE accounts SET booked_gpu_hours = booked_gpu_hours + ? WHERE user_id = ?`, delta, userID)
+	return err
 }
 
 // checkWaitlistQuota: the user's open waitlist entries stay within quota.
@@ -134,9 +137,6 @@ func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID i
 		}
 		now := db.now()
 		if up.CreditLimit != nil {
-			if err := ensureAccount(ctx, tx, userID); err != nil {
-				return err
-			}
 			if _, err := tx.ExecContext(ctx, `UPDATE accounts SET credit_limit_fen = ? WHERE user_id = ?`, *up.CreditLimit, userID); err != nil {
 				return err
 			}

@@ -35,18 +35,8 @@ func (db *DB) postLedger(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
 		e.userID, unix(e.at), e.kind, e.amount, e.reservationID, e.instanceID, e.topUpID, e.desc); err != nil {
 		return fmt.Errorf("ledger %s: %w", e.kind, err)
 	}
-	if err := ensureAccount(ctx, tx, e.userID); err != nil {
-		return err
-	}
 	if _, err := db.execTx(ctx, tx, `UPDATE accounts SET balance_fen = balance_fen - ? WHERE user_id = ?`, e.amount, e.userID); err != nil {
 		return fmt.Errorf("balance: %w", err)
-	}
-	return nil
-}
-
-func ensureAccount(ctx context.Context, tx *sql.Tx, userID int64) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (user_id) VALUES (?) ON CONFLICT (user_id) DO NOTHING`, userID); err != nil {
-		return fmt.Errorf("account: %w", err)
 	}
 	return nil
 }
@@ -56,9 +46,6 @@ func ensureAccount(ctx context.Context, tx *sql.Tx, userID int64) error {
 // charges at once cannot both spend the last of it (on SQLite the writer
 // is one anyway). Not enough: insufficient_funds, naming what is missing.
 func (db *DB) charge(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
-	if err := ensureAccount(ctx, tx, e.userID); err != nil {
-		return err
-	}
 	held, _, err := db.heldFor(ctx, tx, e.userID, e.at)
 	if err != nil {
 		return err

@@ -316,3 +316,51 @@ func TestBalanceIsTheLedgerSum(t *testing.T) {
 		checkLedger(t, db, users...)
 	}
 }
+
+// Writes that arrive together commit together, each all or nothing: a
+// booking that fails after it took capacity and stored its reservation
+// (its owner cannot pay) leaves nothing behind, while the others are all
+// there; and the database syncs every commit to disk.
+func TestGroupCommitKeepsEachWriteWhole(t *testing.T) {
+	ctx := context.Background()
+	db, _ := storetest.Open(t)
+	if db.Dialect() != "sqlite" {
+		t.Skip("group commit is SQLite's")
+	}
+	if mode, err := db.SynchronousMode(ctx); err != nil || mode != 2 {
+		t.Fatalf("synchronous = %d, %v; want 2 (FULL)", mode, err)
+	}
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 10, 8)
+	start := storetest.Epoch.Truncate(time.Hour).Add(26 * time.Hour)
+	req := gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 1, Start: start, End: start.Add(4 * time.Hour)}
+	q, _ := db.Quote(ctx, req)
+	users := make([]*gpuportal.User, 40)
+	for k := range users {
+		users[k] = storetest.MustCreatePoorUser(t, db, fmt.Sprintf("u%d@example.com", k), gpuportal.RoleCustomer)
+		if k%2 == 0 {
+			topUp(t, db, users[k], q.Total)
+		}
+	}
+	var wg sync.WaitGroup
+	for k, u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := db.Book(ctx, u, req)
+			if (k%2 == 0) != (err == nil) || (err != nil && gpuportal.ErrorCode(err) != gpuportal.EFUNDS) {
+				t.Errorf("user %d: %v", k, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for k, u := range users {
+		list, _ := db.Reservations(ctx, u, store.ReservationFilter{Limit: 10})
+		if want := 1 - k%2; len(list) != want {
+			t.Errorf("user %d has %d reservations, want %d", k, len(list), want)
+		}
+	}
+	if slots, _ := db.Availability(ctx, "a100-80g", "cd-1", start, start.Add(time.Hour)); slots[0].Reserved != 20 {
+		t.Fatalf("%d GPUs reserved; want the 20 paid ones", slots[0].Reserved)
+	}
+	checkLedger(t, db, users...)
+}

@@ -153,7 +153,11 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 	if err := db.lockAccount(ctx, tx, userID); err != nil {
 		return nil, err
 	}
-	if err := checkBookedQuota(ctx, tx, userID, req.Count*int(req.End.Sub(req.Start)/time.Hour), now); err != nil {
+	gpuHours := req.Count * int(req.End.Sub(req.Start)/time.Hour)
+	if err := checkBookedQuota(ctx, tx, userID, gpuHours); err != nil {
+		return nil, err
+	}
+	if err := bookedHours(ctx, tx, userID, gpuHours); err != nil {
 		return nil, err
 	}
 	healthy, err := db.healthyGPUs(ctx, tx, req.Model, req.Region)
@@ -460,6 +464,9 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = 'cancelled', cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ? WHERE id = ?`,
 			unix(now), p.Fee, p.Refund, p.Late, r.ID); err != nil {
 			return fmt.Errorf("cancel reservation: %w", err)
+		}
+		if err := bookedHours(ctx, tx, r.UserID, -r.Count*r.Hours()); err != nil {
+			return err
 		}
 		// Free what is left: every hour for a reservation not yet started,
 		// the hours from the current one on for one under way.

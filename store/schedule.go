@@ -75,6 +75,14 @@ func (db *DB) completeReservations(ctx context.Context, tx *sql.Tx, now time.Tim
 		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = 'completed' WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("complete reservation %d: %w", id, err)
 		}
+		var userID int64
+		var gpuHours int
+		if err := tx.QueryRowContext(ctx, `SELECT user_id, count * (end_at - start_at) / 3600 FROM reservations WHERE id = ?`, id).Scan(&userID, &gpuHours); err != nil {
+			return err
+		}
+		if err := bookedHours(ctx, tx, userID, -gpuHours); err != nil {
+			return err
+		}
 		if err := db.releaseReservationGPUs(ctx, tx, id, now, nodes); err != nil {
 			return fmt.Errorf("complete reservation %d: %w", id, err)
 		}

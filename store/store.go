@@ -55,6 +55,8 @@ type DB struct {
 	wakeupChannel string // notification channels, see channelName
 	kickChannel   string
 	kicks         chan struct{}
+	// SQLite only: the write transactions' group commit.
+	group *groupCommitter
 	stopListening context.CancelFunc
 	listening     chan struct{}
 
@@ -168,7 +170,7 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock) (*DB, e
 	pragmas := "_pragma=" + url.QueryEscape("busy_timeout(10000)") +
 		"&_pragma=" + url.QueryEscape("journal_mode(WAL)") +
 		"&_pragma=" + url.QueryEscape("foreign_keys(ON)") +
-		"&_pragma=" + url.QueryEscape("synchronous(NORMAL)")
+		"&_pragma=" + url.QueryEscape("synchronous(FULL)") // a commit is on disk before it is answered (see groupcommit.go)
 	base := "file:" + path + "?" + pragmas
 	// IMMEDIATE takes the write lock at BEGIN, so a read-then-write
 	// transaction (check capacity, then insert) cannot be overtaken.
@@ -185,7 +187,8 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock) (*DB, e
 	}
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
-	db := &DB{write: write, read: read, dialect: "sqlite", Clock: clock, Location: time.UTC, Wakeups: NewWakeups(), Wall: gpuportal.RealClock{}, kicks: make(chan struct{}, 1)}
+	db := &DB{write: write, read: read, dialect: "sqlite", Clock: clock, Location: time.UTC, Wakeups: NewWakeups(), Wall: gpuportal.RealClock{}, kicks: make(chan struct{}, 1),
+		group: newGroupCommitter(write)}
 	if err := write.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -195,6 +198,9 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock) (*DB, e
 
 // Close closes the database.
 func (db *DB) Close() error {
+	if db.group != nil {
+		db.group.close()
+	}
 	db.stmtMu.Lock()
 	for _, s := range db.stmts {
 		s.Close()
@@ -251,6 +257,9 @@ func (db *DB) inConcurrentTx(ctx context.Context, fn func(tx *sql.Tx) error) err
 // up to attempts times while it fails only for meeting another one.
 func (db *DB) runTx(ctx context.Context, writerLock bool, attempts int, fn func(tx *sql.Tx) error) error {
 	defer db.prepareWanted(ctx)
+	if db.group != nil {
+		return db.group.do(ctx, fn)
+	}
 	for attempt := 1; ; attempt++ {
 		tx, err := db.write.BeginTx(ctx, nil)
 		if err != nil {
@@ -383,3 +392,11 @@ func fromNullUnix(s sql.NullInt64) *time.Time {
 
 // Ping checks that the database answers.
 func (db *DB) Ping(ctx context.Context) error { return db.write.PingContext(ctx) }
+
+// SynchronousMode is SQLite's synchronous setting on the write connection
+// (2 = FULL: every commit is on disk before it returns).
+func (db *DB) SynchronousMode(ctx context.Context) (int, error) {
+	var mode int
+	err := db.write.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&mode)
+	return mode, err
+}

@@ -48,7 +48,11 @@ func (db *DB) CreateUser(ctx context.Context, s gpuportal.SignUp, role string, l
 		row := tx.QueryRowContext(ctx, `INSERT INTO users (email, name, phone, password_hash, role, lang, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING `+userColumns,
 			s.Email, s.Name, s.Phone, hash, role, lang, unix(db.now()))
-		u, err = scanUser(row)
+		if u, err = scanUser(row); err != nil {
+			return err
+		}
+		// Every user has an account (migration 0009 gave one to those before).
+		_, err = tx.ExecContext(ctx, `INSERT INTO accounts (user_id) VALUES (?)`, u.ID)
 		return err
 	})
 	if err != nil {

@@ -5,10 +5,15 @@
 CREATE TABLE accounts (
     user_id          INTEGER PRIMARY KEY REFERENCES users(id),
     balance_fen      INTEGER NOT NULL DEFAULT 0,
-    credit_limit_fen INTEGER NOT NULL DEFAULT 0   -- post-paid accounts may go this far below zero
+    credit_limit_fen INTEGER NOT NULL DEFAULT 0,  -- post-paid accounts may go this far below zero
+    booked_gpu_hours INTEGER NOT NULL DEFAULT 0   -- in reservations not ended yet, for the quota
 );
-INSERT INTO accounts (user_id, balance_fen)
-    SELECT u.id, -coalesce((SELECT sum(l.amount_fen) FROM ledger_entries l WHERE l.user_id = u.id), 0) FROM users u;
+INSERT INTO accounts (user_id, balance_fen, booked_gpu_hours)
+    SELECT u.id, -coalesce((SELECT sum(l.amount_fen) FROM ledger_entries l WHERE l.user_id = u.id), 0),
+        coalesce((SELECT sum(r.count * (r.end_at - r.start_at) / 3600) FROM reservations r WHERE r.user_id = u.id AND r.status IN ('confirmed', 'active')), 0)
+    FROM users u;
+-- What a user runs now (held money, running-GPU quota).
+CREATE INDEX instances_user_status ON instances(user_id, status);
 
 -- Per-user quota overrides (NULL: the policy's default), and an account an
 -- admin disabled (it cannot log in; its instances are stopped).
