@@ -56,7 +56,7 @@ type DB struct {
 	kickChannel   string
 	kicks         chan struct{}
 	// SQLite only: the write transactions' group commit.
-	group *groupCommitter
+	group         *groupCommitter
 	stopListening context.CancelFunc
 	listening     chan struct{}
 
