@@ -2,10 +2,12 @@ package web
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"gpuportal"
+	"gpuportal/store"
 	"gpuportal/web/i18n"
 	"gpuportal/web/templates"
 )
@@ -64,7 +66,46 @@ func (s *Server) handleHome(c echo.Context) error {
 	for _, m := range models {
 		p.Models = append(p.Models, templates.ModelRow{Model: m.Model, SpotPrice: m.SpotPrice, SpotDiscountPercent: m.SpotDiscountPercent})
 	}
+	if u := currentUser(c); u != nil {
+		if p.Dashboard, err = s.dashboard(c, u); err != nil {
+			return err
+		}
+	}
 	return s.render(c, http.StatusOK, templates.Home(p))
+}
+
+// dashboard gathers a user's money, running instances, next reservations
+// and this month's spend.
+func (s *Server) dashboard(c echo.Context, u *gpuportal.User) (*templates.Dashboard, error) {
+	ctx := c.Request().Context()
+	d := &templates.Dashboard{TopUps: s.cfg.PaymentSecret != ""}
+	var err error
+	if d.Balance, err = s.db.Balance(ctx, u); err != nil {
+		return nil, err
+	}
+	instances, err := s.db.Instances(ctx, &gpuportal.User{ID: u.ID, Role: gpuportal.RoleCustomer}, 50)
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range instances {
+		if i.Status == gpuportal.InstancePending || i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting {
+			d.Running = append(d.Running, i)
+		}
+	}
+	for _, status := range []string{gpuportal.ReservationActive, gpuportal.ReservationConfirmed} {
+		list, err := s.db.Reservations(ctx, &gpuportal.User{ID: u.ID, Role: gpuportal.RoleCustomer}, store.ReservationFilter{Status: status, Limit: 5})
+		if err != nil {
+			return nil, err
+		}
+		d.Upcoming = append(d.Upcoming, list...)
+	}
+	d.Upcoming = d.Upcoming[:min(len(d.Upcoming), 5)]
+	now := s.cfg.Clock.Now().In(s.cfg.Location)
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, s.cfg.Location)
+	if d.Spend, err = s.db.SpendByKind(ctx, u.ID, month, month.AddDate(0, 1, 0)); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 func (s *Server) handleAdmin(c echo.Context) error {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -138,11 +137,11 @@ func (s *Server) topUpOf(c echo.Context) (*gpuportal.TopUp, error) {
 // handleTopUpForm starts a top-up from the ledger page and goes to the
 // provider's page.
 func (s *Server) handleTopUpForm(c echo.Context) error {
-	yuan, err := strconv.ParseFloat(strings.TrimSpace(c.FormValue("amount")), 64)
+	amount, err := gpuportal.ParseYuan(c.FormValue("amount"))
 	if err != nil {
-		return gpuportal.FieldErrorf(gpuportal.EINVALID, "amount_fen", "The amount must be a number of yuan.")
+		return err
 	}
-	t, err := s.createTopUp(c, gpuportal.TopUpRequest{Amount: gpuportal.Fen(yuan*100 + 0.5), Provider: gpuportal.TestPayProvider})
+	t, err := s.createTopUp(c, gpuportal.TopUpRequest{Amount: amount, Provider: gpuportal.TestPayProvider})
 	if err != nil {
 		return err
 	}

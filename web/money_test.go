@@ -124,3 +124,25 @@ func TestStatementCSV(t *testing.T) {
 		t.Fatalf("refund filter:\n%s", p.body)
 	}
 }
+
+// The signed-in home page is a dashboard: money and when it runs out,
+// what runs with its cost so far, what is booked, this month's spend.
+func TestDashboard(t *testing.T) {
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	_, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
+	if st, body := e.apiCall("POST", "/api/v1/reservations", tok, bookBody("a100-80g", 2, at(1, 10), at(1, 14))); st != 201 {
+		t.Fatalf("book = %d %s", st, body)
+	}
+	if st, body := e.apiCall("POST", "/api/v1/instances", tok, `{"kind":"spot","model":"a100-80g","region":"cd-1","count":1,"command":"train"}`); st != 201 {
+		t.Fatalf("launch = %d %s", st, body)
+	}
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	p := b.get("/")
+	for _, want := range []string{`data-testid="dashboard-balance"`, `data-testid="dashboard-running"`, `data-testid="dashboard-upcoming"`, "Reservations ¥64.00", `data-testid="dashboard-topup"`} {
+		if !strings.Contains(p.body, want) {
+			t.Fatalf("dashboard lacks %s:\n%s", want, p.body)
+		}
+	}
+}

@@ -79,16 +79,16 @@ func (s *Server) handleUsersPage(c echo.Context) error {
 	return s.render(c, http.StatusOK, templates.Users(p))
 }
 
-// yuanField reads a form field in yuan as fen.
-func yuanField(c echo.Context, field, apiField string) (gpuportal.Fen, error) {
-	v, err := strconv.ParseFloat(strings.TrimSpace(c.FormValue(field)), 64)
-	if err != nil {
-		return 0, gpuportal.FieldErrorf(gpuportal.EINVALID, apiField, "The amount must be a number of yuan.")
+// yuanField reads a form field in yuan (a leading minus takes money
+// back) as fen.
+func yuanField(c echo.Context, field string) (gpuportal.Fen, error) {
+	v := strings.TrimSpace(c.FormValue(field))
+	negative := strings.HasPrefix(v, "-")
+	amount, err := gpuportal.ParseYuan(strings.TrimPrefix(v, "-"))
+	if negative {
+		amount = -amount
 	}
-	if v < 0 {
-		return gpuportal.Fen(v*100 - 0.5), nil
-	}
-	return gpuportal.Fen(v*100 + 0.5), nil
+	return amount, err
 }
 
 func (s *Server) handleCreditForm(c echo.Context) error {
@@ -96,7 +96,7 @@ func (s *Server) handleCreditForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	amount, err := yuanField(c, "amount", "amount_fen")
+	amount, err := yuanField(c, "amount")
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func (s *Server) handleAccountForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	limit, err := yuanField(c, "credit_limit", "credit_limit_fen")
+	limit, err := yuanField(c, "credit_limit")
 	if err != nil {
 		return err
 	}
