@@ -141,7 +141,7 @@ func TestTopUpsCreditOnce(t *testing.T) {
 	u := storetest.MustCreatePoorUser(t, db, "u@example.com", gpuportal.RoleCustomer)
 	other := storetest.MustCreatePoorUser(t, db, "o@example.com", gpuportal.RoleCustomer)
 	top, err := db.CreateTopUp(ctx, u, gpuportal.TopUpRequest{Amount: 50000})
-	if err != nil || top.Status != gpuportal.TopUpPending || top.PayURL != fmt.Sprintf("/pay/test/%d", top.ID) {
+	if err != nil || top.Status != gpuportal.TopUpPending {
 		t.Fatalf("top-up %+v, %v", top, err)
 	}
 	if _, err := db.TopUp(ctx, other, top.ID); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
@@ -363,4 +363,62 @@ func TestGroupCommitKeepsEachWriteWhole(t *testing.T) {
 		t.Fatalf("%d GPUs reserved; want the 20 paid ones", slots[0].Reserved)
 	}
 	checkLedger(t, db, users...)
+}
+
+// An auto-book its owner cannot pay when capacity frees is skipped, they
+// are told once, and it books at the next tick after a top-up; a job
+// whose owner has run out starts no more tasks.
+func TestUnpaidAutoBookAndJobs(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	rich := storetest.MustCreateUser(t, db, "rich@example.com", gpuportal.RoleCustomer)
+	poor := storetest.MustCreatePoorUser(t, db, "poor@example.com", gpuportal.RoleCustomer)
+	start := storetest.Epoch.Truncate(time.Hour).Add(26 * time.Hour)
+	window := gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 8, Start: start, End: start.Add(4 * time.Hour)}
+	r, err := db.Book(ctx, rich, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.JoinWaitlist(ctx, poor, window, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Cancel(ctx, rich, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	at := storetest.Epoch
+	for range 2 {
+		at = at.Add(time.Minute)
+		tick(t, db, clock, at)
+	}
+	notes, _ := db.InApp(ctx, poor.ID, 10)
+	unpaid := 0
+	for _, n := range notes {
+		if n.Kind == gpuportal.NoteAutoBookUnpaid {
+			unpaid++
+		}
+	}
+	if unpaid != 1 {
+		t.Fatalf("%d unpaid notices: %+v", unpaid, notes)
+	}
+	if list, _ := db.Reservations(ctx, poor, store.ReservationFilter{Limit: 10}); len(list) != 0 {
+		t.Fatalf("booked without money: %+v", list)
+	}
+	q, _ := db.Quote(ctx, window)
+	topUp(t, db, poor, q.Total)
+	tick(t, db, clock, at.Add(time.Minute))
+	if list, _ := db.Reservations(ctx, poor, store.ReservationFilter{Limit: 10}); len(list) != 1 {
+		t.Fatalf("not booked after the top-up: %+v", list)
+	}
+	// The money is spent: a job of theirs starts nothing.
+	if _, err := db.CreateJob(ctx, poor, gpuportal.JobRequest{Model: "a100-80g", Region: "cd-1", GPUsPerTask: 1, Tasks: 3, Command: "x", MaxParallel: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if res := tick(t, db, clock, at.Add(2*time.Minute)); res.TasksStarted != 0 {
+		t.Fatalf("a job started %d tasks on no money", res.TasksStarted)
+	}
+	topUp(t, db, poor, 240*2) // two task-hours
+	if res := tick(t, db, clock, at.Add(3*time.Minute)); res.TasksStarted != 2 {
+		t.Fatalf("%d tasks started on money for two", res.TasksStarted)
+	}
 }

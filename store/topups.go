@@ -20,9 +20,6 @@ func scanTopUp(row interface{ Scan(...any) error }) (*gpuportal.TopUp, error) {
 		return nil, err
 	}
 	t.CreatedAt, t.ExpiresAt, t.PaidAt = fromUnix(created), fromUnix(expires), fromNullUnix(paid)
-	if t.Status == gpuportal.TopUpPending {
-		t.PayURL = fmt.Sprintf("/pay/%s/%d", t.Provider, t.ID)
-	}
 	return &t, nil
 }
 

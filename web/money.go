@@ -2,10 +2,7 @@ package web
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/csv"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -45,11 +42,17 @@ func (s *Server) apiCreateTopUp(c echo.Context) error {
 	return c.JSON(http.StatusCreated, t)
 }
 
+
+
 func (s *Server) createTopUp(c echo.Context, req gpuportal.TopUpRequest) (*gpuportal.TopUp, error) {
 	if s.cfg.PaymentSecret == "" {
 		return nil, gpuportal.Errorf(gpuportal.ECONFLICT, "Top-ups are not set up on this portal (PORTAL_PAYMENT_SECRET); ask an administrator to credit your account.")
 	}
-	return s.db.CreateTopUp(c.Request().Context(), currentUser(c), req)
+	t, err := s.db.CreateTopUp(c.Request().Context(), currentUser(c), req)
+	if err == nil {
+		s.withCheckout(t)
+	}
+	return t, err
 }
 
 func (s *Server) apiTopUps(c echo.Context) error {
@@ -57,14 +60,10 @@ func (s *Server) apiTopUps(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	for k := range list {
+		s.withCheckout(&list[k])
+	}
 	return c.JSON(http.StatusOK, list)
-}
-
-// paymentSignature is the webhook's X-Signature for body.
-func paymentSignature(secret string, body []byte) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }
 
 // apiPaymentWebhook is where a payment provider says a top-up is paid.
@@ -74,7 +73,7 @@ func (s *Server) apiPaymentWebhook(c echo.Context) error {
 	if err != nil {
 		return gpuportal.Errorf(gpuportal.EINVALID, "The request body could not be read.")
 	}
-	credited, err := s.receivePayment(c, c.Param("provider"), body, c.Request().Header.Get("X-Signature"))
+	credited, err := s.receivePayment(c, c.Param("provider"), body, c.Request().Header)
 	if err != nil {
 		return err
 	}
@@ -82,12 +81,13 @@ func (s *Server) apiPaymentWebhook(c echo.Context) error {
 }
 
 // receivePayment checks a webhook's signature and applies its event.
-func (s *Server) receivePayment(c echo.Context, provider string, body []byte, signature string) (bool, error) {
-	if s.cfg.PaymentSecret == "" || provider != gpuportal.TestPayProvider {
-		return false, gpuportal.Errorf(gpuportal.ENOTFOUND, "No payment provider %q here.", provider)
+func (s *Server) receivePayment(c echo.Context, name string, body []byte, header http.Header) (bool, error) {
+	p, err := s.provider(name)
+	if err != nil {
+		return false, err
 	}
-	if !hmac.Equal([]byte(signature), []byte(paymentSignature(s.cfg.PaymentSecret, body))) {
-		return false, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The signature does not match.")
+	if err := p.Verify(body, header); err != nil {
+		return false, err
 	}
 	var ev gpuportal.PaymentEvent
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -95,7 +95,7 @@ func (s *Server) receivePayment(c echo.Context, provider string, body []byte, si
 	if err := dec.Decode(&ev); err != nil {
 		return false, gpuportal.Errorf(gpuportal.EINVALID, "The event is not valid JSON: %s.", err.Error())
 	}
-	return s.db.ApplyPayment(c.Request().Context(), provider, ev)
+	return s.db.ApplyPayment(c.Request().Context(), p.Name(), ev)
 }
 
 // handleTestPayPage is the built-in test provider's checkout page.
@@ -116,7 +116,8 @@ func (s *Server) handleTestPayConfirm(c echo.Context) error {
 		return err
 	}
 	body, _ := json.Marshal(gpuportal.PaymentEvent{PaymentID: fmt.Sprintf("test-%d-%d", t.ID, t.CreatedAt.Unix()), TopUpID: t.ID, Amount: t.Amount, Status: "paid"})
-	if _, err := s.receivePayment(c, gpuportal.TestPayProvider, body, paymentSignature(s.cfg.PaymentSecret, body)); err != nil {
+	header := http.Header{"X-Signature": {testProvider{secret: s.cfg.PaymentSecret}.sign(body)}}
+	if _, err := s.receivePayment(c, gpuportal.TestPayProvider, body, header); err != nil {
 		return err
 	}
 	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Top-up of %s received.", t.Amount.String()))
@@ -131,7 +132,11 @@ func (s *Server) topUpOf(c echo.Context) (*gpuportal.TopUp, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.db.TopUp(c.Request().Context(), currentUser(c), id)
+	t, err := s.db.TopUp(c.Request().Context(), currentUser(c), id)
+	if err == nil {
+		s.withCheckout(t)
+	}
+	return t, err
 }
 
 // handleTopUpForm starts a top-up from the ledger page and goes to the

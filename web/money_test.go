@@ -47,7 +47,7 @@ func TestTopUpAndWebhook(t *testing.T) {
 	}
 	event := fmt.Sprintf(`{"payment_id":"p-1","topup_id":%d,"amount_fen":25000,"status":"paid"}`, int64(top["id"].(float64)))
 	// Forged: no signature, the wrong one, the right one of another body.
-	for _, sig := range []string{"", "sha256=00", paymentSignature("another-secret-0123456789abcdefghij", []byte(event)), paymentSignature(testPaymentSecret, []byte(event+" "))} {
+	for _, sig := range []string{"", "sha256=00", testProvider{"another-secret-0123456789abcdefghij"}.sign([]byte(event)), testProvider{testPaymentSecret}.sign([]byte(event+" "))} {
 		if st, body := e.postWebhook("test", event, sig); st != http.StatusUnauthorized {
 			t.Errorf("forged webhook (%q) = %d %s", sig, st, body)
 		}
@@ -56,12 +56,12 @@ func TestTopUpAndWebhook(t *testing.T) {
 		t.Fatalf("a forged webhook credited: %s", body)
 	}
 	for k := range 2 {
-		st, body := e.postWebhook("test", event, paymentSignature(testPaymentSecret, []byte(event)))
+		st, body := e.postWebhook("test", event, testProvider{testPaymentSecret}.sign([]byte(event)))
 		if st != 200 || strings.Contains(body, "true") != (k == 0) {
 			t.Fatalf("delivery %d = %d %s", k+1, st, body)
 		}
 	}
-	if st, _ := e.postWebhook("stripe", event, paymentSignature(testPaymentSecret, []byte(event))); st != 404 {
+	if st, _ := e.postWebhook("stripe", event, testProvider{testPaymentSecret}.sign([]byte(event))); st != 404 {
 		t.Errorf("unknown provider = %d", st)
 	}
 	_, body = e.apiCall("GET", "/api/v1/balance", tok, "")
