@@ -42,8 +42,6 @@ func (s *Server) apiCreateTopUp(c echo.Context) error {
 	return c.JSON(http.StatusCreated, t)
 }
 
-
-
 func (s *Server) createTopUp(c echo.Context, req gpuportal.TopUpRequest) (*gpuportal.TopUp, error) {
 	if s.cfg.PaymentSecret == "" {
 		return nil, gpuportal.Errorf(gpuportal.ECONFLICT, "Top-ups are not set up on this portal (PORTAL_PAYMENT_SECRET); ask an administrator to credit your account.")

@@ -47,7 +47,7 @@ func TestTopUpAndWebhook(t *testing.T) {
 	}
 	event := fmt.Sprintf(`{"payment_id":"p-1","topup_id":%d,"amount_fen":25000,"status":"paid"}`, int64(top["id"].(float64)))
 	// Forged: no signature, the wrong one, the right one of another body.
-	for _, sig := range []string{"", "sha256=00", testProvider{"another-secret-0123456789abcdefghij"}.sign([]byte(event)), testProvider{testPaymentSecret}.sign([]byte(event+" "))} {
+	for _, sig := range []string{"", "sha256=00", testProvider{"another-secret-0123456789abcdefghij"}.sign([]byte(event)), testProvider{testPaymentSecret}.sign([]byte(event + " "))} {
 		if st, body := e.postWebhook("test", event, sig); st != http.StatusUnauthorized {
 			t.Errorf("forged webhook (%q) = %d %s", sig, st, body)
 		}
