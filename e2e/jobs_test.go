@@ -13,16 +13,18 @@ import (
 	"gpuportal"
 )
 
-// task counts to 120 (0.1 s a step, longer than the 10 s notice), keeping
-// its count in its own checkpoint directory; on SIGTERM it saves and
-// exits; at the end it writes its result file (appending, so a task done
-// twice would show two lines).
+// task counts to 250 in the first wave (0.1 s a step: well past the 10 s
+// notice, so an interrupted one is cut off mid-task however slow the
+// machine), 30 in the others, keeping its count in its own checkpoint
+// directory; on SIGTERM it saves and exits; at the end it writes its
+// result file (appending, so a task done twice would show two lines).
 func jobTask(results string) string {
 	return `dir="$GPUPORTAL_CHECKPOINT_DIR"
 n=$(cat "$dir/count" 2>/dev/null || echo 0)
 echo "start $n on $CUDA_VISIBLE_DEVICES" >> "$dir/runs"
 trap 'echo $n > "$dir/count"; echo "term at $n" >> "$dir/runs"; exit 0' TERM
-while [ $n -lt 120 ]; do n=$((n+1)); echo $n > "$dir/count"; sleep 0.1; done
+steps=30; [ "$GPUPORTAL_TASK_INDEX" -lt 16 ] && steps=250
+while [ $n -lt $steps ]; do n=$((n+1)); echo $n > "$dir/count"; sleep 0.1; done
 echo "task $GPUPORTAL_TASK_INDEX of $GPUPORTAL_TASK_COUNT, job $GPUPORTAL_JOB_ID" >> ` + results + `/task-$GPUPORTAL_TASK_INDEX`
 }
 

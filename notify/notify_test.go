@@ -180,6 +180,10 @@ func newWorld(t *testing.T, gpus int) *world {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Money for what they book (the notifications are the subject here).
+		if _, err := db.Credit(context.Background(), nil, u.ID, gpuportal.CreditRequest{Amount: storetest.TestBalance, Note: "test balance"}); err != nil {
+			t.Fatal(err)
+		}
 		w.users[name] = u
 	}
 	return w

@@ -15,9 +15,9 @@ import (
 // gpuportal.DefaultQuotas), credit limits, disabling.
 
 // quotasOf is a user's quotas: their overrides, else the defaults.
-func quotasOf(ctx context.Context, q queryer, userID int64) (gpuportal.Quotas, error) {
+func (db *DB) quotasOf(ctx context.Context, q queryer, userID int64) (gpuportal.Quotas, error) {
 	var gpus, hours, entries sql.NullInt64
-	err := q.QueryRowContext(ctx, `SELECT max_running_gpus, max_booked_gpu_hours, max_waitlist_entries FROM users WHERE id = ?`, userID).Scan(&gpus, &hours, &entries)
+	err := db.row(ctx, q, `SELECT max_running_gpus, max_booked_gpu_hours, max_waitlist_entries FROM users WHERE id = ?`, userID).Scan(&gpus, &hours, &entries)
 	if err != nil {
 		return gpuportal.Quotas{}, fmt.Errorf("quotas: %w", err)
 	}
@@ -47,13 +47,13 @@ func (db *DB) lockAccount(ctx context.Context, tx *sql.Tx, userID int64) error {
 
 // checkRunningQuota: the user's spot and on-demand GPUs (job tasks
 // included) plus count stay within their quota.
-func checkRunningQuota(ctx context.Context, q queryer, userID int64, count int) error {
-	quotas, err := quotasOf(ctx, q, userID)
+func (db *DB) checkRunningQuota(ctx context.Context, q queryer, userID int64, count int) error {
+	quotas, err := db.quotasOf(ctx, q, userID)
 	if err != nil {
 		return err
 	}
 	var running int
-	if err := q.QueryRowContext(ctx, `SELECT coalesce(sum(count), 0) FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
+	if err := db.row(ctx, q, `SELECT coalesce(sum(count), 0) FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
 		AND status IN ('pending', 'running', 'interrupting')`, userID).Scan(&running); err != nil {
 		return err
 	}
@@ -66,13 +66,13 @@ func checkRunningQuota(ctx context.Context, q queryer, userID int64, count int) 
 // checkBookedQuota: the GPU-hours of the user's reservations that have
 // not ended, plus gpuHours, stay within their quota. The count is kept in
 // accounts as reservations are booked and end (see bookedHours).
-func checkBookedQuota(ctx context.Context, q queryer, userID int64, gpuHours int) error {
-	quotas, err := quotasOf(ctx, q, userID)
+func (db *DB) checkBookedQuota(ctx context.Context, q queryer, userID int64, gpuHours int) error {
+	quotas, err := db.quotasOf(ctx, q, userID)
 	if err != nil {
 		return err
 	}
 	var booked int
-	if err := q.QueryRowContext(ctx, `SELECT booked_gpu_hours FROM accounts WHERE user_id = ?`, userID).Scan(&booked); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if err := db.row(ctx, q, `SELECT booked_gpu_hours FROM accounts WHERE user_id = ?`, userID).Scan(&booked); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
 	if booked+gpuHours > quotas.MaxBookedGPUHours {
@@ -83,14 +83,14 @@ func checkBookedQuota(ctx context.Context, q queryer, userID int64, gpuHours int
 
 // bookedHours moves a user's count of booked GPU-hours: + when a
 // reservation is booked, − when it is cancelled or completes.
-func bookedHours(ctx context.Context, tx *sql.Tx, userID int64, delta int) error {
-	_, err := tx.ExecContext(ctx, `UPDATE accounts SET booked_gpu_hours = booked_gpu_hours + ? WHERE user_id = ?`, delta, userID)
+func (db *DB) bookedHours(ctx context.Context, tx *sql.Tx, userID int64, delta int) error {
+	_, err := db.execTx(ctx, tx, `UPDATE accounts SET booked_gpu_hours = booked_gpu_hours + ? WHERE user_id = ?`, delta, userID)
 	return err
 }
 
 // checkWaitlistQuota: the user's open waitlist entries stay within quota.
-func checkWaitlistQuota(ctx context.Context, q queryer, userID int64) error {
-	quotas, err := quotasOf(ctx, q, userID)
+func (db *DB) checkWaitlistQuota(ctx context.Context, q queryer, userID int64) error {
+	quotas, err := db.quotasOf(ctx, q, userID)
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func adminUser(ctx context.Context, q queryer, db *DB, userID int64) (*gpuportal
 	if out.Balance, err = db.balanceIn(ctx, q, userID, now); err != nil {
 		return nil, err
 	}
-	if out.Quotas, err = quotasOf(ctx, q, userID); err != nil {
+	if out.Quotas, err = db.quotasOf(ctx, q, userID); err != nil {
 		return nil, err
 	}
 	local := now.In(db.Location)

@@ -199,7 +199,7 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 			price = 0
 		}
 		if req.Kind != gpuportal.KindReserved {
-			if err := checkRunningQuota(ctx, tx, user.ID, req.Count); err != nil {
+			if err := db.checkRunningQuota(ctx, tx, user.ID, req.Count); err != nil {
 				return err
 			}
 		}

@@ -491,7 +491,7 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 				return err
 			}
 			available[c.j.UserID] = b.Available
-			quotas, err := quotasOf(ctx, tx, c.j.UserID)
+			quotas, err := db.quotasOf(ctx, tx, c.j.UserID)
 			if err != nil {
 				return err
 			}

@@ -90,7 +90,7 @@ func (db *DB) requireAvailable(ctx context.Context, tx *sql.Tx, userID int64, am
 // heldFor is what the user's running instances have cost so far (not
 // posted yet) and what they cost an hour.
 func (db *DB) heldFor(ctx context.Context, q queryer, userID int64, now time.Time) (held, burn gpuportal.Fen, err error) {
-	rows, err := q.QueryContext(ctx, `SELECT kind, count, price_fen, started_at FROM instances
+	rows, err := db.rows(ctx, q, `SELECT kind, count, price_fen, started_at FROM instances
 		WHERE user_id = ? AND status IN ('running', 'interrupting') AND kind IN ('spot', 'on_demand')`, userID)
 	if err != nil {
 		return 0, 0, fmt.Errorf("running instances: %w", err)
@@ -114,7 +114,7 @@ func (db *DB) heldFor(ctx context.Context, q queryer, userID int64, now time.Tim
 
 func (db *DB) balanceIn(ctx context.Context, q queryer, userID int64, now time.Time) (gpuportal.Balance, error) {
 	var balance, credit gpuportal.Fen
-	err := q.QueryRowContext(ctx, `SELECT balance_fen, credit_limit_fen FROM accounts WHERE user_id = ?`, userID).Scan(&balance, &credit)
+	err := db.row(ctx, q, `SELECT balance_fen, credit_limit_fen FROM accounts WHERE user_id = ?`, userID).Scan(&balance, &credit)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return gpuportal.Balance{}, fmt.Errorf("balance: %w", err)
 	}

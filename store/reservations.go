@@ -154,10 +154,10 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 		return nil, err
 	}
 	gpuHours := req.Count * int(req.End.Sub(req.Start)/time.Hour)
-	if err := checkBookedQuota(ctx, tx, userID, gpuHours); err != nil {
+	if err := db.checkBookedQuota(ctx, tx, userID, gpuHours); err != nil {
 		return nil, err
 	}
-	if err := bookedHours(ctx, tx, userID, gpuHours); err != nil {
+	if err := db.bookedHours(ctx, tx, userID, gpuHours); err != nil {
 		return nil, err
 	}
 	healthy, err := db.healthyGPUs(ctx, tx, req.Model, req.Region)
@@ -465,7 +465,7 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 			unix(now), p.Fee, p.Refund, p.Late, r.ID); err != nil {
 			return fmt.Errorf("cancel reservation: %w", err)
 		}
-		if err := bookedHours(ctx, tx, r.UserID, -r.Count*r.Hours()); err != nil {
+		if err := db.bookedHours(ctx, tx, r.UserID, -r.Count*r.Hours()); err != nil {
 			return err
 		}
 		// Free what is left: every hour for a reservation not yet started,

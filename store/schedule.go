@@ -80,7 +80,7 @@ func (db *DB) completeReservations(ctx context.Context, tx *sql.Tx, now time.Tim
 		if err := tx.QueryRowContext(ctx, `SELECT user_id, count * (end_at - start_at) / 3600 FROM reservations WHERE id = ?`, id).Scan(&userID, &gpuHours); err != nil {
 			return err
 		}
-		if err := bookedHours(ctx, tx, userID, -gpuHours); err != nil {
+		if err := db.bookedHours(ctx, tx, userID, -gpuHours); err != nil {
 			return err
 		}
 		if err := db.releaseReservationGPUs(ctx, tx, id, now, nodes); err != nil {

@@ -67,15 +67,20 @@ func (db *DB) RevokeAPIToken(ctx context.Context, userID, tokenID int64) error {
 // UserByAPIToken returns the owner of a live token; a wrong or revoked
 // token is unauthorized.
 func (db *DB) UserByAPIToken(ctx context.Context, secret string) (*gpuportal.User, error) {
-	var tokenID, userID int64
+	// One query for the token and its user: every API request makes it.
+	var tokenID int64
 	var used sql.NullInt64
-	err := db.read.QueryRowContext(ctx, `SELECT id, user_id, last_used_at FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL`,
-		gpuportal.HashSecret(secret)).Scan(&tokenID, &userID, &used)
-	if errors.Is(err, sql.ErrNoRows) {
+	var u gpuportal.User
+	var created int64
+	err := db.read.QueryRowContext(ctx, `SELECT t.id, t.last_used_at, u.id, u.email, u.name, u.phone, u.role, u.lang, u.created_at, u.session_version, u.disabled_at IS NOT NULL
+		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ? AND t.revoked_at IS NULL`,
+		gpuportal.HashSecret(secret)).Scan(&tokenID, &used, &u.ID, &u.Email, &u.Name, &u.Phone, &u.Role, &u.Lang, &created, &u.SessionVersion, &u.Disabled)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && u.Disabled) {
 		return nil, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The API token is invalid or has been revoked.")
 	} else if err != nil {
 		return nil, fmt.Errorf("look up api token: %w", err)
 	}
+	u.CreatedAt = fromUnix(created)
 	// Record use at most once a minute: scripts can call many times a second
 	// and a write per request would compete with bookings for the writer.
 	if now := db.now(); !used.Valid || now.Unix()-used.Int64 >= 60 {
@@ -83,9 +88,5 @@ func (db *DB) UserByAPIToken(ctx context.Context, secret string) (*gpuportal.Use
 			return nil, fmt.Errorf("touch api token: %w", err)
 		}
 	}
-	u, err := db.UserByID(ctx, userID)
-	if err == nil && u.Disabled {
-		return nil, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The API token is invalid or has been revoked.")
-	}
-	return u, err
+	return &u, nil
 }

@@ -41,7 +41,7 @@ func (db *DB) JoinWaitlist(ctx context.Context, user *gpuportal.User, req gpupor
 		if err := gpuportal.ValidateBooking(req, policy, db.now()); err != nil {
 			return err
 		}
-		if err := checkWaitlistQuota(ctx, tx, user.ID); err != nil {
+		if err := db.checkWaitlistQuota(ctx, tx, user.ID); err != nil {
 			return err
 		}
 		var id int64
