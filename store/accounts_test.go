@@ -2,6 +2,9 @@ package store_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,5 +115,86 @@ func TestDisabledAccount(t *testing.T) {
 	entries, _ := db.Audit(ctx, store.AuditFilter{Action: "account.update", Actor: "boss@example.com", Limit: 10})
 	if n := len(entries); n != 2 {
 		t.Fatalf("%d account.update audit entries by the admin", n)
+	}
+}
+
+// A confirmed reservation always gets all its GPUs: on-demand GPUs count
+// as taken in every hour ahead, and an on-demand launch that would take
+// booked GPUs is refused, naming the first hour it would collide with.
+func TestOnDemandAndBookingsShareCapacity(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	agent := fakeAgent{t, db}
+	start := storetest.Epoch.Truncate(time.Hour).Add(26 * time.Hour)
+	slots, _ := db.Availability(ctx, "a100-80g", "cd-1", start, start.Add(time.Hour))
+	bookable := slots[0].Capacity
+	od, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 3, Command: "serve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, storetest.Epoch)
+	agent.runAll()
+	if slots, _ := db.Availability(ctx, "a100-80g", "cd-1", start, start.Add(time.Hour)); slots[0].Capacity != bookable-3 {
+		t.Fatalf("capacity beside 3 on-demand GPUs: %d of %d", slots[0].Capacity, bookable)
+	}
+	req := gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: bookable - 3, Start: start, End: start.Add(4 * time.Hour)}
+	if _, err := db.Book(ctx, u, req); err != nil {
+		t.Fatal(err)
+	}
+	req.Count = 1
+	if _, err := db.Book(ctx, u, req); gpuportal.ErrorCode(err) != gpuportal.ECAPACITY {
+		t.Fatalf("a booking into the on-demand GPUs: %v", err)
+	}
+	_, err = db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "serve"})
+	if gpuportal.ErrorCode(err) != gpuportal.ECAPACITY || !strings.Contains(gpuportal.ErrorMessage(err), start.In(storetest.Shanghai).Format("2006-01-02 15:04")) {
+		t.Fatalf("an on-demand launch into booked hours: %v", err)
+	}
+	// Stopped, its GPUs go back to the book.
+	stopped, _ := db.Stop(ctx, u, od.ID)
+	agent.exit(getInstance(t, db, stopped.ID))
+	if _, err := db.Book(ctx, u, req); err != nil {
+		t.Fatalf("booking after the on-demand instance stopped: %v", err)
+	}
+	// Through a day of churn, every active reservation holds all its GPUs.
+	rng := rand.New(rand.NewPCG(3, 5))
+	at := storetest.Epoch
+	var live []*gpuportal.Instance
+	for step := range 200 {
+		switch rng.IntN(4) {
+		case 0:
+			s := at.Truncate(time.Hour).Add(time.Duration(2+rng.IntN(20)) * time.Hour)
+			_, _ = db.Book(ctx, u, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 1 + rng.IntN(4), Start: s, End: s.Add(4 * time.Hour)})
+		case 1:
+			kind := []string{gpuportal.KindOnDemand, gpuportal.KindSpot}[rng.IntN(2)]
+			if i, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: kind, Model: "a100-80g", Region: "cd-1", Count: 1 + rng.IntN(2), Command: "x"}); err == nil {
+				live = append(live, i)
+			}
+		case 2:
+			if len(live) > 0 {
+				k := rng.IntN(len(live))
+				if got, err := db.Stop(ctx, u, live[k].ID); err == nil && got.Node != "" {
+					agent.exit(got)
+				}
+				live = slices.Delete(live, k, k+1)
+			}
+		case 3:
+			at = at.Add(time.Duration(1+rng.IntN(60)) * time.Minute)
+			tick(t, db, clock, at)
+			agent.runAll()
+			for _, i := range live {
+				if got := getInstance(t, db, i.ID); got.Status == gpuportal.InstanceInterrupting {
+					agent.exit(got)
+				}
+			}
+			tick(t, db, clock, at)
+		}
+		active, _ := db.Reservations(ctx, u, store.ReservationFilter{Status: gpuportal.ReservationActive, Limit: 1000})
+		for _, r := range active {
+			if gpus, _ := db.ReservationGPUs(ctx, r.ID); len(gpus) != r.Count {
+				t.Fatalf("step %d: reservation %d holds %d of its %d GPUs", step, r.ID, len(gpus), r.Count)
+			}
+		}
 	}
 }

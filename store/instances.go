@@ -203,6 +203,11 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 				return err
 			}
 		}
+		if req.Kind == gpuportal.KindOnDemand {
+			if err := db.checkOnDemandFits(ctx, tx, req.Model, req.Region, req.Count, policy, now); err != nil {
+				return err
+			}
+		}
 		// A launch needs an hour of its price available.
 		if price > 0 {
 			if err := db.requireAvailable(ctx, tx, user.ID, price*gpuportal.Fen(req.Count), now); err != nil {

@@ -58,11 +58,10 @@ func (db *DB) Availability(ctx context.Context, modelID, regionID string, from, 
 	if err != nil {
 		return nil, err
 	}
-	healthy, err := db.healthyGPUs(ctx, db.read, modelID, regionID)
+	capacity, err := db.reservableNow(ctx, db.read, modelID, regionID, policy, false)
 	if err != nil {
 		return nil, err
 	}
-	capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
 	reserved := make(map[int64]int)
 	rows, err := db.read.QueryContext(ctx, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?`,
 		modelID, regionID, unix(from), unix(to))
@@ -110,11 +109,10 @@ func (db *DB) Quote(ctx context.Context, req gpuportal.BookingRequest) (gpuporta
 	}
 	// A quote for a full window says so (and offers the waitlist) before
 	// anyone clicks "book".
-	healthy, err := db.healthyGPUs(ctx, db.read, req.Model, req.Region)
+	capacity, err := db.reservableNow(ctx, db.read, req.Model, req.Region, policy, false)
 	if err != nil {
 		return gpuportal.Quote{}, err
 	}
-	capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
 	if err := db.checkFits(ctx, db.read, req.Model, req.Region, req.Start.UTC(), req.End.UTC(), req.Count, capacity, db.Location); err != nil {
 		return gpuportal.Quote{}, err
 	}
@@ -160,11 +158,10 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 	if err := db.bookedHours(ctx, tx, userID, gpuHours); err != nil {
 		return nil, err
 	}
-	healthy, err := db.healthyGPUs(ctx, tx, req.Model, req.Region)
+	capacity, err := db.reservableNow(ctx, tx, req.Model, req.Region, policy, true)
 	if err != nil {
 		return nil, err
 	}
-	capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
 	if err := db.takeCapacity(ctx, tx, req.Model, req.Region, req.Start, req.End, req.Count, capacity, db.Location); err != nil {
 		return nil, err
 	}

@@ -221,11 +221,10 @@ func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *
 		if err != nil {
 			return err
 		}
-		healthy, err := db.healthyGPUs(ctx, tx, w.Model, w.Region)
+		capacity, err := db.reservableNow(ctx, tx, w.Model, w.Region, policy, false)
 		if err != nil {
 			return err
 		}
-		capacity := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
 		if err := db.checkFits(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location); gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
 			continue // does not fit yet; a later, smaller entry may
 		} else if err != nil {

@@ -718,4 +718,6 @@ var zhCN = map[string]string{
 	"Reservations %s":           "预订 %s",
 	"Running now":               "正在运行",
 	"This month":                "本月",
+	"Only %d %s GPUs can run on-demand now; %d asked for.":                                                               "目前只能按需运行 %d 张 %s GPU；请求了 %d 张。",
+	"An on-demand instance of %d GPUs would take GPUs booked from %s (%s) on; %d can run on-demand beside the bookings.": "%d 张 GPU 的按需实例会占用从 %s（%s）起已被预订的 GPU；在预订之外可按需运行 %d 张。",
 }
