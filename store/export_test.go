@@ -111,8 +111,9 @@ func (db *DB) InsertSpotHistoryForTest(ctx context.Context, userID int64, model,
 			if !r.End.IsZero() {
 				end = unix(r.End)
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO spot_runs (instance_id, attempt, model_id, region_id, gpus, started_at, ended_at) VALUES (?, 1, ?, ?, ?, ?, ?)`,
-				r.Instance, model, region, r.GPUs, unix(r.Start), end); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO spot_runs (instance_id, attempt, model_id, region_id, gpus, started_at, ended_at)
+				VALUES (?, (SELECT coalesce(max(attempt), 0) + 1 FROM spot_runs WHERE instance_id = ?), ?, ?, ?, ?, ?)`,
+				r.Instance, r.Instance, model, region, r.GPUs, unix(r.Start), end); err != nil {
 				return err
 			}
 		}

@@ -30,7 +30,7 @@ func recordRunEnd(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, now ti
 
 // rollupStep folds new spot history into spot_hourly.
 func (db *DB) rollupStep(ctx context.Context, tx *sql.Tx, now time.Time, _ *TickResult, _ *[]string) error {
-	return rollup(ctx, tx, now)
+	return db.rollup(ctx, tx, now)
 }
 
 // rollup folds every run that has ended and every interruption not yet
@@ -39,7 +39,7 @@ func (db *DB) rollupStep(ctx context.Context, tx *sql.Tx, now time.Time, _ *Tick
 // interruption with no other of its model and region in the 3 minutes
 // before it. Rows are marked as counted, so history inserted late (the
 // demo's) or a clock moved back is still counted once.
-func rollup(ctx context.Context, tx *sql.Tx, now time.Time) error {
+func (db *DB) rollup(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	type key struct {
 		model, region string
 		hour          int64
@@ -114,6 +114,24 @@ func rollup(ctx context.Context, tx *sql.Tx, now time.Time) error {
 			}
 		}
 	}
+	// The day each instance last ran and was last interrupted, for the
+	// trailing counts (see Rates).
+	greatest := "max"
+	if db.dialect == "postgres" {
+		greatest = "GREATEST"
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO spot_instance_days (instance_id, model_id, region_id, ran_day)
+		SELECT instance_id, model_id, region_id, max(ended_at - ended_at % 86400) FROM spot_runs WHERE rolled = 0 AND ended_at <= ?
+		GROUP BY instance_id, model_id, region_id
+		ON CONFLICT (instance_id) DO UPDATE SET ran_day = `+greatest+`(coalesce(spot_instance_days.ran_day, 0), excluded.ran_day)`, unix(now)); err != nil {
+		return fmt.Errorf("roll up run days: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO spot_instance_days (instance_id, model_id, region_id, hit_day)
+		SELECT instance_id, model_id, region_id, max(notice_at - notice_at % 86400) FROM interruptions WHERE rolled = 0 AND notice_at <= ?
+		GROUP BY instance_id, model_id, region_id
+		ON CONFLICT (instance_id) DO UPDATE SET hit_day = `+greatest+`(coalesce(spot_instance_days.hit_day, 0), excluded.hit_day)`, unix(now)); err != nil {
+		return fmt.Errorf("roll up interruption days: %w", err)
+	}
 	if _, err := tx.ExecContext(ctx, `UPDATE spot_runs SET rolled = 1 WHERE rolled = 0 AND ended_at <= ?`, unix(now)); err != nil {
 		return err
 	}
@@ -123,7 +141,7 @@ func rollup(ctx context.Context, tx *sql.Tx, now time.Time) error {
 
 // RollupAll folds all spot history up to now (demo seeding, tests).
 func (db *DB) RollupAll(ctx context.Context, now time.Time) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error { return rollup(ctx, tx, now) })
+	return db.inTx(ctx, func(tx *sql.Tx) error { return db.rollup(ctx, tx, now) })
 }
 
 // Rates computes the interruption rates of a model in a region: the
@@ -144,16 +162,25 @@ func (db *DB) Rates(ctx context.Context, model, region string, count int) (*gpup
 	since := now.Add(-30 * 24 * time.Hour)
 	r := &gpuportal.InterruptionRates{Model: model, Region: region, Count: count, ByHour: make([]float64, 168), GPUHours: make([]float64, 168),
 		Reasons: map[string]int{}, TimeZone: db.Location.String(), ComputedAt: now}
-	// Two index ranges (ended in the window; still running), deduplicated:
-	// an OR of the two would scan the whole history.
-	if err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM (
-			SELECT instance_id FROM spot_runs WHERE model_id = ? AND region_id = ? AND ended_at >= ?
-			UNION SELECT instance_id FROM spot_runs WHERE model_id = ? AND region_id = ? AND ended_at IS NULL AND started_at < ?) AS ran`,
-		model, region, unix(since), model, region, unix(now)).Scan(&r.Trailing.Instances); err != nil {
+	// The trailing counts, by whole UTC days: instances whose rolled-up
+	// runs last ended (or interruptions last came) on a day of the window —
+	// an index range count — plus those running, or with history the
+	// scheduler has not rolled up yet, that the days do not count already.
+	firstDay := unix(since) - unix(since)%86400
+	if err := db.read.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM spot_instance_days WHERE model_id = ? AND region_id = ? AND ran_day >= ?) +
+		(SELECT count(*) FROM (
+			SELECT instance_id FROM spot_runs WHERE model_id = ? AND region_id = ? AND ended_at IS NULL AND started_at < ?
+			UNION SELECT instance_id FROM spot_runs WHERE rolled = 0 AND ended_at >= ? AND model_id = ? AND region_id = ?) AS r
+			WHERE NOT EXISTS (SELECT 1 FROM spot_instance_days d WHERE d.instance_id = r.instance_id AND d.ran_day >= ?))`,
+		model, region, firstDay, model, region, unix(now), unix(since), model, region, firstDay).Scan(&r.Trailing.Instances); err != nil {
 		return nil, fmt.Errorf("rates: %w", err)
 	}
-	if err := db.read.QueryRowContext(ctx, `SELECT count(DISTINCT instance_id) FROM interruptions WHERE model_id = ? AND region_id = ? AND notice_at >= ? AND notice_at <= ?`,
-		model, region, unix(since), unix(now)).Scan(&r.Trailing.Interrupted); err != nil {
+	if err := db.read.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM spot_instance_days WHERE model_id = ? AND region_id = ? AND hit_day >= ?) +
+		(SELECT count(DISTINCT i.instance_id) FROM interruptions i WHERE i.rolled = 0 AND i.notice_at >= ? AND i.notice_at <= ? AND i.model_id = ? AND i.region_id = ?
+			AND NOT EXISTS (SELECT 1 FROM spot_instance_days d WHERE d.instance_id = i.instance_id AND d.hit_day >= ?))`,
+		model, region, firstDay, unix(since), unix(now), model, region, firstDay).Scan(&r.Trailing.Interrupted); err != nil {
 		return nil, fmt.Errorf("rates: %w", err)
 	}
 	if r.Trailing.Instances > 0 {

@@ -165,3 +165,44 @@ func TestSeedDemoHistory(t *testing.T) {
 		t.Fatal("seeded twice")
 	}
 }
+
+// The trailing counts come from the daily roll-up plus what it has not
+// taken in yet, and count an instance once either way.
+func TestTrailingCountsBeforeAndAfterTheRollup(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	now := clock.Now()
+	runs := []store.SpotRunForTest{
+		{Instance: 1, GPUs: 1, Start: now.Add(-50 * time.Hour), End: now.Add(-48 * time.Hour)}, // ended
+		{Instance: 1, GPUs: 1, Start: now.Add(-3 * time.Hour)},                                 // and running again
+		{Instance: 2, GPUs: 1, Start: now.Add(-5 * time.Hour), End: now.Add(-4 * time.Hour)},
+		{Instance: 3, GPUs: 1, Start: now.Add(-45 * 24 * time.Hour), End: now.Add(-44 * 24 * time.Hour)}, // long ago
+	}
+	ints := []store.InterruptionForTest{
+		{Instance: 2, At: now.Add(-4*time.Hour - time.Minute), Reason: gpuportal.ReasonReservation},
+		{Instance: 2, At: now.Add(-5 * time.Hour), Reason: gpuportal.ReasonReservation},
+	}
+	if err := db.InsertSpotHistoryForTest(ctx, u.ID, "a100-80g", "cd-1", runs, ints); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		r, err := db.Rates(ctx, "a100-80g", "cd-1", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Trailing.Instances != 2 || r.Trailing.Interrupted != 1 {
+			t.Fatalf("%s: %+v", when, r.Trailing)
+		}
+	}
+	check("before the roll-up")
+	if err := db.RollupAll(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	check("after the roll-up")
+	if err := db.RollupAll(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	check("after a second roll-up")
+}
