@@ -52,15 +52,23 @@ func (db *DB) checkRunningQuota(ctx context.Context, q queryer, userID int64, co
 	if err != nil {
 		return err
 	}
-	var running int
-	if err := db.row(ctx, q, `SELECT coalesce(sum(count), 0) FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
-		AND status IN ('pending', 'running', 'interrupting')`, userID).Scan(&running); err != nil {
+	running, err := db.runningGPUsOf(ctx, q, userID)
+	if err != nil {
 		return err
 	}
 	if running+count > quotas.MaxRunningGPUs {
 		return gpuportal.FieldErrorf(gpuportal.EPOLICY, "quota", "Your quota is %d GPUs running at once; %d run now.", quotas.MaxRunningGPUs, running)
 	}
 	return nil
+}
+
+// runningGPUsOf is what a user's spot and on-demand instances (job tasks
+// included) hold or wait for.
+func (db *DB) runningGPUsOf(ctx context.Context, q queryer, userID int64) (int, error) {
+	var n int
+	err := db.row(ctx, q, `SELECT coalesce(sum(count), 0) FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
+		AND status IN ('pending', 'running', 'interrupting')`, userID).Scan(&n)
+	return n, err
 }
 
 // checkBookedQuota: the GPU-hours of the user's reservations that have

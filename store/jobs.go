@@ -495,9 +495,8 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 			if err != nil {
 				return err
 			}
-			var running int
-			if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(count), 0) FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
-				AND status IN ('pending', 'running', 'interrupting')`, c.j.UserID).Scan(&running); err != nil {
+			running, err := db.runningGPUsOf(ctx, tx, c.j.UserID)
+			if err != nil {
 				return err
 			}
 			gpuRoom[c.j.UserID] = quotas.MaxRunningGPUs - running
