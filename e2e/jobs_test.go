@@ -91,6 +91,18 @@ func TestJobOfFortyTasksSurvivesInterruptions(t *testing.T) {
 	if len(interrupted) != 2 {
 		t.Fatalf("%d workers got notice; want 2", len(interrupted))
 	}
+	// 10:00: once the two have left, the reservation starts on the GPUs
+	// they freed (the only idle ones), so their tasks resume elsewhere.
+	eventually(t, 30*time.Second, "the two interrupted workers to leave", func() bool {
+		n := 0
+		for _, task := range tasks() {
+			if task.Interruptions == 1 {
+				n++
+			}
+		}
+		return n == 2
+	})
+	advance(t, p, "1m")
 	eventually(t, 150*time.Second, "the job to finish", func() bool { return jobNow().Status != gpuportal.JobRunning })
 	final := jobNow()
 	if final.Status != gpuportal.JobSucceeded || final.Tasks.Succeeded != 40 || final.Interruptions != 2 || final.ETA != nil {
