@@ -167,18 +167,25 @@ func (db *DB) Rates(ctx context.Context, model, region string, count int) (*gpup
 	// an index range count — plus those running, or with history the
 	// scheduler has not rolled up yet, that the days do not count already.
 	firstDay := unix(since) - unix(since)%86400
+	// What has not been rolled up is a minute's worth at most: read it
+	// through the partial indexes of rows not rolled up yet, which SQLite
+	// (without statistics) would pass over for the model/region ones.
+	runsToRoll, intsToRoll := "spot_runs", "interruptions i"
+	if db.dialect == "sqlite" {
+		runsToRoll, intsToRoll = "spot_runs INDEXED BY spot_runs_to_roll", "interruptions i INDEXED BY interruptions_to_roll"
+	}
 	if err := db.read.QueryRowContext(ctx, `SELECT
 		(SELECT count(*) FROM spot_instance_days WHERE model_id = ? AND region_id = ? AND ran_day >= ?) +
 		(SELECT count(*) FROM (
 			SELECT instance_id FROM spot_runs WHERE model_id = ? AND region_id = ? AND ended_at IS NULL AND started_at < ?
-			UNION SELECT instance_id FROM spot_runs WHERE rolled = 0 AND ended_at >= ? AND model_id = ? AND region_id = ?) AS r
+			UNION SELECT instance_id FROM `+runsToRoll+` WHERE rolled = 0 AND ended_at >= ? AND model_id = ? AND region_id = ?) AS r
 			WHERE NOT EXISTS (SELECT 1 FROM spot_instance_days d WHERE d.instance_id = r.instance_id AND d.ran_day >= ?))`,
 		model, region, firstDay, model, region, unix(now), unix(since), model, region, firstDay).Scan(&r.Trailing.Instances); err != nil {
 		return nil, fmt.Errorf("rates: %w", err)
 	}
 	if err := db.read.QueryRowContext(ctx, `SELECT
 		(SELECT count(*) FROM spot_instance_days WHERE model_id = ? AND region_id = ? AND hit_day >= ?) +
-		(SELECT count(DISTINCT i.instance_id) FROM interruptions i WHERE i.rolled = 0 AND i.notice_at >= ? AND i.notice_at <= ? AND i.model_id = ? AND i.region_id = ?
+		(SELECT count(DISTINCT i.instance_id) FROM `+intsToRoll+` WHERE i.rolled = 0 AND i.notice_at >= ? AND i.notice_at <= ? AND i.model_id = ? AND i.region_id = ?
 			AND NOT EXISTS (SELECT 1 FROM spot_instance_days d WHERE d.instance_id = i.instance_id AND d.hit_day >= ?))`,
 		model, region, firstDay, unix(since), unix(now), model, region, firstDay).Scan(&r.Trailing.Interrupted); err != nil {
 		return nil, fmt.Errorf("rates: %w", err)
