@@ -16,6 +16,7 @@ const (
 	NoteReservationShorted = "reservation_short"
 	NotePasswordReset      = "password_reset" // email only: it carries a one-time link
 	NoteJobSucceeded       = "job_succeeded"
+	NoteJobUnpaid          = "job_unpaid"      // a job's tasks wait: its owner's balance cannot pay for another
 	NoteAutoBookUnpaid     = "waitlist_unpaid" // capacity freed but the balance could not pay the auto-book
 	NoteBalanceLow         = "balance_low"     // runs out within 30 min at the current burn
 	NoteBalanceStop        = "balance_stop"    // ran out: instances get the stop notice

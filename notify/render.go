@@ -96,6 +96,11 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		m.Subject = T("Job %s succeeded", p.JobName)
 		lines = []string{T("Job %s (#%d): all %d tasks succeeded.", p.JobName, p.JobID, p.Count)}
 		m.SMS = T("gpuportal: job %s succeeded (%d tasks).", p.JobName, p.Count)
+	case gpuportal.NoteJobUnpaid:
+		link += "/ledger"
+		m.Subject = T("Job %s is waiting for money", p.JobName)
+		lines = []string{T("Job %s (#%d) starts no more tasks: your balance cannot pay for another. Top up and it carries on.", p.JobName, p.JobID)}
+		m.SMS = T("gpuportal: job %s waits for a top-up.", p.JobName)
 	case gpuportal.NoteJobFailed:
 		link += fmt.Sprintf("/jobs/%d", p.JobID)
 		failed := make([]string, len(p.Tasks))

@@ -550,9 +550,14 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 			price = policy.SpotPriceOf(*models[j.Model])
 		}
 		// Like a launch, a task needs an hour of its price available: a
-		// job whose owner ran out stops starting tasks.
-		// So does its owner's running-GPU quota.
+		// job whose owner ran out stops starting tasks (and they are told,
+		// once until it runs again). So does its owner's running-GPU quota.
 		if hour := price * gpuportal.Fen(j.GPUsPerTask); available[j.UserID] < hour || gpuRoom[j.UserID] < j.GPUsPerTask {
+			if available[j.UserID] < hour {
+				if err := db.noteJobUnpaid(ctx, tx, j, now); err != nil {
+					return err
+				}
+			}
 			cands = slices.Delete(cands, best, best+1)
 			continue
 		} else {
@@ -575,10 +580,10 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 			return err
 		}
 		if j.Status == gpuportal.JobQueued {
-			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = 'running' WHERE id = ?`, j.ID); err != nil {
-				return err
-			}
 			j.Status = gpuportal.JobRunning
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = 'running', unpaid_noted_at = NULL WHERE id = ?`, j.ID); err != nil {
+			return err
 		}
 		p.hold(id, gpus)
 		if kind == gpuportal.KindOnDemand {
@@ -598,4 +603,17 @@ func (db *DB) jobStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickR
 		}
 	}
 	return nil
+}
+
+// noteJobUnpaid tells a job's owner, once until it runs again, that its
+// tasks wait because their balance cannot pay for another.
+func (db *DB) noteJobUnpaid(ctx context.Context, tx *sql.Tx, j *jobRow, now time.Time) error {
+	res, err := tx.ExecContext(ctx, `UPDATE jobs SET unpaid_noted_at = ? WHERE id = ? AND unpaid_noted_at IS NULL`, unix(now), j.ID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	return db.notify(ctx, tx, j.UserID, gpuportal.NoteJobUnpaid, gpuportal.NoteParams{JobID: j.ID, JobName: j.Title(), Count: j.Tasks.Total})
 }

@@ -414,8 +414,20 @@ func TestUnpaidAutoBookAndJobs(t *testing.T) {
 	if _, err := db.CreateJob(ctx, poor, gpuportal.JobRequest{Model: "a100-80g", Region: "cd-1", GPUsPerTask: 1, Tasks: 3, Command: "x", MaxParallel: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if res := tick(t, db, clock, at.Add(2*time.Minute)); res.TasksStarted != 0 {
-		t.Fatalf("a job started %d tasks on no money", res.TasksStarted)
+	for k := range 2 {
+		if res := tick(t, db, clock, at.Add(time.Duration(2*60+k)*time.Second)); res.TasksStarted != 0 {
+			t.Fatalf("a job started %d tasks on no money", res.TasksStarted)
+		}
+	}
+	waiting := 0
+	notes, _ = db.InApp(ctx, poor.ID, 20)
+	for _, n := range notes {
+		if n.Kind == gpuportal.NoteJobUnpaid {
+			waiting++
+		}
+	}
+	if waiting != 1 {
+		t.Fatalf("%d job-waits-for-money notices; want one", waiting)
 	}
 	topUp(t, db, poor, 240*2) // two task-hours
 	if res := tick(t, db, clock, at.Add(3*time.Minute)); res.TasksStarted != 2 {

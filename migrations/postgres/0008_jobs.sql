@@ -19,7 +19,8 @@ CREATE TABLE jobs (
     list_price_fen    BIGINT NOT NULL,           -- per GPU-hour on-demand at submission: what the work would cost on-demand
     status            TEXT NOT NULL CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
     created_at        BIGINT NOT NULL,
-    ended_at          BIGINT
+    ended_at          BIGINT,
+    unpaid_noted_at   BIGINT                           -- its owner was told it waits for money (once until it runs again)
 );
 CREATE INDEX jobs_user ON jobs(user_id, id);
 CREATE INDEX jobs_status ON jobs(status);

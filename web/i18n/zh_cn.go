@@ -720,4 +720,7 @@ var zhCN = map[string]string{
 	"This month":                "本月",
 	"Only %d %s GPUs can run on-demand now; %d asked for.":                                                               "目前只能按需运行 %d 张 %s GPU；请求了 %d 张。",
 	"An on-demand instance of %d GPUs would take GPUs booked from %s (%s) on; %d can run on-demand beside the bookings.": "%d 张 GPU 的按需实例会占用从 %s（%s）起已被预订的 GPU；在预订之外可按需运行 %d 张。",
+	"Job %s is waiting for money": "作业 %s 正在等待充值",
+	"Job %s (#%d) starts no more tasks: your balance cannot pay for another. Top up and it carries on.": "作业 %s（#%d）暂停启动新任务：您的余额不足以支付下一个任务。充值后会继续。",
+	"gpuportal: job %s waits for a top-up.": "gpuportal：作业 %s 等待充值。",
 }
