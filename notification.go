@@ -100,3 +100,13 @@ type WaitlistEntry struct {
 	ReservationID  *int64     `json:"reservation_id,omitempty"`
 	Note           string     `json:"note,omitempty"`
 }
+
+// OfferExpiry is when a waitlist offer made at now lapses: after the
+// policy's claim window, but never past the window's start.
+func OfferExpiry(now, start time.Time, claimMinutes int) time.Time {
+	expires := now.Add(time.Duration(claimMinutes) * time.Minute)
+	if start.Before(expires) {
+		return start
+	}
+	return expires
+}

@@ -1,6 +1,6 @@
 // Package scheduler decides what is due and does it: Tick(now) is
 // level-triggered and idempotent (reservations start and end, spot notices,
-// placement — see store.Tick); robfig/cron only calls it every minute, and
+// placement — see Plan); robfig/cron only calls it every minute, and
 // every store change that makes something due kicks it at once. A fleet monitor
 // marks nodes offline after three missed heartbeats, in real time.
 //
@@ -21,12 +21,31 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"gpuportal"
-	"gpuportal/store"
 )
+
+// Store is what the scheduler needs of the store: a tick that loads a
+// snapshot, plans over it (Plan) and applies the plan in one transaction;
+// the leader lock; kicks; node liveness.
+type Store interface {
+	Tick(ctx context.Context, now time.Time) (TickResult, error)
+	Lead(ctx context.Context) (*Leadership, bool, error)
+	Kicks() <-chan struct{}
+	MarkStaleNodesOffline(ctx context.Context, now time.Time) ([]string, error)
+	Dialect() string
+}
+
+// Leadership is this portal's turn at running the scheduler.
+type Leadership struct {
+	// Lost is closed when the leadership ends without Release (the
+	// connection holding the lock broke: another portal may lead now).
+	Lost <-chan struct{}
+	// Release gives the leadership up.
+	Release func()
+}
 
 // Scheduler runs the portal's scheduled work.
 type Scheduler struct {
-	DB    *store.DB
+	DB    Store
 	Clock gpuportal.Clock // business time
 	Wall  gpuportal.Clock // real time (node liveness)
 	Log   *slog.Logger
@@ -41,7 +60,7 @@ type Scheduler struct {
 var LeaderRetry = 5 * time.Second
 
 // New returns a scheduler over db.
-func New(db *store.DB, clock, wall gpuportal.Clock, log *slog.Logger) *Scheduler {
+func New(db Store, clock, wall gpuportal.Clock, log *slog.Logger) *Scheduler {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -53,7 +72,7 @@ func New(db *store.DB, clock, wall gpuportal.Clock, log *slog.Logger) *Scheduler
 }
 
 // Tick does everything due by now.
-func (s *Scheduler) Tick(ctx context.Context, now time.Time) (store.TickResult, error) {
+func (s *Scheduler) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res, err := s.DB.Tick(ctx, now)
@@ -61,7 +80,7 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) (store.TickResult, 
 		s.Log.Error("scheduler tick failed", "err", err)
 		return res, err
 	}
-	if res != (store.TickResult{}) {
+	if res != (TickResult{}) {
 		s.Log.Info("scheduler tick", "now", now.Format(time.RFC3339), "activated", res.Activated, "completed", res.Completed,
 			"interrupted", res.Interrupted, "placed", res.Placed, "node_failures", res.NodeFailures)
 	}

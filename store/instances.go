@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"gpuportal/scheduler"
 	"strings"
 	"time"
 
@@ -185,15 +186,15 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		switch req.Kind {
 		case gpuportal.KindSpot:
 			price = policy.SpotPriceOf(*model)
-			snap, err := loadPool(ctx, tx, req.Model, req.Region, now, policy)
+			pl, err := db.livePool(ctx, tx, scheduler.PoolKey{Model: req.Model, Region: req.Region}, now)
 			if err != nil {
 				return err
 			}
 			// Job tasks give their GPUs to a spot launch (the scheduler
 			// gives them notice and they queue again).
-			if _, _, ok := snap.placeSpot(req.Count, ""); !ok && snap.spotRoom()-snap.spotWait+snap.jobTaskGPUs() < req.Count {
+			if !scheduler.SpotLaunchFits(pl, req.Count) {
 				return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for.",
-					req.Model, snap.spotRoom(), req.Count)
+					req.Model, scheduler.SpotRoom(pl), req.Count)
 			}
 		case gpuportal.KindReserved:
 			price = 0

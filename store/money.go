@@ -137,64 +137,6 @@ func (db *DB) LedgerSum(ctx context.Context, userID int64) (gpuportal.Fen, error
 	return sum, err
 }
 
-// balanceStep keeps running instances paid for: a user whose balance runs
-// out within LowBalanceWarning at the current burn is told once; at zero
-// their spot and on-demand instances get the normal stop notice (reason
-// balance) — reservations, paid in advance, are never touched; money that
-// arrives during the notice calls the stop off.
-func (db *DB) balanceStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickResult, nodes *[]string) error {
-	users, err := scanColumn[int64](tx.QueryContext(ctx, `SELECT DISTINCT user_id FROM instances
-		WHERE kind IN ('spot', 'on_demand') AND status IN ('pending', 'running', 'interrupting') AND stop_requested_at IS NULL`))
-	if err != nil {
-		return err
-	}
-	policies, err := db.policies(ctx, tx)
-	if err != nil {
-		return err
-	}
-	for _, userID := range users {
-		b, err := db.balanceIn(ctx, tx, userID, now)
-		if err != nil {
-			return err
-		}
-		var noted sql.NullInt64
-		if err := tx.QueryRowContext(ctx, `SELECT low_balance_noted_at FROM users WHERE id = ?`, userID).Scan(&noted); err != nil {
-			return err
-		}
-		if b.Available > 0 {
-			if err := db.callOffBalanceStops(ctx, tx, userID, nodes); err != nil {
-				return err
-			}
-		}
-		switch {
-		case b.Available <= 0:
-			stopped, err := db.stopInstancesOf(ctx, tx, userID, gpuportal.ReasonBalance, now, policies, nodes)
-			if err != nil {
-				return err
-			}
-			if stopped > 0 {
-				res.Interrupted += stopped
-				if err := db.notify(ctx, tx, userID, gpuportal.NoteBalanceStop, gpuportal.NoteParams{Count: stopped, Available: b.Available}); err != nil {
-					return err
-				}
-			}
-		case b.RunsOutWithin(gpuportal.LowBalanceWarning, now) && !noted.Valid:
-			if _, err := tx.ExecContext(ctx, `UPDATE users SET low_balance_noted_at = ? WHERE id = ?`, unix(now), userID); err != nil {
-				return err
-			}
-			if err := db.notify(ctx, tx, userID, gpuportal.NoteBalanceLow, gpuportal.NoteParams{Available: b.Available, RunsOutAt: *b.RunsOutAt}); err != nil {
-				return err
-			}
-		case !b.RunsOutWithin(2*gpuportal.LowBalanceWarning, now) && noted.Valid:
-			// Topped up well clear: a later run-down is told again.
-			if _, err := tx.ExecContext(ctx, `UPDATE users SET low_balance_noted_at = NULL WHERE id = ?`, userID); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // stopInstancesOf gives the user's spot and on-demand instances the stop
 // notice (their balance ran out, or an admin disabled the account); it
 // returns how many got it now.

@@ -28,11 +28,6 @@ func recordRunEnd(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, now ti
 	return err
 }
 
-// rollupStep folds new spot history into spot_hourly.
-func (db *DB) rollupStep(ctx context.Context, tx *sql.Tx, now time.Time, _ *TickResult, _ *[]string) error {
-	return db.rollup(ctx, tx, now)
-}
-
 // rollup folds every run that has ended and every interruption not yet
 // counted into spot_hourly — a run's GPU-seconds spread over the hours it
 // ran, an interruption into its hour by reason, and a burst for each

@@ -151,7 +151,7 @@ func (db *DB) Credit(ctx context.Context, actor *gpuportal.User, userID int64, r
 
 // expireTopUps ends the pending top-ups whose time is up (a payment that
 // still arrives later is credited all the same).
-func (db *DB) expireTopUps(ctx context.Context, tx *sql.Tx, now time.Time, _ *TickResult, _ *[]string) error {
+func (db *DB) expireTopUps(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `UPDATE topups SET status = 'expired' WHERE status = 'pending' AND expires_at <= ?`, unix(now))
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"gpuportal/scheduler"
 	"time"
 
 	"gpuportal"
@@ -174,49 +175,65 @@ func (db *DB) expireOffer(ctx context.Context, tx *sql.Tx, w *gpuportal.Waitlist
 	return db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistExpired, gpuportal.NoteParams{EntryID: w.ID, Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
 }
 
-// waitlistStep is the scheduler's waitlist work: expire offers and entries
-// whose time has passed, then offer freed capacity to the earliest entries
-// that now fit (first fit), holding it for the claim window — or book it at
-// once for auto_book entries.
-func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *TickResult, _ *[]string) error {
-	expired, err := queryIDs(ctx, tx, `SELECT id FROM waitlist_entries WHERE status = 'offered' AND offer_expires_at <= ?`, unix(now))
-	if err != nil {
-		return err
-	}
-	for _, id := range expired {
-		w, err := waitFor(ctx, tx, nil, id)
+// waitlist carries out the planner's waitlist decisions: expiries, offers
+// (the capacity is held for the claim window) and auto_book bookings.
+func (a *applier) waitlist(ctx context.Context, plan scheduler.Decisions) error {
+	for _, act := range plan.Waitlist {
+		w, err := waitFor(ctx, a.tx, nil, act.EntryID)
 		if err != nil {
 			return err
 		}
-		if err := db.expireOffer(ctx, tx, w); err != nil {
-			return err
+		if err := a.waitlistEntry(ctx, w, act); err != nil {
+			return fmt.Errorf("entry %d: %w", w.ID, err)
 		}
 	}
-	past, err := queryIDs(ctx, tx, `SELECT id FROM waitlist_entries WHERE status = 'waiting' AND start_at <= ?`, unix(now))
-	if err != nil {
-		return err
-	}
-	for _, id := range past {
-		w, err := waitFor(ctx, tx, nil, id)
-		if err != nil {
+	return nil
+}
+
+func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry, act scheduler.WaitlistAction) error {
+	db, tx, now := a.db, a.tx, a.now
+	params := gpuportal.NoteParams{EntryID: w.ID, Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End}
+	switch act.Action {
+	case scheduler.WaitlistExpireOffer:
+		return db.expireOffer(ctx, tx, w)
+	case scheduler.WaitlistExpireEntry:
+		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'expired', note = 'the window started' WHERE id = ?`, w.ID); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'expired', note = 'the window started' WHERE id = ?`, id); err != nil {
+		return db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistExpired, params)
+	case scheduler.WaitlistBook:
+		var r *gpuportal.Reservation
+		err := inSavepoint(ctx, tx, func() error {
+			var err error
+			r, err = db.book(ctx, tx, w.UserID, gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
+			return err
+		})
+		if gpuportal.ErrorCode(err) == gpuportal.EFUNDS {
+			// The user cannot pay for it now: it stays waiting (a top-up
+			// lets the next tick book it), and they are told once.
+			if w.Note == unpaidNote {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET note = ? WHERE id = ?`, unpaidNote, w.ID); err != nil {
+				return err
+			}
+			return db.notify(ctx, tx, w.UserID, gpuportal.NoteAutoBookUnpaid, params)
+		}
+		if code := gpuportal.ErrorCode(err); code == gpuportal.EPOLICY || code == gpuportal.EINVALID || code == gpuportal.ECAPACITY {
+			// Not bookable for this user now (credit, lead time), or a
+			// booking on another portal took the hours since the snapshot:
+			// it stays waiting; its start expiring it eventually.
+			a.res.Offers--
+			return nil
+		} else if err != nil {
 			return err
 		}
-		if err := db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistExpired, gpuportal.NoteParams{EntryID: w.ID, Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End}); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'claimed', reservation_id = ?, offered_at = ? WHERE id = ?`, r.ID, unix(now), w.ID); err != nil {
 			return err
 		}
-	}
-	waiting, err := queryIDs(ctx, tx, `SELECT id FROM waitlist_entries WHERE status = 'waiting' ORDER BY id`)
-	if err != nil {
-		return err
-	}
-	for _, id := range waiting {
-		w, err := waitFor(ctx, tx, nil, id)
-		if err != nil {
-			return err
-		}
+		params.ReservationID, params.Price = r.ID, r.Price
+		return db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistBooked, params)
+	case scheduler.WaitlistOffer:
 		_, policy, err := db.catalogEntry(ctx, tx, w.Model, w.Region)
 		if err != nil {
 			return err
@@ -225,70 +242,22 @@ func (db *DB) waitlistStep(ctx context.Context, tx *sql.Tx, now time.Time, res *
 		if err != nil {
 			return err
 		}
-		if err := db.checkFits(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location); gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
-			continue // does not fit yet; a later, smaller entry may
-		} else if err != nil {
-			return err
-		}
-		if w.AutoBook {
-			var r *gpuportal.Reservation
-			err := inSavepoint(ctx, tx, func() error {
-				var err error
-				r, err = db.book(ctx, tx, w.UserID, gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
-				return err
-			})
-			if gpuportal.ErrorCode(err) == gpuportal.EFUNDS {
-				// The user cannot pay for it now: it stays waiting (a
-				// top-up lets the next tick book it), and they are told once.
-				if w.Note != unpaidNote {
-					if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET note = ? WHERE id = ?`, unpaidNote, id); err != nil {
-						return err
-					}
-					if err := db.notify(ctx, tx, w.UserID, gpuportal.NoteAutoBookUnpaid, gpuportal.NoteParams{EntryID: w.ID, Model: w.Model, Region: w.Region,
-						Count: w.Count, Start: w.Start, End: w.End}); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			if code := gpuportal.ErrorCode(err); code == gpuportal.EPOLICY || code == gpuportal.EINVALID || code == gpuportal.ECAPACITY {
-				// Not bookable for this user now (credit, lead time), or a
-				// booking on another portal took the hours since the check:
-				// it stays waiting; its start expiring it eventually.
-				continue
-			} else if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'claimed', reservation_id = ?, offered_at = ? WHERE id = ?`, r.ID, unix(now), id); err != nil {
-				return err
-			}
-			if err := db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistBooked, gpuportal.NoteParams{EntryID: w.ID, ReservationID: r.ID, Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End, Price: r.Price}); err != nil {
-				return err
-			}
-			res.Offers++
-			continue
-		}
 		err = inSavepoint(ctx, tx, func() error {
 			return db.takeCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location)
 		})
 		if gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
-			continue // a booking on another portal took the hours since the check
+			a.res.Offers-- // a booking on another portal took the hours since the snapshot
+			return nil
 		} else if err != nil {
 			return err
 		}
-		expires := now.Add(time.Duration(policy.WaitlistClaimMinutes) * time.Minute)
-		if w.Start.Before(expires) {
-			expires = w.Start // an offer never runs past the start
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'offered', offered_at = ?, offer_expires_at = ? WHERE id = ?`, unix(now), unix(expires), id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'offered', offered_at = ?, offer_expires_at = ? WHERE id = ?`, unix(now), unix(act.Expires), w.ID); err != nil {
 			return err
 		}
-		if err := db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistOffer, gpuportal.NoteParams{EntryID: w.ID, Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End, Expires: expires}); err != nil {
-			return err
-		}
-		res.Offers++
+		params.Expires = act.Expires
+		return db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistOffer, params)
 	}
-	return nil
+	return fmt.Errorf("unknown waitlist action %q", act.Action)
 }
 
 // unpaidNote marks an auto-book entry whose owner could not pay when its
@@ -312,37 +281,4 @@ func inSavepoint(ctx context.Context, tx *sql.Tx, fn func() error) error {
 	}
 	_, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT waitlist_entry`)
 	return err
-}
-
-// remindersStep tells owners an hour before their reservation starts and
-// 40 minutes before it ends, once each.
-func (db *DB) remindersStep(ctx context.Context, tx *sql.Tx, now time.Time, _ *TickResult, _ *[]string) error {
-	for _, rm := range []struct {
-		query, flag, kind string
-	}{
-		{`SELECT id FROM reservations WHERE status IN ('confirmed', 'active') AND reminded_start = 0 AND start_at > ? AND start_at <= ?`, "reminded_start", gpuportal.NoteReservationStarts},
-		{`SELECT id FROM reservations WHERE status IN ('confirmed', 'active') AND reminded_end = 0 AND end_at > ? AND end_at <= ?`, "reminded_end", gpuportal.NoteReservationEnds},
-	} {
-		ahead := time.Hour
-		if rm.flag == "reminded_end" {
-			ahead = 40 * time.Minute
-		}
-		ids, err := queryIDs(ctx, tx, rm.query, unix(now), unix(now.Add(ahead)))
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			r, err := reservationFor(ctx, tx, nil, id)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE reservations SET `+rm.flag+` = 1 WHERE id = ?`, id); err != nil {
-				return err
-			}
-			if err := db.notify(ctx, tx, r.UserID, rm.kind, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region, Count: r.Count, Start: r.Start, End: r.End}); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

@@ -1,0 +1,211 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"gpuportal"
+)
+
+// Decisions is what one tick decides (a plan); the store applies it in
+// one transaction, in the order of its fields.
+type Decisions struct {
+	Complete   []int64      // reservations whose end has come
+	Activate   []Assignment // reservations whose start has come, with their GPUs
+	LostWork   []Outcome    // instances on failed nodes and how they end
+	Replace    []Assignment // active reservations' replacement GPUs for failed ones
+	Balance    []BalanceAction
+	Interrupt  []Interruption // spot instances given notice (activation, preemption, fair share)
+	Place      []Placement
+	Tasks      []TaskStart
+	UnpaidJobs []int64 // jobs whose owner is told that the balance holds their tasks back
+	Waitlist   []WaitlistAction
+	Reminders  []Reminder
+}
+
+// Empty reports whether the plan does nothing.
+func (p Decisions) Empty() bool {
+	return len(p.Complete)+len(p.Activate)+len(p.LostWork)+len(p.Replace)+len(p.Balance)+len(p.Interrupt)+len(p.Place)+
+		len(p.Tasks)+len(p.UnpaidJobs)+len(p.Waitlist)+len(p.Reminders) == 0
+}
+
+// Assignment gives a reservation concrete GPUs; Missing is how many could
+// not be found (refunded pro rata).
+type Assignment struct {
+	ReservationID int64
+	GPUs          []string
+	Missing       int
+}
+
+// Outcome is how an instance on a failed node ends.
+type Outcome struct {
+	InstanceID int64
+	Status     string // interrupted (spot) or failed
+	Notice     bool   // a spot instance that had no notice yet gets one, for the rates
+}
+
+// Balance actions.
+const (
+	BalanceStop    = "stop"     // at zero: spot and on-demand instances get the stop notice
+	BalanceWarn    = "warn"     // runs out within LowBalanceWarning: told once
+	BalanceClear   = "clear"    // topped up well clear: a later run-down is told again
+	BalanceCallOff = "call_off" // money again: stops for lack of it are called off
+)
+
+// BalanceAction is what the balance rule decides for one user.
+type BalanceAction struct {
+	UserID int64
+	Action string
+}
+
+// Interruption gives a spot instance its notice.
+type Interruption struct {
+	InstanceID int64
+	Node       string
+	Reason     string
+	Deadline   time.Time
+	Grace      int // seconds
+}
+
+// Placement puts a pending instance on GPUs of one node.
+type Placement struct {
+	InstanceID int64
+	Node       string
+	GPUs       []string
+	Restarted  bool // an auto-restarted spot instance: its owner is told
+}
+
+// TaskStart starts a job's queued task as a new instance attempt.
+type TaskStart struct {
+	JobID     int64
+	TaskIndex int
+	Kind      string
+	Node      string
+	GPUs      []string
+	Price     gpuportal.Fen // per GPU-hour
+}
+
+// Waitlist actions.
+const (
+	WaitlistExpireOffer = "expire_offer" // the claim window passed
+	WaitlistExpireEntry = "expire_entry" // the window started while it waited
+	WaitlistOffer       = "offer"        // capacity freed: held for the claim window
+	WaitlistBook        = "book"         // capacity freed for an auto_book entry
+)
+
+// WaitlistAction is one decision about a waitlist entry.
+type WaitlistAction struct {
+	EntryID int64
+	Action  string
+	Expires time.Time // of an offer
+}
+
+// Reminder is a notification due about a reservation.
+type Reminder struct {
+	ReservationID int64
+	Kind          string // gpuportal.NoteReservationStarts or NoteReservationEnds
+}
+
+// Reminder lead times: owners are told an hour before their reservation
+// starts and 40 minutes before it ends, once each.
+const (
+	StartReminderLead = time.Hour
+	EndReminderLead   = 40 * time.Minute
+)
+
+// TickResult counts what one tick did.
+type TickResult struct {
+	Activated, Completed, Interrupted, Placed, NodeFailures, Offers, TasksStarted int
+}
+
+// Result counts what a plan does.
+func (p Decisions) Result() TickResult {
+	r := TickResult{Activated: len(p.Activate), Completed: len(p.Complete), Interrupted: len(p.Interrupt), Placed: len(p.Place),
+		NodeFailures: len(p.LostWork), TasksStarted: len(p.Tasks)}
+	for _, w := range p.Waitlist {
+		if w.Action == WaitlistOffer || w.Action == WaitlistBook {
+			r.Offers++
+		}
+	}
+	return r
+}
+
+// planner holds a plan under construction and the snapshot it changes in
+// memory as decisions are made, so that later steps see earlier ones
+// (a GPU given to a reservation is not given to a spot instance too).
+type planner struct {
+	s       Snapshot
+	now     time.Time
+	out     Decisions
+	stopped map[int64]bool // users whose instances get the balance stop
+}
+
+// Plan decides everything due by now over the snapshot: reservations end
+// and start (getting GPUs, packed onto as few nodes as possible), work on
+// failed nodes ends, users who cannot pay are stopped, spot instances that
+// stand in the way of reservations or on-demand demand get their notice
+// (the fewest, youngest first), pending instances and job tasks are
+// placed, freed capacity is offered to the waitlist (first fit), and
+// reminders go out. It changes the snapshot's pools as it decides.
+func Plan(s Snapshot, now time.Time) Decisions {
+	p := &planner{s: s, now: now, stopped: map[int64]bool{}}
+	p.reservations()
+	p.lostWork()
+	p.balances()
+	p.preempt()
+	p.place()
+	p.jobs()
+	p.waitlist()
+	p.reminders()
+	return p.out
+}
+
+// sortedPools lists the snapshot's pools in a fixed order (plans are
+// deterministic: the simulator's same seed gives the same report).
+func (p *planner) sortedPools() []*Pool {
+	out := make([]*Pool, 0, len(p.s.Pools))
+	for _, pl := range p.s.Pools {
+		out = append(out, pl)
+	}
+	slices.SortFunc(out, func(a, b *Pool) int {
+		return cmp.Or(cmp.Compare(a.Key.Model, b.Key.Model), cmp.Compare(a.Key.Region, b.Key.Region))
+	})
+	return out
+}
+
+// DetailNeeded lists the pools whose GPUs and spot instances the planner
+// will look at: where a reservation starts or lost GPUs, an instance waits,
+// spot instances must make way, or a job's task may start.
+func DetailNeeded(s Snapshot, now time.Time) []PoolKey {
+	need := map[PoolKey]bool{}
+	for _, r := range s.Reservations {
+		if r.End.After(now) && ((r.Status == gpuportal.ReservationConfirmed && !r.Start.After(now)) || r.Lost > 0) {
+			need[r.Pool] = true
+		}
+	}
+	for _, i := range s.Pending {
+		need[i.Pool] = true
+	}
+	for key, pl := range s.Pools {
+		if notice(pl) > 0 || pl.SpotWait > spotRoom(pl) {
+			need[key] = true
+		}
+	}
+	for _, j := range s.Jobs {
+		if pl := s.Pools[j.Pool]; pl != nil && JobMayStart(pl, j) {
+			need[j.Pool] = true
+		}
+	}
+	out := make([]PoolKey, 0, len(need))
+	for k := range need {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b PoolKey) int { return cmp.Or(cmp.Compare(a.Model, b.Model), cmp.Compare(a.Region, b.Region)) })
+	return out
+}
+
+// JobMayStart reports whether a task of the job could find GPUs in the
+// pool at all (any idle ones): the common case of a full fleet then costs
+// nothing more.
+func JobMayStart(pl *Pool, j JobQueue) bool { return pl.Healthy-pl.Held >= j.GPUsPerTask }

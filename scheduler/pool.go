@@ -1,0 +1,127 @@
+package scheduler
+
+import (
+	"slices"
+	"time"
+
+	"gpuportal"
+)
+
+// forReservations is how many GPUs spot instances must give back for the
+// reservations of the spot horizon beside the on-demand instances.
+func forReservations(pl *Pool) int { return pl.ReservedSoon + pl.OnDemand + pl.Spot - pl.Healthy }
+
+// notice is how many spot GPUs must get their notice now: for reservations
+// within the horizon and for on-demand instances waiting for GPUs.
+func notice(pl *Pool) int { return forReservations(pl) + pl.OnDemandWait }
+
+// spotRoom is how many more GPUs spot instances may take now without being
+// interrupted within the horizon.
+func spotRoom(pl *Pool) int {
+	return max(0, pl.Healthy-pl.ReservedSoon-pl.OnDemand-pl.OnDemandWait-pl.Spot)
+}
+
+// jobRoom is how many GPUs job tasks may take now: spot room that no
+// waiting spot instance needs.
+func jobRoom(pl *Pool) int { return max(0, spotRoom(pl)-pl.SpotWait) }
+
+// freeByNode lists, per node, the GPUs nobody holds that allowed accepts.
+func freeByNode(pl *Pool, allowed func(GPU) bool) []gpuportal.FreeGPUs {
+	var out []gpuportal.FreeGPUs
+	for _, g := range pl.GPUs {
+		if g.Holder != 0 || !allowed(g) {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].Node == g.Node {
+			out[n-1].GPUs = append(out[n-1].GPUs, g.UUID)
+		} else {
+			out = append(out, gpuportal.FreeGPUs{Node: g.Node, GPUs: []string{g.UUID}})
+		}
+	}
+	return out
+}
+
+func unreserved(g GPU) bool { return g.Reservation == 0 }
+
+// placeSpot finds count idle GPUs on one node for a spot instance, away
+// from avoid (the node it was just interrupted on) when another fits.
+func placeSpot(pl *Pool, count int, avoid string) (string, []string, bool) {
+	if avoid != "" {
+		if node, gpus, ok := gpuportal.PlaceOnOneNode(freeByNode(pl, func(g GPU) bool { return g.Node != avoid && unreserved(g) }), count); ok {
+			return node, gpus, ok
+		}
+	}
+	return gpuportal.PlaceOnOneNode(freeByNode(pl, unreserved), count)
+}
+
+// placeOnDemand finds count free GPUs on one node for an on-demand
+// instance, which must not take what reservations of the next day need.
+func placeOnDemand(pl *Pool, count int) (string, []string, bool) {
+	if pl.Healthy-pl.ReservedDay-pl.OnDemand < count {
+		return "", nil, false
+	}
+	return gpuportal.PlaceOnOneNode(freeByNode(pl, unreserved), count)
+}
+
+// hold marks gpus as held by instance id.
+func hold(pl *Pool, id int64, gpus []string) {
+	for k := range pl.GPUs {
+		if slices.Contains(gpus, pl.GPUs[k].UUID) {
+			pl.GPUs[k].Holder = id
+		}
+	}
+	pl.Held += len(gpus)
+}
+
+// spotCandidates lists the pool's spot instances that may get a notice,
+// those of job tasks only when tasksOnly.
+func (p *planner) spotCandidates(pl *Pool, tasksOnly bool) []gpuportal.SpotCandidate {
+	var out []gpuportal.SpotCandidate
+	for _, s := range pl.Spots {
+		if p.stopped[s.UserID] || (tasksOnly && !s.JobTask) {
+			continue
+		}
+		out = append(out, gpuportal.SpotCandidate{ID: s.ID, Count: s.Count, StartedAt: s.StartedAt})
+	}
+	return out
+}
+
+// interrupt gives a spot instance of the pool its notice: it leaves the
+// candidates, and its GPUs count as leaving.
+func (p *planner) interrupt(pl *Pool, id int64, reason string) {
+	k := slices.IndexFunc(pl.Spots, func(s Spot) bool { return s.ID == id })
+	if k < 0 {
+		return
+	}
+	s := pl.Spots[k]
+	pl.Spots = slices.Delete(pl.Spots, k, k+1)
+	pl.Spot -= s.Count
+	for g := range pl.GPUs {
+		if pl.GPUs[g].Holder == id {
+			pl.GPUs[g].Leaving = true
+		}
+	}
+	p.out.Interrupt = append(p.out.Interrupt, Interruption{InstanceID: id, Node: s.Node, Reason: reason,
+		Deadline: p.now.Add(time.Duration(pl.Policy.SpotNoticeSeconds) * time.Second), Grace: pl.Policy.SpotGraceSeconds})
+}
+
+// SpotLaunchFits reports whether a spot launch of count GPUs can run now
+// (the pool's detail loaded): on idle GPUs that stay safe past the
+// horizon, or on GPUs job tasks hold — they give way to it (fair share).
+func SpotLaunchFits(pl *Pool, count int) bool {
+	if spotRoom(pl) >= count {
+		if _, _, ok := placeSpot(pl, count, ""); ok {
+			return true
+		}
+	}
+	tasks := 0
+	for _, s := range pl.Spots {
+		if s.JobTask {
+			tasks += s.Count
+		}
+	}
+	return spotRoom(pl)-pl.SpotWait+tasks >= count
+}
+
+// SpotRoom is how many GPUs a spot instance may take now.
+func SpotRoom(pl *Pool) int { return spotRoom(pl) }

@@ -1,0 +1,141 @@
+package scheduler
+
+import (
+	"gpuportal"
+)
+
+// reservations ends those whose end has come, starts those whose start
+// has come and gives them GPUs, and replaces GPUs active ones lost.
+func (p *planner) reservations() {
+	for _, r := range p.s.Reservations {
+		if !r.End.After(p.now) && (r.Status == gpuportal.ReservationConfirmed || r.Status == gpuportal.ReservationActive) {
+			p.out.Complete = append(p.out.Complete, r.ID)
+			if pl := p.s.Pools[r.Pool]; pl != nil {
+				for k := range pl.GPUs {
+					if pl.GPUs[k].Reservation == r.ID {
+						pl.GPUs[k].Reservation = 0
+					}
+				}
+			}
+		}
+	}
+	for _, r := range p.s.Reservations {
+		if r.Status == gpuportal.ReservationConfirmed && !r.Start.After(p.now) && r.End.After(p.now) {
+			p.out.Activate = append(p.out.Activate, p.assign(r, r.Count))
+		}
+	}
+}
+
+// lostWork ends the instances of failed nodes (spot ones are interrupted,
+// and auto-restart ones wait for a new place; others fail), then gives
+// active reservations replacements for the GPUs they lost.
+func (p *planner) lostWork() {
+	for _, i := range p.s.Lost {
+		o := Outcome{InstanceID: i.ID, Status: gpuportal.InstanceFailed}
+		if i.Kind == gpuportal.KindSpot {
+			o = Outcome{InstanceID: i.ID, Status: gpuportal.InstanceInterrupted, Notice: !i.Interrupting}
+		}
+		p.out.LostWork = append(p.out.LostWork, o)
+	}
+	for _, r := range p.s.Reservations {
+		if r.Status == gpuportal.ReservationActive && r.Lost > 0 && r.End.After(p.now) {
+			p.out.Replace = append(p.out.Replace, p.assign(r, r.Lost))
+		}
+	}
+}
+
+// assign finds want GPUs for a reservation: idle ones first, packed onto
+// as few nodes as possible, then ones spot instances hold (they get their
+// notice now) or are giving up. What cannot be found is Missing.
+func (p *planner) assign(r Reservation, want int) Assignment {
+	a := Assignment{ReservationID: r.ID}
+	pl := p.s.Pools[r.Pool]
+	if pl == nil {
+		a.Missing = want
+		return a
+	}
+	spot := map[int64]bool{}
+	for _, s := range pl.Spots {
+		spot[s.ID] = true
+	}
+	gpus, ok := gpuportal.PackAcrossNodes(freeByNode(pl, unreserved), want)
+	if !ok {
+		var withSpot []gpuportal.FreeGPUs
+		for _, g := range pl.GPUs {
+			if g.Reservation != 0 || (g.Holder != 0 && !spot[g.Holder] && !g.Leaving) {
+				continue
+			}
+			if n := len(withSpot); n > 0 && withSpot[n-1].Node == g.Node {
+				withSpot[n-1].GPUs = append(withSpot[n-1].GPUs, g.UUID)
+			} else {
+				withSpot = append(withSpot, gpuportal.FreeGPUs{Node: g.Node, GPUs: []string{g.UUID}})
+			}
+		}
+		gpus, _ = gpuportal.PackAcrossNodes(withSpot, want)
+		if len(gpus) < want {
+			gpus = nil
+			for _, n := range withSpot {
+				gpus = append(gpus, n.GPUs...)
+			}
+			gpus = gpus[:min(len(gpus), want)]
+		}
+	}
+	taken := map[string]bool{}
+	for _, g := range gpus {
+		taken[g] = true
+	}
+	for k := range pl.GPUs {
+		g := &pl.GPUs[k]
+		if !taken[g.UUID] {
+			continue
+		}
+		g.Reservation = r.ID
+		if g.Holder != 0 && spot[g.Holder] {
+			p.interrupt(pl, g.Holder, gpuportal.ReasonReservation)
+			spot[g.Holder] = false
+		}
+	}
+	a.GPUs = gpus
+	a.Missing = want - len(gpus)
+	return a
+}
+
+// reminders tells owners StartReminderLead before their reservation
+// starts and EndReminderLead before it ends, once each.
+func (p *planner) reminders() {
+	for _, r := range p.s.Reservations {
+		if r.Status != gpuportal.ReservationConfirmed && r.Status != gpuportal.ReservationActive {
+			continue
+		}
+		if !r.RemindedStart && r.Start.After(p.now) && !r.Start.After(p.now.Add(StartReminderLead)) {
+			p.out.Reminders = append(p.out.Reminders, Reminder{ReservationID: r.ID, Kind: gpuportal.NoteReservationStarts})
+		}
+		if !r.RemindedEnd && r.End.After(p.now) && !r.End.After(p.now.Add(EndReminderLead)) {
+			p.out.Reminders = append(p.out.Reminders, Reminder{ReservationID: r.ID, Kind: gpuportal.NoteReservationEnds})
+		}
+	}
+}
+
+// balances keeps running instances paid for: a user at zero is stopped
+// (reservations, paid in advance, are never touched), one who runs out
+// within LowBalanceWarning is told once, and money that arrives during a
+// stop's notice calls it off.
+func (p *planner) balances() {
+	for _, a := range p.s.Accounts {
+		b := a.Balance
+		if b.Available > 0 {
+			p.out.Balance = append(p.out.Balance, BalanceAction{UserID: a.UserID, Action: BalanceCallOff})
+		}
+		switch {
+		case b.Available <= 0:
+			if a.Stoppable > 0 {
+				p.out.Balance = append(p.out.Balance, BalanceAction{UserID: a.UserID, Action: BalanceStop})
+				p.stopped[a.UserID] = true
+			}
+		case b.RunsOutWithin(gpuportal.LowBalanceWarning, p.now) && !a.LowNoted:
+			p.out.Balance = append(p.out.Balance, BalanceAction{UserID: a.UserID, Action: BalanceWarn})
+		case !b.RunsOutWithin(2*gpuportal.LowBalanceWarning, p.now) && a.LowNoted:
+			p.out.Balance = append(p.out.Balance, BalanceAction{UserID: a.UserID, Action: BalanceClear})
+		}
+	}
+}

@@ -1,0 +1,176 @@
+package scheduler
+
+import (
+	"time"
+
+	"gpuportal"
+)
+
+// Snapshot is what the planner decides over: the part of the store that
+// something may be due in, loaded by the store in the tick's transaction.
+// It holds values only; the planner never reaches back into the store.
+type Snapshot struct {
+	Pools map[PoolKey]*Pool
+
+	// Reservations that may have something due: ending, starting, short
+	// of GPUs their failed nodes held, or near a reminder.
+	Reservations []Reservation
+	// Pending instances not placed yet, oldest first.
+	Pending []PendingInstance
+	// Lost instances: placed on nodes that went offline.
+	Lost []LostInstance
+	// Accounts of users whose spot or on-demand instances run.
+	Accounts []Account
+	// Jobs with queued tasks (see JobMayStart), oldest first, and what
+	// their owners may still spend.
+	Jobs   []JobQueue
+	Owners map[int64]Owner
+	// JobGPUs is how many GPUs each user's job tasks hold per pool (the
+	// fairness between jobs).
+	JobGPUs map[UserPool]int
+	// Waitlist entries waiting or holding an offer, oldest first, and the
+	// free reservable GPUs of every hour they ask for.
+	Waitlist  []WaitEntry
+	FreeHours map[PoolKey]map[int64]int
+}
+
+// PoolKey names a model in a region.
+type PoolKey struct{ Model, Region string }
+
+// UserPool is one user's share of a pool.
+type UserPool struct {
+	User int64
+	Pool PoolKey
+}
+
+// Pool is one model's GPUs in one region. The counts are always loaded;
+// the GPUs and spot instances only when DetailNeeded asks for them (a
+// tick with nothing to decide in a pool reads no more of it).
+type Pool struct {
+	Key    PoolKey
+	Model  gpuportal.Model
+	Policy gpuportal.Policy
+
+	Healthy      int // healthy GPUs on online, non-draining nodes
+	Held         int // GPUs placed instances hold
+	ReservedSoon int // most GPUs reserved in any hour of the spot horizon
+	ReservedDay  int // most GPUs reserved in any hour of the next 24 h
+	OnDemand     int // GPUs of placed on-demand instances
+	OnDemandWait int // GPUs of on-demand instances waiting for a place
+	Spot         int // GPUs of placed spot instances without notice
+	SpotWait     int // GPUs of spot instances (not job tasks) waiting for a place
+
+	Detailed bool
+	GPUs     []GPU  // healthy GPUs on online, non-draining nodes, by node and index
+	Spots    []Spot // placed spot instances without notice
+}
+
+// GPU is one device of a pool.
+type GPU struct {
+	UUID, Node  string
+	Holder      int64 // the instance holding it; 0 when idle
+	Leaving     bool  // its holder has had its notice
+	Reservation int64 // the active reservation it is assigned to; 0 when none
+}
+
+// Spot is a placed spot instance without notice: a possible victim.
+type Spot struct {
+	ID        int64
+	UserID    int64
+	Count     int
+	Node      string
+	StartedAt time.Time
+	JobTask   bool // an attempt of a job's task: spot work that yields to other spot work
+}
+
+// Reservation is a confirmed or active reservation.
+type Reservation struct {
+	ID, UserID    int64
+	Pool          PoolKey
+	Count         int
+	Start, End    time.Time
+	Status        string
+	Lost          int // GPUs it held on nodes that failed or GPUs that broke
+	RemindedStart bool
+	RemindedEnd   bool
+}
+
+// PendingInstance waits for GPUs.
+type PendingInstance struct {
+	ID            int64
+	UserID        int64
+	Kind          string
+	Pool          PoolKey
+	Count         int
+	ReservationID int64  // a reserved instance's reservation
+	LastNode      string // where it ran before an interruption
+	Restarts      int
+}
+
+// LostInstance was placed on a node that went offline.
+type LostInstance struct {
+	ID           int64
+	Kind         string
+	Interrupting bool
+}
+
+// Account is a user whose spot or on-demand instances run.
+type Account struct {
+	UserID    int64
+	Balance   gpuportal.Balance
+	LowNoted  bool // told that it runs low, not cleared since
+	Stoppable int  // spot and on-demand instances without a stop yet
+}
+
+// JobQueue is a job with queued tasks.
+type JobQueue struct {
+	ID, UserID      int64
+	Pool            PoolKey
+	Kind            string
+	GPUsPerTask     int
+	MaxParallel     int
+	OnDemandWorkers int
+	LiveSpot        int // attempts running on spot
+	LiveOnDemand    int
+	Queued          []QueuedTask // its next queued tasks, at most what max_parallel leaves room for
+	UnpaidNoted     bool
+}
+
+// QueuedTask is a task waiting for GPUs.
+type QueuedTask struct {
+	Index    int
+	LastNode string // where its previous attempt ran: a retry goes elsewhere when it can
+}
+
+// Owner is what a job's owner may still start.
+type Owner struct {
+	Available gpuportal.Fen // money
+	GPURoom   int           // GPUs their running quota leaves
+}
+
+// WaitEntry is a waitlist entry waiting or holding an offer.
+type WaitEntry struct {
+	ID, UserID   int64
+	Pool         PoolKey
+	Count        int
+	Start, End   time.Time
+	Status       string
+	OfferExpires time.Time
+	AutoBook     bool
+}
+
+// Hours lists the whole hours of [start, end).
+func Hours(start, end time.Time) []time.Time {
+	var out []time.Time
+	for t := start; t.Before(end); t = t.Add(time.Hour) {
+		out = append(out, t)
+	}
+	return out
+}
+
+// SpotHorizon is how far ahead a spot instance must be safe to be placed,
+// and how early a notice goes out: its notice and grace, plus a minute for
+// the scheduler's next tick.
+func SpotHorizon(p gpuportal.Policy) time.Duration {
+	return time.Duration(p.SpotNoticeSeconds+p.SpotGraceSeconds+60) * time.Second
+}

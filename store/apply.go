@@ -1,0 +1,300 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"gpuportal"
+	"gpuportal/scheduler"
+)
+
+// applier carries out a plan (scheduler.Decisions) inside the tick's
+// transaction, in the order of the plan's fields, collecting the nodes
+// whose agents must hear of it at once.
+type applier struct {
+	db    *DB
+	tx    *sql.Tx
+	now   time.Time
+	nodes []string
+	res   scheduler.TickResult
+}
+
+func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, plan scheduler.Decisions) (scheduler.TickResult, []string, error) {
+	a := &applier{db: db, tx: tx, now: now, res: plan.Result()}
+	steps := []struct {
+		name string
+		run  func(context.Context, scheduler.Decisions) error
+	}{
+		{"complete reservations", a.complete},
+		{"activate reservations", a.activate},
+		{"end work on failed nodes", a.lostWork},
+		{"replace failed reservation GPUs", a.replace},
+		{"balances", a.balances},
+		{"interrupt", a.interrupt},
+		{"place", a.place},
+		{"start job tasks", a.tasks},
+		{"waitlist", a.waitlist},
+		{"reminders", a.reminders},
+	}
+	for _, step := range steps {
+		if err := step.run(ctx, plan); err != nil {
+			return a.res, nil, fmt.Errorf("%s: %w", step.name, err)
+		}
+	}
+	return a.res, a.nodes, nil
+}
+
+func (a *applier) complete(ctx context.Context, plan scheduler.Decisions) error {
+	for _, id := range plan.Complete {
+		if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET status = 'completed' WHERE id = ?`, id); err != nil {
+			return fmt.Errorf("reservation %d: %w", id, err)
+		}
+		var userID int64
+		var gpuHours int
+		if err := a.tx.QueryRowContext(ctx, `SELECT user_id, count * (end_at - start_at) / 3600 FROM reservations WHERE id = ?`, id).Scan(&userID, &gpuHours); err != nil {
+			return fmt.Errorf("reservation %d: %w", id, err)
+		}
+		if err := a.db.bookedHours(ctx, a.tx, userID, -gpuHours); err != nil {
+			return fmt.Errorf("reservation %d: %w", id, err)
+		}
+		if err := a.db.releaseReservationGPUs(ctx, a.tx, id, a.now, &a.nodes); err != nil {
+			return fmt.Errorf("reservation %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+func (a *applier) activate(ctx context.Context, plan scheduler.Decisions) error {
+	for _, as := range plan.Activate {
+		if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET status = 'active' WHERE id = ?`, as.ReservationID); err != nil {
+			return fmt.Errorf("reservation %d: %w", as.ReservationID, err)
+		}
+		if err := a.assign(ctx, as); err != nil {
+			return fmt.Errorf("reservation %d: %w", as.ReservationID, err)
+		}
+	}
+	return nil
+}
+
+// assign records a reservation's GPUs; what could not be found is refunded.
+func (a *applier) assign(ctx context.Context, as scheduler.Assignment) error {
+	for _, g := range as.GPUs {
+		if _, err := a.tx.ExecContext(ctx, `INSERT INTO reservation_gpus (gpu_uuid, reservation_id) VALUES (?, ?)`, g, as.ReservationID); err != nil {
+			return err
+		}
+	}
+	if as.Missing == 0 {
+		return nil
+	}
+	r, err := reservationFor(ctx, a.tx, nil, as.ReservationID)
+	if err != nil {
+		return err
+	}
+	return a.db.shortReservation(ctx, a.tx, r, as.Missing, a.now)
+}
+
+func (a *applier) lostWork(ctx context.Context, plan scheduler.Decisions) error {
+	for _, o := range plan.LostWork {
+		i, err := instanceFor(ctx, a.tx, nil, o.InstanceID)
+		if err != nil {
+			return err
+		}
+		errText := "node failure: the node stopped responding"
+		if o.Status == gpuportal.InstanceInterrupted {
+			errText = "node failure"
+		}
+		if o.Notice {
+			if err := a.db.interrupt(ctx, a.tx, i, gpuportal.ReasonNodeFailure, a.now, a.now, 0); err != nil {
+				return fmt.Errorf("instance %d: %w", i.ID, err)
+			}
+		}
+		if err := a.db.finishAttempt(ctx, a.tx, i, o.Status, nil, errText, false, a.now); err != nil {
+			return fmt.Errorf("instance %d: %w", i.ID, err)
+		}
+	}
+	return nil
+}
+
+func (a *applier) replace(ctx context.Context, plan scheduler.Decisions) error {
+	for _, as := range plan.Replace {
+		if _, err := a.tx.ExecContext(ctx, `DELETE FROM reservation_gpus WHERE reservation_id = ? AND gpu_uuid IN
+			(SELECT g.uuid FROM gpus g JOIN nodes nd ON nd.id = g.node_id WHERE nd.online = 0 OR g.healthy = 0)`, as.ReservationID); err != nil {
+			return fmt.Errorf("reservation %d: %w", as.ReservationID, err)
+		}
+		if err := a.assign(ctx, as); err != nil {
+			return fmt.Errorf("reservation %d: %w", as.ReservationID, err)
+		}
+	}
+	return nil
+}
+
+func (a *applier) balances(ctx context.Context, plan scheduler.Decisions) error {
+	var policies gpuportal.Policies
+	for _, b := range plan.Balance {
+		if err := a.balance(ctx, b, &policies); err != nil {
+			return fmt.Errorf("user %d: %w", b.UserID, err)
+		}
+	}
+	return nil
+}
+
+func (a *applier) balance(ctx context.Context, b scheduler.BalanceAction, policies *gpuportal.Policies) error {
+	switch b.Action {
+	case scheduler.BalanceCallOff:
+		return a.db.callOffBalanceStops(ctx, a.tx, b.UserID, &a.nodes)
+	case scheduler.BalanceStop:
+		if policies.Global.SpotNoticeSeconds == 0 {
+			p, err := a.db.policies(ctx, a.tx)
+			if err != nil {
+				return err
+			}
+			*policies = p
+		}
+		stopped, err := a.db.stopInstancesOf(ctx, a.tx, b.UserID, gpuportal.ReasonBalance, a.now, *policies, &a.nodes)
+		if err != nil || stopped == 0 {
+			return err
+		}
+		a.res.Interrupted += stopped
+		bal, err := a.db.balanceIn(ctx, a.tx, b.UserID, a.now)
+		if err != nil {
+			return err
+		}
+		return a.db.notify(ctx, a.tx, b.UserID, gpuportal.NoteBalanceStop, gpuportal.NoteParams{Count: stopped, Available: bal.Available})
+	case scheduler.BalanceWarn:
+		bal, err := a.db.balanceIn(ctx, a.tx, b.UserID, a.now)
+		if err != nil {
+			return err
+		}
+		if bal.RunsOutAt == nil {
+			return nil
+		}
+		if _, err := a.tx.ExecContext(ctx, `UPDATE users SET low_balance_noted_at = ? WHERE id = ?`, unix(a.now), b.UserID); err != nil {
+			return err
+		}
+		return a.db.notify(ctx, a.tx, b.UserID, gpuportal.NoteBalanceLow, gpuportal.NoteParams{Available: bal.Available, RunsOutAt: *bal.RunsOutAt})
+	case scheduler.BalanceClear:
+		_, err := a.tx.ExecContext(ctx, `UPDATE users SET low_balance_noted_at = NULL WHERE id = ?`, b.UserID)
+		return err
+	}
+	return fmt.Errorf("unknown balance action %q", b.Action)
+}
+
+func (a *applier) interrupt(ctx context.Context, plan scheduler.Decisions) error {
+	for _, in := range plan.Interrupt {
+		i, err := instanceFor(ctx, a.tx, nil, in.InstanceID)
+		if err != nil {
+			return err
+		}
+		if err := a.db.interrupt(ctx, a.tx, i, in.Reason, a.now, in.Deadline, in.Grace); err != nil {
+			return fmt.Errorf("instance %d: %w", i.ID, err)
+		}
+		a.nodes = append(a.nodes, in.Node)
+	}
+	return nil
+}
+
+func (a *applier) place(ctx context.Context, plan scheduler.Decisions) error {
+	for _, pl := range plan.Place {
+		if err := a.placeOne(ctx, pl); err != nil {
+			return fmt.Errorf("instance %d: %w", pl.InstanceID, err)
+		}
+	}
+	return nil
+}
+
+func (a *applier) placeOne(ctx context.Context, pl scheduler.Placement) error {
+	for _, g := range pl.GPUs {
+		if _, err := a.tx.ExecContext(ctx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g, pl.InstanceID); err != nil {
+			return err
+		}
+	}
+	if _, err := a.tx.ExecContext(ctx, `UPDATE instances SET node_id = ?, attempt = attempt + 1, notice_at = NULL, notice_wall_at = NULL, deadline_at = NULL,
+		interrupt_reason = NULL WHERE id = ?`, pl.Node, pl.InstanceID); err != nil {
+		return err
+	}
+	if pl.Restarted {
+		i, err := instanceFor(ctx, a.tx, nil, pl.InstanceID)
+		if err != nil {
+			return err
+		}
+		if err := a.db.notify(ctx, a.tx, i.UserID, gpuportal.NoteInstanceRestarted, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count}); err != nil {
+			return err
+		}
+	}
+	if err := bumpNode(ctx, a.tx, pl.Node); err != nil {
+		return err
+	}
+	a.nodes = append(a.nodes, pl.Node)
+	return nil
+}
+
+func (a *applier) tasks(ctx context.Context, plan scheduler.Decisions) error {
+	for _, t := range plan.Tasks {
+		if err := a.startTask(ctx, t); err != nil {
+			return fmt.Errorf("task %d of job %d: %w", t.TaskIndex, t.JobID, err)
+		}
+	}
+	for _, id := range plan.UnpaidJobs {
+		j, err := jobFor(ctx, a.tx, nil, id)
+		if err != nil {
+			return err
+		}
+		if err := a.db.noteJobUnpaid(ctx, a.tx, j, a.now); err != nil {
+			return fmt.Errorf("job %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// startTask creates the instance attempt of a job's task on its GPUs.
+func (a *applier) startTask(ctx context.Context, t scheduler.TaskStart) error {
+	j, err := jobFor(ctx, a.tx, nil, t.JobID)
+	if err != nil {
+		return err
+	}
+	var id int64
+	if err := a.tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, status, node_id, attempt,
+		checkpoint_key, price_fen, created_at, image, job_id, task_index) VALUES (?, ?, ?, ?, ?, ?, 0, 'pending', ?, 1, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		j.UserID, t.Kind, j.Model, j.Region, j.GPUsPerTask, j.Command, t.Node, fmt.Sprintf("job-%d-task-%d", j.ID, t.TaskIndex), t.Price, unix(a.now), j.Image, j.ID, t.TaskIndex).Scan(&id); err != nil {
+		return err
+	}
+	for _, g := range t.GPUs {
+		if _, err := a.tx.ExecContext(ctx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g, id); err != nil {
+			return err
+		}
+	}
+	if _, err := a.tx.ExecContext(ctx, `UPDATE job_tasks SET status = 'running', attempts = attempts + 1, instance_id = ?, exit_code = NULL WHERE job_id = ? AND task_index = ?`,
+		id, j.ID, t.TaskIndex); err != nil {
+		return err
+	}
+	if _, err := a.tx.ExecContext(ctx, `UPDATE jobs SET status = 'running', unpaid_noted_at = NULL WHERE id = ?`, j.ID); err != nil {
+		return err
+	}
+	if err := bumpNode(ctx, a.tx, t.Node); err != nil {
+		return err
+	}
+	a.nodes = append(a.nodes, t.Node)
+	return nil
+}
+
+func (a *applier) reminders(ctx context.Context, plan scheduler.Decisions) error {
+	for _, rm := range plan.Reminders {
+		flag := "reminded_start"
+		if rm.Kind == gpuportal.NoteReservationEnds {
+			flag = "reminded_end"
+		}
+		r, err := reservationFor(ctx, a.tx, nil, rm.ReservationID)
+		if err != nil {
+			return err
+		}
+		if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET `+flag+` = 1 WHERE id = ?`, r.ID); err != nil {
+			return fmt.Errorf("reservation %d: %w", r.ID, err)
+		}
+		if err := a.db.notify(ctx, a.tx, r.UserID, rm.Kind, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region, Count: r.Count, Start: r.Start, End: r.End}); err != nil {
+			return fmt.Errorf("reservation %d: %w", r.ID, err)
+		}
+	}
+	return nil
+}

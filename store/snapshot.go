@@ -1,0 +1,453 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"gpuportal"
+	"gpuportal/scheduler"
+)
+
+// loadSnapshot reads what the planner decides over (scheduler.Snapshot):
+// every pool's counts, the reservations, instances, accounts, jobs and
+// waitlist entries something may be due for, and the GPUs of the pools
+// the planner will look into (scheduler.DetailNeeded). With nothing due it
+// reads a handful of small aggregates.
+func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (scheduler.Snapshot, error) {
+	s := scheduler.Snapshot{Pools: map[scheduler.PoolKey]*scheduler.Pool{}, Owners: map[int64]scheduler.Owner{},
+		JobGPUs: map[scheduler.UserPool]int{}, FreeHours: map[scheduler.PoolKey]map[int64]int{}}
+	steps := []struct {
+		name string
+		load func(context.Context, *sql.Tx, time.Time, *scheduler.Snapshot) error
+	}{
+		{"pools", db.loadPoolCounts},
+		{"reservations", db.loadDueReservations},
+		{"pending instances", db.loadPending},
+		{"lost instances", db.loadLost},
+		{"accounts", db.loadAccounts},
+		{"jobs", db.loadJobs},
+		{"waitlist", db.loadWaitlist},
+	}
+	for _, step := range steps {
+		if err := step.load(ctx, tx, now, &s); err != nil {
+			return s, fmt.Errorf("load %s: %w", step.name, err)
+		}
+	}
+	for _, key := range scheduler.DetailNeeded(s, now) {
+		if err := loadPoolDetail(ctx, tx, s.Pools[key]); err != nil {
+			return s, fmt.Errorf("load pool %s/%s: %w", key.Model, key.Region, err)
+		}
+	}
+	return s, nil
+}
+
+// poolOf returns the snapshot's pool for key, reading its model, policy
+// and booked hours the first time.
+func (db *DB) poolOf(ctx context.Context, q queryer, s *scheduler.Snapshot, key scheduler.PoolKey, now time.Time) (*scheduler.Pool, error) {
+	if pl := s.Pools[key]; pl != nil {
+		return pl, nil
+	}
+	pl, err := db.loadPool(ctx, q, key, now)
+	if err != nil {
+		return nil, err
+	}
+	s.Pools[key] = pl
+	return pl, nil
+}
+
+// loadPool reads one pool's counts (scheduler.Pool without its detail).
+func (db *DB) loadPool(ctx context.Context, q queryer, key scheduler.PoolKey, now time.Time) (*scheduler.Pool, error) {
+	m, policy, err := db.catalogEntry(ctx, q, key.Model, key.Region)
+	if err != nil {
+		return nil, err
+	}
+	pl := &scheduler.Pool{Key: key, Model: *m, Policy: policy}
+	if pl.Healthy, err = db.healthyGPUs(ctx, q, key.Model, key.Region); err != nil {
+		return nil, err
+	}
+	if pl.ReservedSoon, err = maxReserved(ctx, q, key.Model, key.Region, now, now.Add(scheduler.SpotHorizon(policy))); err != nil {
+		return nil, err
+	}
+	if pl.ReservedDay, err = maxReserved(ctx, q, key.Model, key.Region, now, now.Add(24*time.Hour)); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// loadPoolCounts reads every pool with GPUs or instances, and what its
+// instances hold and wait for (one aggregate over the live instances).
+func (db *DB) loadPoolCounts(ctx context.Context, tx *sql.Tx, now time.Time, s *scheduler.Snapshot) error {
+	keys, err := scanAll(ctx, tx, func(r *sql.Rows, k *scheduler.PoolKey) error {
+		return r.Scan(&k.Model, &k.Region)
+	}, `SELECT model_id, region_id FROM capacity`)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, err := db.poolOf(ctx, tx, s, k, now); err != nil {
+			return err
+		}
+	}
+	counts, err := instanceCounts(ctx, tx, "")
+	if err != nil {
+		return err
+	}
+	for _, c := range counts {
+		pl, err := db.poolOf(ctx, tx, s, c.key, now)
+		if err != nil {
+			return err
+		}
+		c.addTo(pl)
+	}
+	return nil
+}
+
+// livePool reads one pool with its detail (a spot launch's check).
+func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key scheduler.PoolKey, now time.Time) (*scheduler.Pool, error) {
+	pl, err := db.loadPool(ctx, tx, key, now)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := instanceCounts(ctx, tx, "AND model_id = ? AND region_id = ?", key.Model, key.Region)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range counts {
+		c.addTo(pl)
+	}
+	return pl, loadPoolDetail(ctx, tx, pl)
+}
+
+// instanceCount is the GPUs of live instances of one kind and state in a pool.
+type instanceCount struct {
+	key             scheduler.PoolKey
+	kind, status    string
+	placed, jobTask bool
+	gpus            int
+}
+
+func instanceCounts(ctx context.Context, q queryer, where string, args ...any) ([]instanceCount, error) {
+	return scanAll(ctx, q, func(r *sql.Rows, c *instanceCount) error {
+		return r.Scan(&c.key.Model, &c.key.Region, &c.kind, &c.status, &c.placed, &c.jobTask, &c.gpus)
+	}, `SELECT model_id, region_id, kind, status, node_id IS NOT NULL, job_id IS NOT NULL, sum(count) FROM instances
+		WHERE status IN ('pending', 'running', 'interrupting') `+where+` GROUP BY model_id, region_id, kind, status, node_id IS NOT NULL, job_id IS NOT NULL`, args...)
+}
+
+// addTo counts c into its pool: what placed instances hold, and what
+// on-demand and spot instances without notice hold or wait for.
+func (c instanceCount) addTo(pl *scheduler.Pool) {
+	if c.placed {
+		pl.Held += c.gpus
+	}
+	if c.status == gpuportal.InstanceInterrupting {
+		return
+	}
+	switch {
+	case c.kind == gpuportal.KindOnDemand && c.placed:
+		pl.OnDemand += c.gpus
+	case c.kind == gpuportal.KindOnDemand:
+		pl.OnDemandWait += c.gpus
+	case c.kind == gpuportal.KindSpot && c.placed:
+		pl.Spot += c.gpus
+	case c.kind == gpuportal.KindSpot && !c.jobTask:
+		pl.SpotWait += c.gpus
+	}
+}
+
+// loadPoolDetail reads a pool's GPUs, who holds them, which active
+// reservation each is assigned to, and its spot instances without notice.
+func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool) error {
+	gpus, err := scanAll(ctx, q, func(r *sql.Rows, g *scheduler.GPU) error { return r.Scan(&g.UUID, &g.Node) }, `SELECT g.uuid, g.node_id FROM gpus g JOIN nodes n ON n.id = g.node_id
+		WHERE g.model_id = ? AND n.region_id = ? AND g.healthy = 1 AND n.online = 1 AND n.drain = 0 ORDER BY g.node_id, g.idx`, pl.Key.Model, pl.Key.Region)
+	if err != nil {
+		return err
+	}
+	type owner struct {
+		gpu     string
+		id      int64
+		leaving bool
+	}
+	// Driven from the small tables of live assignments (CROSS JOIN keeps
+	// SQLite from starting at the ever-growing instances or reservations).
+	holders, err := scanAll(ctx, q, func(r *sql.Rows, o *owner) error { return r.Scan(&o.gpu, &o.id, &o.leaving) }, `SELECT ig.gpu_uuid, ig.instance_id, i.status = 'interrupting' FROM instance_gpus ig CROSS JOIN gpus g
+		JOIN instances i ON i.id = ig.instance_id WHERE g.uuid = ig.gpu_uuid AND g.model_id = ?`, pl.Key.Model)
+	if err != nil {
+		return err
+	}
+	reserved, err := scanAll(ctx, q, func(r *sql.Rows, o *owner) error { return r.Scan(&o.gpu, &o.id, &o.leaving) }, `SELECT rg.gpu_uuid, rg.reservation_id, 0 FROM reservation_gpus rg CROSS JOIN gpus g
+		JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active' WHERE g.uuid = rg.gpu_uuid AND g.model_id = ?`, pl.Key.Model)
+	if err != nil {
+		return err
+	}
+	index := make(map[string]int, len(gpus))
+	for k, g := range gpus {
+		index[g.UUID] = k
+	}
+	for _, o := range holders {
+		if k, ok := index[o.gpu]; ok {
+			gpus[k].Holder, gpus[k].Leaving = o.id, o.leaving
+		}
+	}
+	for _, o := range reserved {
+		if k, ok := index[o.gpu]; ok {
+			gpus[k].Reservation = o.id
+		}
+	}
+	spots, err := scanAll(ctx, q, func(r *sql.Rows, s *scheduler.Spot) error {
+		var started int64
+		err := r.Scan(&s.ID, &s.UserID, &s.Count, &s.Node, &started, &s.JobTask)
+		s.StartedAt = fromUnix(started)
+		return err
+	}, `SELECT id, user_id, count, node_id, coalesce(started_at, created_at), job_id IS NOT NULL FROM instances
+		WHERE model_id = ? AND region_id = ? AND kind = 'spot' AND status IN ('pending', 'running') AND node_id IS NOT NULL`, pl.Key.Model, pl.Key.Region)
+	if err != nil {
+		return err
+	}
+	pl.GPUs, pl.Spots, pl.Detailed = gpus, spots, true
+	return nil
+}
+
+// loadDueReservations reads the reservations the planner may act on:
+// ending, starting, short of GPUs failed nodes held, or near a reminder.
+func (db *DB) loadDueReservations(ctx context.Context, tx *sql.Tx, now time.Time, s *scheduler.Snapshot) error {
+	lost := map[int64]int{}
+	type lostRow struct {
+		id int64
+		n  int
+	}
+	rows, err := scanAll(ctx, tx, func(r *sql.Rows, l *lostRow) error { return r.Scan(&l.id, &l.n) }, `SELECT rg.reservation_id, count(*) FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid JOIN nodes n ON n.id = g.node_id
+		JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'
+		WHERE n.online = 0 OR g.healthy = 0 GROUP BY rg.reservation_id`)
+	if err != nil {
+		return err
+	}
+	var lostIDs []any
+	for _, l := range rows {
+		lost[l.id] = l.n
+		lostIDs = append(lostIDs, l.id)
+	}
+	query := `SELECT id, user_id, model_id, region_id, count, start_at, end_at, status, reminded_start, reminded_end FROM reservations
+		WHERE status IN ('confirmed', 'active') AND (end_at <= ? OR (status = 'confirmed' AND start_at <= ?)
+		OR (reminded_start = 0 AND start_at > ? AND start_at <= ?) OR (reminded_end = 0 AND end_at > ? AND end_at <= ?)`
+	args := []any{unix(now), unix(now), unix(now), unix(now.Add(scheduler.StartReminderLead)), unix(now), unix(now.Add(scheduler.EndReminderLead))}
+	if len(lostIDs) > 0 {
+		query += ` OR id IN (?` + repeatArg(len(lostIDs)-1) + `)`
+		args = append(args, lostIDs...)
+	}
+	query += `) ORDER BY start_at, id`
+	list, err := scanAll(ctx, tx, func(r *sql.Rows, res *scheduler.Reservation) error {
+		var start, end int64
+		err := r.Scan(&res.ID, &res.UserID, &res.Pool.Model, &res.Pool.Region, &res.Count, &start, &end, &res.Status, &res.RemindedStart, &res.RemindedEnd)
+		res.Start, res.End = fromUnix(start), fromUnix(end)
+		res.Lost = lost[res.ID]
+		return err
+	}, query, args...)
+	if err != nil {
+		return err
+	}
+	for _, r := range list {
+		if _, err := db.poolOf(ctx, tx, s, r.Pool, now); err != nil {
+			return err
+		}
+	}
+	s.Reservations = list
+	return nil
+}
+
+// repeatArg is ", ?" n times.
+func repeatArg(n int) string {
+	out := make([]byte, 0, 3*n)
+	for range n {
+		out = append(out, ", ?"...)
+	}
+	return string(out)
+}
+
+// loadPending reads the instances waiting for a place: reserved ones
+// first, then on-demand, then spot, oldest first.
+func (db *DB) loadPending(ctx context.Context, tx *sql.Tx, now time.Time, s *scheduler.Snapshot) error {
+	list, err := scanAll(ctx, tx, func(r *sql.Rows, i *scheduler.PendingInstance) error {
+		return r.Scan(&i.ID, &i.UserID, &i.Kind, &i.Pool.Model, &i.Pool.Region, &i.Count, &i.ReservationID, &i.LastNode, &i.Restarts)
+	}, `SELECT id, user_id, kind, model_id, region_id, count, coalesce(reservation_id, 0), coalesce(last_node_id, ''), restarts
+		FROM instances WHERE status = 'pending' AND node_id IS NULL AND stop_requested_at IS NULL
+		ORDER BY CASE kind WHEN 'reserved' THEN 0 WHEN 'on_demand' THEN 1 ELSE 2 END, id`)
+	if err != nil {
+		return err
+	}
+	for _, i := range list {
+		if _, err := db.poolOf(ctx, tx, s, i.Pool, now); err != nil {
+			return err
+		}
+	}
+	s.Pending = list
+	return nil
+}
+
+// loadLost reads the live instances of offline nodes.
+func (db *DB) loadLost(ctx context.Context, tx *sql.Tx, _ time.Time, s *scheduler.Snapshot) error {
+	var err error
+	s.Lost, err = scanAll(ctx, tx, func(r *sql.Rows, i *scheduler.LostInstance) error { return r.Scan(&i.ID, &i.Kind, &i.Interrupting) }, `SELECT id, kind, status = 'interrupting' FROM instances WHERE status IN ('pending', 'running', 'interrupting')
+		AND node_id IN (SELECT id FROM nodes WHERE online = 0) ORDER BY id`)
+	return err
+}
+
+// loadAccounts reads the balance of every user whose spot or on-demand
+// instances run.
+func (db *DB) loadAccounts(ctx context.Context, tx *sql.Tx, now time.Time, s *scheduler.Snapshot) error {
+	users, err := scanAll(ctx, tx, func(r *sql.Rows, a *scheduler.Account) error { return r.Scan(&a.UserID, &a.Stoppable) }, `SELECT user_id, sum(CASE WHEN status IN ('pending', 'running') THEN 1 ELSE 0 END) FROM instances
+		WHERE kind IN ('spot', 'on_demand') AND status IN ('pending', 'running', 'interrupting') AND stop_requested_at IS NULL GROUP BY user_id ORDER BY user_id`)
+	if err != nil {
+		return err
+	}
+	for k := range users {
+		a := &users[k]
+		if a.Balance, err = db.balanceIn(ctx, tx, a.UserID, now); err != nil {
+			return err
+		}
+		var noted sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT low_balance_noted_at FROM users WHERE id = ?`, a.UserID).Scan(&noted); err != nil {
+			return err
+		}
+		a.LowNoted = noted.Valid
+	}
+	s.Accounts = users
+	return nil
+}
+
+// loadJobs reads the jobs with queued tasks and, for those whose pool has
+// a GPU idle at all, their live attempts, next queued tasks and what their
+// owners may still start.
+func (db *DB) loadJobs(ctx context.Context, tx *sql.Tx, now time.Time, s *scheduler.Snapshot) error {
+	jobs, err := scanAll(ctx, tx, func(r *sql.Rows, j *scheduler.JobQueue) error {
+		return r.Scan(&j.ID, &j.UserID, &j.Pool.Model, &j.Pool.Region, &j.Kind, &j.GPUsPerTask, &j.MaxParallel, &j.OnDemandWorkers, &j.UnpaidNoted)
+	}, `SELECT id, user_id, model_id, region_id, kind, gpus_per_task, max_parallel, on_demand_workers, unpaid_noted_at IS NOT NULL
+		FROM jobs WHERE status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM job_tasks t WHERE t.status = 'queued' AND t.job_id = jobs.id) ORDER BY id`)
+	if err != nil {
+		return err
+	}
+	var startable []scheduler.JobQueue
+	for _, j := range jobs {
+		pl, err := db.poolOf(ctx, tx, s, j.Pool, now)
+		if err != nil {
+			return err
+		}
+		if scheduler.JobMayStart(pl, j) {
+			startable = append(startable, j)
+		}
+	}
+	if len(startable) == 0 {
+		return nil
+	}
+	type live struct {
+		job, user int64
+		kind      string
+		pool      scheduler.PoolKey
+		n, gpus   int
+	}
+	lives, err := scanAll(ctx, tx, func(r *sql.Rows, l *live) error {
+		return r.Scan(&l.job, &l.user, &l.kind, &l.pool.Model, &l.pool.Region, &l.n, &l.gpus)
+	}, `SELECT job_id, user_id, kind, model_id, region_id, count(*), sum(count) FROM instances
+		WHERE job_id IS NOT NULL AND status IN ('pending', 'running', 'interrupting') GROUP BY job_id, user_id, kind, model_id, region_id`)
+	if err != nil {
+		return err
+	}
+	for _, l := range lives {
+		s.JobGPUs[scheduler.UserPool{User: l.user, Pool: l.pool}] += l.gpus
+		for k := range startable {
+			if startable[k].ID != l.job {
+				continue
+			}
+			if l.kind == gpuportal.KindOnDemand {
+				startable[k].LiveOnDemand += l.n
+			} else {
+				startable[k].LiveSpot += l.n
+			}
+		}
+	}
+	for k := range startable {
+		j := &startable[k]
+		room := j.MaxParallel - j.LiveSpot - j.LiveOnDemand
+		if room <= 0 {
+			continue
+		}
+		if j.Queued, err = scanAll(ctx, tx, func(r *sql.Rows, q *scheduler.QueuedTask) error { return r.Scan(&q.Index, &q.LastNode) }, `SELECT t.task_index, coalesce(i.node_id, '') FROM job_tasks t LEFT JOIN instances i ON i.id = t.instance_id
+			WHERE t.job_id = ? AND t.status = 'queued' ORDER BY t.task_index LIMIT ?`, j.ID, room); err != nil {
+			return err
+		}
+		if _, seen := s.Owners[j.UserID]; seen {
+			continue
+		}
+		b, err := db.balanceIn(ctx, tx, j.UserID, now)
+		if err != nil {
+			return err
+		}
+		quotas, err := db.quotasOf(ctx, tx, j.UserID)
+		if err != nil {
+			return err
+		}
+		running, err := db.runningGPUsOf(ctx, tx, j.UserID)
+		if err != nil {
+			return err
+		}
+		s.Owners[j.UserID] = scheduler.Owner{Available: b.Available, GPURoom: quotas.MaxRunningGPUs - running}
+	}
+	s.Jobs = startable
+	return nil
+}
+
+// loadWaitlist reads the entries waiting or holding an offer that has
+// lapsed, and the free reservable GPUs of every hour they ask for.
+func (db *DB) loadWaitlist(ctx context.Context, tx *sql.Tx, now time.Time, s *scheduler.Snapshot) error {
+	entries, err := scanAll(ctx, tx, func(r *sql.Rows, w *scheduler.WaitEntry) error {
+		var start, end, expires int64
+		err := r.Scan(&w.ID, &w.UserID, &w.Pool.Model, &w.Pool.Region, &w.Count, &start, &end, &w.Status, &expires, &w.AutoBook)
+		w.Start, w.End, w.OfferExpires = fromUnix(start), fromUnix(end), fromUnix(expires)
+		return err
+	}, `SELECT id, user_id, model_id, region_id, count, start_at, end_at, status, coalesce(offer_expires_at, 0), auto_book
+		FROM waitlist_entries WHERE status = 'waiting' OR (status = 'offered' AND offer_expires_at <= ?) ORDER BY id`, unix(now))
+	if err != nil {
+		return err
+	}
+	span := map[scheduler.PoolKey][2]time.Time{}
+	for _, w := range entries {
+		sp, seen := span[w.Pool]
+		if !seen || w.Start.Before(sp[0]) {
+			sp[0] = w.Start
+		}
+		if !seen || w.End.After(sp[1]) {
+			sp[1] = w.End
+		}
+		span[w.Pool] = sp
+	}
+	for key, sp := range span {
+		pl, err := db.poolOf(ctx, tx, s, key, now)
+		if err != nil {
+			return err
+		}
+		capacity, err := db.reservableNow(ctx, tx, key.Model, key.Region, pl.Policy, false)
+		if err != nil {
+			return err
+		}
+		free := map[int64]int{}
+		for _, h := range scheduler.Hours(sp[0], sp[1]) {
+			free[h.Unix()] = capacity
+		}
+		type usage struct {
+			hour     int64
+			reserved int
+		}
+		rows, err := scanAll(ctx, tx, func(r *sql.Rows, u *usage) error { return r.Scan(&u.hour, &u.reserved) }, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?`,
+			key.Model, key.Region, unix(sp[0]), unix(sp[1]))
+		if err != nil {
+			return err
+		}
+		for _, u := range rows {
+			free[u.hour] = capacity - u.reserved
+		}
+		s.FreeHours[key] = free
+	}
+	s.Waitlist = entries
+	return nil
+}
