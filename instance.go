@@ -259,3 +259,22 @@ func PackAcrossNodes(nodes []FreeGPUs, count int) ([]string, bool) {
 	}
 	return out, len(out) == count
 }
+
+// WorkloadOutcome is how an instance's run ended, from its agent's report
+// of the exit: interrupted when it had its notice — except a job's task
+// that finished its work (exit 0) during the notice, which succeeded, as
+// running it again would do it twice; stopped when its owner (or the
+// platform) asked; failed on an error or a non-zero exit; stopped when it
+// simply exited 0.
+func WorkloadOutcome(i *Instance, stopAsked bool, r WorkloadStatus) string {
+	doneInNotice := i.JobID != nil && r.Signal == "" && r.ExitCode != nil && *r.ExitCode == 0
+	switch {
+	case i.Status == InstanceInterrupting && !doneInNotice:
+		return InstanceInterrupted
+	case stopAsked:
+		return InstanceStopped
+	case r.Error != "" || (r.ExitCode != nil && *r.ExitCode != 0):
+		return InstanceFailed
+	}
+	return InstanceStopped
+}

@@ -102,3 +102,30 @@ func TestBilling(t *testing.T) {
 		t.Errorf("RunCost = %d; want 13", c)
 	}
 }
+
+func TestWorkloadOutcome(t *testing.T) {
+	code := func(n int) *int { return &n }
+	job := int64(4)
+	for _, tc := range []struct {
+		name      string
+		inst      Instance
+		stopAsked bool
+		report    WorkloadStatus
+		want      string
+	}{
+		{"exit 0", Instance{Status: InstanceRunning}, false, WorkloadStatus{ExitCode: code(0)}, InstanceStopped},
+		{"exit 1", Instance{Status: InstanceRunning}, false, WorkloadStatus{ExitCode: code(1)}, InstanceFailed},
+		{"runtime error", Instance{Status: InstancePending}, false, WorkloadStatus{Error: "image not found"}, InstanceFailed},
+		{"stopped by its owner", Instance{Status: InstanceRunning}, true, WorkloadStatus{ExitCode: code(143), Signal: "SIGTERM"}, InstanceStopped},
+		{"interrupted", Instance{Status: InstanceInterrupting}, false, WorkloadStatus{ExitCode: code(143), Signal: "SIGTERM"}, InstanceInterrupted},
+		{"interrupted spot that exited 0", Instance{Status: InstanceInterrupting}, false, WorkloadStatus{ExitCode: code(0)}, InstanceInterrupted},
+		{"job task done during its notice", Instance{Status: InstanceInterrupting, JobID: &job}, false, WorkloadStatus{ExitCode: code(0)}, InstanceStopped},
+		{"job task killed at its deadline", Instance{Status: InstanceInterrupting, JobID: &job}, false, WorkloadStatus{ExitCode: code(0), Signal: "SIGKILL"}, InstanceInterrupted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := WorkloadOutcome(&tc.inst, tc.stopAsked, tc.report); got != tc.want {
+				t.Fatalf("outcome = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

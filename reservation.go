@@ -121,12 +121,35 @@ func CancellationFee(price Fen, tiers []CancellationTier, start, now time.Time) 
 	return fee, price - fee
 }
 
+// CreditWindow is how long a late cancellation counts against a user's
+// credit.
+const CreditWindow = 30 * 24 * time.Hour
+
+// CancellationPreview is what cancelling a reservation now would cost.
+type CancellationPreview struct {
+	Fee        Fen  `json:"fee_fen"`
+	Refund     Fen  `json:"refund_fen"`
+	FeePercent int  `json:"fee_percent"`
+	Late       bool `json:"late_cancellation"`
+}
+
+// PreviewCancellation is the fee and refund of cancelling r at now under
+// the tiers it was booked with; a cancellation with a fee is late.
+func PreviewCancellation(r *Reservation, now time.Time) CancellationPreview {
+	fee, refund := CancellationFee(r.Price, r.CancellationTiers, r.Start, now)
+	p := CancellationPreview{Fee: fee, Refund: refund, Late: fee > 0}
+	if r.Price > 0 {
+		p.FeePercent = int(fee * 100 / r.Price)
+	}
+	return p
+}
+
 // CreditBlockedUntil applies the late-cancellation limit: given the times
 // of a user's late (fee-bearing) cancellations, it returns the time from
 // which they may book again, or the zero time when they may book now. More
 // than limit late cancellations in the trailing 30 days block booking.
 func CreditBlockedUntil(lateCancels []time.Time, limit int, now time.Time) time.Time {
-	const window = 30 * 24 * time.Hour
+	const window = CreditWindow
 	var recent []time.Time
 	for _, t := range lateCancels {
 		if now.Sub(t) < window && !t.After(now) {

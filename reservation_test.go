@@ -173,3 +173,38 @@ func TestPoliciesFor(t *testing.T) {
 		t.Errorf("a100 policy = %+v", a)
 	}
 }
+
+func TestPreviewCancellation(t *testing.T) {
+	start := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
+	r := &Reservation{Price: 16000, Start: start, CancellationTiers: DefaultPolicies().Global.CancellationTiers}
+	for _, tc := range []struct {
+		before time.Duration
+		want   CancellationPreview
+	}{
+		{25 * time.Hour, CancellationPreview{Fee: 0, Refund: 16000}},
+		{24 * time.Hour, CancellationPreview{Fee: 0, Refund: 16000}},
+		{23 * time.Hour, CancellationPreview{Fee: 8000, Refund: 8000, FeePercent: 50, Late: true}},
+		{time.Hour, CancellationPreview{Fee: 16000, Refund: 0, FeePercent: 100, Late: true}},
+	} {
+		if got := PreviewCancellation(r, start.Add(-tc.before)); got != tc.want {
+			t.Errorf("%s before the start: %+v, want %+v", tc.before, got, tc.want)
+		}
+	}
+}
+
+func TestOfferExpiry(t *testing.T) {
+	now := time.Date(2026, 12, 8, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		start time.Time
+		claim int
+		want  time.Time
+	}{
+		{now.Add(5 * time.Hour), 30, now.Add(30 * time.Minute)},
+		{now.Add(20 * time.Minute), 30, now.Add(20 * time.Minute)}, // never past the start
+		{now.Add(5 * time.Hour), 600, now.Add(5 * time.Hour)},
+	} {
+		if got := OfferExpiry(now, tc.start, tc.claim); !got.Equal(tc.want) {
+			t.Errorf("start %s claim %d min: %s, want %s", tc.start, tc.claim, got, tc.want)
+		}
+	}
+}

@@ -150,6 +150,9 @@ type planner struct {
 // reminders go out. It changes the snapshot's pools as it decides.
 func Plan(s Snapshot, now time.Time) Decisions {
 	p := &planner{s: s, now: now, stopped: map[int64]bool{}}
+	for _, pl := range s.Pools {
+		derive(pl, now)
+	}
 	p.reservations()
 	p.lostWork()
 	p.balances()
@@ -188,6 +191,7 @@ func DetailNeeded(s Snapshot, now time.Time) []PoolKey {
 		need[i.Pool] = true
 	}
 	for key, pl := range s.Pools {
+		derive(pl, now)
 		if notice(pl) > 0 || pl.SpotWait > spotRoom(pl) {
 			need[key] = true
 		}

@@ -108,7 +108,8 @@ func (p *planner) interrupt(pl *Pool, id int64, reason string) {
 // SpotLaunchFits reports whether a spot launch of count GPUs can run now
 // (the pool's detail loaded): on idle GPUs that stay safe past the
 // horizon, or on GPUs job tasks hold — they give way to it (fair share).
-func SpotLaunchFits(pl *Pool, count int) bool {
+func SpotLaunchFits(pl *Pool, count int, now time.Time) bool {
+	derive(pl, now)
 	if spotRoom(pl) >= count {
 		if _, _, ok := placeSpot(pl, count, ""); ok {
 			return true
@@ -124,4 +125,7 @@ func SpotLaunchFits(pl *Pool, count int) bool {
 }
 
 // SpotRoom is how many GPUs a spot instance may take now.
-func SpotRoom(pl *Pool) int { return spotRoom(pl) }
+func SpotRoom(pl *Pool, now time.Time) int {
+	derive(pl, now)
+	return spotRoom(pl)
+}

@@ -51,8 +51,12 @@ type Pool struct {
 	Model  gpuportal.Model
 	Policy gpuportal.Policy
 
-	Healthy      int // healthy GPUs on online, non-draining nodes
-	Held         int // GPUs placed instances hold
+	Healthy int // healthy GPUs on online, non-draining nodes
+	Held    int // GPUs placed instances hold
+	// Booked is the GPUs confirmed reservations (and held waitlist
+	// offers) take in each hour of the next day, by the hour's Unix time.
+	Booked map[int64]int
+	// Derived from Booked by the planner (see derive).
 	ReservedSoon int // most GPUs reserved in any hour of the spot horizon
 	ReservedDay  int // most GPUs reserved in any hour of the next 24 h
 	OnDemand     int // GPUs of placed on-demand instances
@@ -173,4 +177,26 @@ func Hours(start, end time.Time) []time.Time {
 // the scheduler's next tick.
 func SpotHorizon(p gpuportal.Policy) time.Duration {
 	return time.Duration(p.SpotNoticeSeconds+p.SpotGraceSeconds+60) * time.Second
+}
+
+// BookedAhead is how far ahead a pool's Booked hours must reach.
+const BookedAhead = 24 * time.Hour
+
+// reservedWithin is the most GPUs booked in any hour that overlaps
+// [now, now+d].
+func reservedWithin(pl *Pool, now time.Time, d time.Duration) int {
+	most := 0
+	for t := now.Truncate(time.Hour); !t.After(now.Add(d)); t = t.Add(time.Hour) {
+		most = max(most, pl.Booked[t.Unix()])
+	}
+	return most
+}
+
+// derive sets what the planner reads of the reservation book: the most
+// GPUs booked within the spot horizon (a notice goes out when a booked
+// hour comes within it) and within the next day (what on-demand launches
+// must leave).
+func derive(pl *Pool, now time.Time) {
+	pl.ReservedSoon = reservedWithin(pl, now, SpotHorizon(pl.Policy))
+	pl.ReservedDay = reservedWithin(pl, now, BookedAhead)
 }

@@ -192,9 +192,9 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 			}
 			// Job tasks give their GPUs to a spot launch (the scheduler
 			// gives them notice and they queue again).
-			if !scheduler.SpotLaunchFits(pl, req.Count) {
+			if !scheduler.SpotLaunchFits(pl, req.Count, now) {
 				return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for.",
-					req.Model, scheduler.SpotRoom(pl), req.Count)
+					req.Model, scheduler.SpotRoom(pl, now), req.Count)
 			}
 		case gpuportal.KindReserved:
 			price = 0
@@ -396,18 +396,7 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 				if err := tx.QueryRowContext(ctx, `SELECT stop_requested_at FROM instances WHERE id = ?`, i.ID).Scan(&stopAsked); err != nil {
 					return err
 				}
-				outcome := gpuportal.InstanceStopped
-				// A job's task that finished its work during its notice
-				// succeeded: running it again would do it twice.
-				doneInNotice := i.JobID != nil && r.Signal == "" && r.ExitCode != nil && *r.ExitCode == 0
-				switch {
-				case i.Status == gpuportal.InstanceInterrupting && !doneInNotice:
-					outcome = gpuportal.InstanceInterrupted
-				case stopAsked.Valid:
-					outcome = gpuportal.InstanceStopped
-				case r.Error != "" || (r.ExitCode != nil && *r.ExitCode != 0):
-					outcome = gpuportal.InstanceFailed
-				}
+				outcome := gpuportal.WorkloadOutcome(i, stopAsked.Valid, r)
 				// A reserved instance's GPUs stay its reservation's: taking
 				// them out of service would move (or refund) the booking
 				// for what its own owner left running on them.

@@ -8,14 +8,6 @@ import (
 	"time"
 )
 
-// maxReserved is the most GPUs reserved in any hour that overlaps [from, to].
-func maxReserved(ctx context.Context, q queryer, model, region string, from, to time.Time) (int, error) {
-	var n int
-	err := q.QueryRowContext(ctx, `SELECT coalesce(max(reserved), 0) FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour <= ?`,
-		model, region, unix(from.Truncate(time.Hour)), unix(to)).Scan(&n)
-	return n, err
-}
-
 // SafeUntil is the earliest hour at which the reservation book would
 // reclaim GPUs from spot instances if one more of k GPUs ran now (k = 0:
 // as things are). Nil when nothing booked in the next 90 days would. It

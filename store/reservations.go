@@ -279,7 +279,7 @@ func releaseCapacity(ctx context.Context, tx *sql.Tx, model, region string, star
 // days than the policy allows, telling them when they can book again.
 func (db *DB) checkCredit(ctx context.Context, q queryer, userID int64, p gpuportal.Policy, now time.Time) error {
 	rows, err := db.rows(ctx, q, `SELECT cancelled_at FROM reservations WHERE user_id = ? AND late_cancel = 1 AND cancelled_at > ?`,
-		userID, unix(now.Add(-30*24*time.Hour)))
+		userID, unix(now.Add(-gpuportal.CreditWindow)))
 	if err != nil {
 		return fmt.Errorf("read late cancellations: %w", err)
 	}
@@ -405,12 +405,7 @@ func reservationFor(ctx context.Context, q queryer, user *gpuportal.User, id int
 }
 
 // CancellationPreview is what cancelling now would cost.
-type CancellationPreview struct {
-	Fee        gpuportal.Fen `json:"fee_fen"`
-	Refund     gpuportal.Fen `json:"refund_fen"`
-	FeePercent int           `json:"fee_percent"`
-	Late       bool          `json:"late_cancellation"`
-}
+type CancellationPreview = gpuportal.CancellationPreview
 
 // PreviewCancellation tells the fee and refund of cancelling now, under the
 // tiers the reservation was booked with.
@@ -422,16 +417,7 @@ func (db *DB) PreviewCancellation(ctx context.Context, user *gpuportal.User, id 
 	if err := cancellable(r); err != nil {
 		return r, CancellationPreview{}, err
 	}
-	return r, preview(r, db.now()), nil
-}
-
-func preview(r *gpuportal.Reservation, now time.Time) CancellationPreview {
-	fee, refund := gpuportal.CancellationFee(r.Price, r.CancellationTiers, r.Start, now)
-	p := CancellationPreview{Fee: fee, Refund: refund, Late: fee > 0}
-	if r.Price > 0 {
-		p.FeePercent = int(fee * 100 / r.Price)
-	}
-	return p
+	return r, gpuportal.PreviewCancellation(r, db.now()), nil
 }
 
 func cancellable(r *gpuportal.Reservation) error {
@@ -457,7 +443,7 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 			return err
 		}
 		now := db.now()
-		p := preview(r, now)
+		p := gpuportal.PreviewCancellation(r, now)
 		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = 'cancelled', cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ? WHERE id = ?`,
 			unix(now), p.Fee, p.Refund, p.Late, r.ID); err != nil {
 			return fmt.Errorf("cancel reservation: %w", err)

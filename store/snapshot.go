@@ -67,11 +67,19 @@ func (db *DB) loadPool(ctx context.Context, q queryer, key scheduler.PoolKey, no
 	if pl.Healthy, err = db.healthyGPUs(ctx, q, key.Model, key.Region); err != nil {
 		return nil, err
 	}
-	if pl.ReservedSoon, err = maxReserved(ctx, q, key.Model, key.Region, now, now.Add(scheduler.SpotHorizon(policy))); err != nil {
+	type hour struct {
+		at       int64
+		reserved int
+	}
+	booked, err := scanAll(ctx, q, func(r *sql.Rows, h *hour) error { return r.Scan(&h.at, &h.reserved) },
+		`SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour <= ? AND reserved > 0`,
+		key.Model, key.Region, unix(now.Truncate(time.Hour)), unix(now.Add(scheduler.BookedAhead)))
+	if err != nil {
 		return nil, err
 	}
-	if pl.ReservedDay, err = maxReserved(ctx, q, key.Model, key.Region, now, now.Add(24*time.Hour)); err != nil {
-		return nil, err
+	pl.Booked = make(map[int64]int, len(booked))
+	for _, h := range booked {
+		pl.Booked[h.at] = h.reserved
 	}
 	return pl, nil
 }
