@@ -128,39 +128,36 @@ func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key scheduler.PoolKey, n
 	return pl, loadPoolDetail(ctx, tx, pl)
 }
 
-// instanceCount is the GPUs of live instances of one kind and state in a pool.
+// instanceCount is the GPUs of live instances of one kind and status in
+// a pool: placed, waiting, and waiting outside any job.
 type instanceCount struct {
-	key             scheduler.PoolKey
-	kind, status    string
-	placed, jobTask bool
-	gpus            int
+	key                             scheduler.PoolKey
+	kind, status                    string
+	placed, waiting, waitingPlainly int
 }
 
 func instanceCounts(ctx context.Context, q queryer, where string, args ...any) ([]instanceCount, error) {
 	return scanAll(ctx, q, func(r *sql.Rows, c *instanceCount) error {
-		return r.Scan(&c.key.Model, &c.key.Region, &c.kind, &c.status, &c.placed, &c.jobTask, &c.gpus)
-	}, `SELECT model_id, region_id, kind, status, node_id IS NOT NULL, job_id IS NOT NULL, sum(count) FROM instances
-		WHERE status IN ('pending', 'running', 'interrupting') `+where+` GROUP BY model_id, region_id, kind, status, node_id IS NOT NULL, job_id IS NOT NULL`, args...)
+		return r.Scan(&c.status, &c.kind, &c.key.Model, &c.key.Region, &c.placed, &c.waiting, &c.waitingPlainly)
+	}, `SELECT status, kind, model_id, region_id, sum(CASE WHEN node_id IS NOT NULL THEN count ELSE 0 END),
+		sum(CASE WHEN node_id IS NULL THEN count ELSE 0 END), sum(CASE WHEN node_id IS NULL AND job_id IS NULL THEN count ELSE 0 END)
+		FROM instances WHERE status IN ('pending', 'running', 'interrupting') `+where+` GROUP BY status, kind, model_id, region_id`, args...)
 }
 
 // addTo counts c into its pool: what placed instances hold, and what
 // on-demand and spot instances without notice hold or wait for.
 func (c instanceCount) addTo(pl *scheduler.Pool) {
-	if c.placed {
-		pl.Held += c.gpus
-	}
+	pl.Held += c.placed
 	if c.status == gpuportal.InstanceInterrupting {
 		return
 	}
-	switch {
-	case c.kind == gpuportal.KindOnDemand && c.placed:
-		pl.OnDemand += c.gpus
-	case c.kind == gpuportal.KindOnDemand:
-		pl.OnDemandWait += c.gpus
-	case c.kind == gpuportal.KindSpot && c.placed:
-		pl.Spot += c.gpus
-	case c.kind == gpuportal.KindSpot && !c.jobTask:
-		pl.SpotWait += c.gpus
+	switch c.kind {
+	case gpuportal.KindOnDemand:
+		pl.OnDemand += c.placed
+		pl.OnDemandWait += c.waiting
+	case gpuportal.KindSpot:
+		pl.Spot += c.placed
+		pl.SpotWait += c.waitingPlainly
 	}
 }
 
