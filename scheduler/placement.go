@@ -18,7 +18,7 @@ func (p *planner) preempt() {
 		if !pl.Detailed {
 			continue
 		}
-		forRes := forReservations(pl)
+		forRes := forReservations(pl, p.now)
 		if total := forRes + pl.OnDemandWait; total > 0 {
 			covered := 0
 			for _, v := range gpuportal.ChooseVictims(p.spotCandidates(pl, false), total) {
@@ -30,7 +30,9 @@ func (p *planner) preempt() {
 				p.interrupt(pl, v.ID, reason)
 			}
 		}
-		if need := pl.SpotWait - spotRoom(pl); need > 0 {
+		// Job tasks already leaving count as gone (no second notice for
+		// the same wait).
+		if need := pl.SpotWait - roomAfterLeaving(pl); need > 0 {
 			for _, v := range gpuportal.ChooseVictims(p.spotCandidates(pl, true), need) {
 				p.interrupt(pl, v.ID, gpuportal.ReasonFairShare)
 			}

@@ -192,7 +192,7 @@ func DetailNeeded(s Snapshot, now time.Time) []PoolKey {
 	}
 	for key, pl := range s.Pools {
 		derive(pl, now)
-		if notice(pl) > 0 || pl.SpotWait > spotRoom(pl) {
+		if notice(pl, now) > 0 || pl.SpotWait > roomAfterLeaving(pl) {
 			need[key] = true
 		}
 	}

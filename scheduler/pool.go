@@ -8,17 +8,44 @@ import (
 )
 
 // forReservations is how many GPUs spot instances must give back for the
-// reservations of the spot horizon beside the on-demand instances.
-func forReservations(pl *Pool) int { return pl.ReservedSoon + pl.OnDemand + pl.Spot - pl.Healthy }
+// reservations of the spot horizon beside the on-demand instances — and
+// beside instances already leaving that will still be on their GPUs when
+// the next hour starts (a notice for other reasons shortly before a
+// booked hour).
+func forReservations(pl *Pool, now time.Time) int {
+	return pl.ReservedSoon + pl.OnDemand + pl.Spot + leavingAfter(pl, now.Truncate(time.Hour).Add(time.Hour)) - pl.Healthy
+}
 
 // notice is how many spot GPUs must get their notice now: for reservations
 // within the horizon and for on-demand instances waiting for GPUs.
-func notice(pl *Pool) int { return forReservations(pl) + pl.OnDemandWait }
+func notice(pl *Pool, now time.Time) int { return forReservations(pl, now) + pl.OnDemandWait }
 
-// spotRoom is how many more GPUs spot instances may take now without being
-// interrupted within the horizon.
-func spotRoom(pl *Pool) int {
+// leavingAfter is how many GPUs instances with notice still hold at t.
+func leavingAfter(pl *Pool, t time.Time) int {
+	n := 0
+	for _, l := range pl.Leaving {
+		if l.FreeAt.After(t) {
+			n += l.Count
+		}
+	}
+	return n
+}
+
+// roomAfterLeaving is how many more GPUs spot instances may hold without
+// being interrupted within the horizon, once those with notice are gone.
+func roomAfterLeaving(pl *Pool) int {
 	return max(0, pl.Healthy-pl.ReservedSoon-pl.OnDemand-pl.OnDemandWait-pl.Spot)
+}
+
+// spotRoom is how many more GPUs a spot instance may take now: what the
+// instances with notice free is promised already (to what waits for it,
+// or to the reservation it was given for).
+func spotRoom(pl *Pool) int {
+	n := 0
+	for _, l := range pl.Leaving {
+		n += l.Count
+	}
+	return max(0, roomAfterLeaving(pl)-n)
 }
 
 // jobRoom is how many GPUs job tasks may take now: spot room that no
@@ -101,8 +128,9 @@ func (p *planner) interrupt(pl *Pool, id int64, reason string) {
 			pl.GPUs[g].Leaving = true
 		}
 	}
-	p.out.Interrupt = append(p.out.Interrupt, Interruption{InstanceID: id, Node: s.Node, Reason: reason,
-		Deadline: p.now.Add(time.Duration(pl.Policy.SpotNoticeSeconds) * time.Second), Grace: pl.Policy.SpotGraceSeconds})
+	deadline := p.now.Add(time.Duration(pl.Policy.SpotNoticeSeconds) * time.Second)
+	pl.Leaving = append(pl.Leaving, Leaving{Count: s.Count, FreeAt: deadline.Add(time.Duration(pl.Policy.SpotGraceSeconds) * time.Second)})
+	p.out.Interrupt = append(p.out.Interrupt, Interruption{InstanceID: id, Node: s.Node, Reason: reason, Deadline: deadline, Grace: pl.Policy.SpotGraceSeconds})
 }
 
 // SpotLaunchFits reports whether a spot launch of count GPUs can run now

@@ -63,6 +63,9 @@ type Pool struct {
 	OnDemandWait int // GPUs of on-demand instances waiting for a place
 	Spot         int // GPUs of placed spot instances without notice
 	SpotWait     int // GPUs of spot instances (not job tasks) waiting for a place
+	// Leaving is the instances that have their notice: their GPUs are
+	// busy until the deadline and grace are over.
+	Leaving []Leaving
 
 	Detailed bool
 	GPUs     []GPU  // healthy GPUs on online, non-draining nodes, by node and index
@@ -75,6 +78,13 @@ type GPU struct {
 	Holder      int64 // the instance holding it; 0 when idle
 	Leaving     bool  // its holder has had its notice
 	Reservation int64 // the active reservation it is assigned to; 0 when none
+}
+
+// Leaving is an instance with notice: Count GPUs busy until FreeAt
+// (deadline + grace).
+type Leaving struct {
+	Count  int
+	FreeAt time.Time
 }
 
 // Spot is a placed spot instance without notice: a possible victim.

@@ -331,8 +331,9 @@ func scanReservation(row interface{ Scan(...any) error }) (*gpuportal.Reservatio
 
 // ReservationFilter narrows a reservation list.
 type ReservationFilter struct {
-	Status string // one status, or "" for all
-	Limit  int    // default 200, at most 1000
+	Status  string    // one status, or "" for all
+	StartAt time.Time // only those starting at this time, unless zero
+	Limit   int       // default 200, at most 1000
 }
 
 // Reservations lists the user's reservations (an admin's: everybody's),
@@ -352,6 +353,9 @@ func (db *DB) Reservations(ctx context.Context, user *gpuportal.User, f Reservat
 			return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "status", "Unknown status %q.", f.Status)
 		}
 		where, args = append(where, "status = ?"), append(args, f.Status)
+	}
+	if !f.StartAt.IsZero() {
+		where, args = append(where, "start_at = ?"), append(args, unix(f.StartAt))
 	}
 	rows, err := db.read.QueryContext(ctx, `SELECT `+reservationColumns+` FROM reservations WHERE `+strings.Join(where, " AND ")+
 		` ORDER BY start_at DESC, id DESC LIMIT ?`, append(args, f.Limit)...)

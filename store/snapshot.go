@@ -109,7 +109,35 @@ func (db *DB) loadPoolCounts(ctx context.Context, tx *sql.Tx, now time.Time, s *
 		}
 		c.addTo(pl)
 	}
+	leaving, err := leavingInstances(ctx, tx, "")
+	if err != nil {
+		return err
+	}
+	for _, l := range leaving {
+		pl, err := db.poolOf(ctx, tx, s, l.key, now)
+		if err != nil {
+			return err
+		}
+		pl.Leaving = append(pl.Leaving, l.Leaving)
+	}
 	return nil
+}
+
+type leavingInstance struct {
+	key scheduler.PoolKey
+	scheduler.Leaving
+}
+
+// leavingInstances lists the placed instances with notice and when their
+// GPUs free (deadline + grace).
+func leavingInstances(ctx context.Context, q queryer, where string, args ...any) ([]leavingInstance, error) {
+	return scanAll(ctx, q, func(r *sql.Rows, l *leavingInstance) error {
+		var free int64
+		err := r.Scan(&l.key.Model, &l.key.Region, &l.Count, &free)
+		l.FreeAt = fromUnix(free)
+		return err
+	}, `SELECT model_id, region_id, count, coalesce(deadline_at, 0) + coalesce(grace_seconds, 0) FROM instances
+		WHERE status = 'interrupting' AND node_id IS NOT NULL `+where+` ORDER BY id`, args...)
 }
 
 // livePool reads one pool with its detail (a spot launch's check).
@@ -124,6 +152,13 @@ func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key scheduler.PoolKey, n
 	}
 	for _, c := range counts {
 		c.addTo(pl)
+	}
+	leaving, err := leavingInstances(ctx, tx, "AND model_id = ? AND region_id = ?", key.Model, key.Region)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range leaving {
+		pl.Leaving = append(pl.Leaving, l.Leaving)
 	}
 	return pl, loadPoolDetail(ctx, tx, pl)
 }

@@ -157,10 +157,17 @@ func Open(ctx context.Context, dsn string, clock gpuportal.Clock) (*DB, error) {
 	if IsPostgresURL(dsn) {
 		return openPostgres(ctx, dsn, clock)
 	}
-	return openSQLite(ctx, dsn, clock)
+	return openSQLite(ctx, dsn, clock, "FULL")
 }
 
-func openSQLite(ctx context.Context, path string, clock gpuportal.Clock) (*DB, error) {
+// OpenScratch opens a throwaway SQLite store at path, for the simulator:
+// commits do not wait for the disk (synchronous=OFF), since a crash loses
+// the whole store anyway.
+func OpenScratch(ctx context.Context, path string, clock gpuportal.Clock) (*DB, error) {
+	return openSQLite(ctx, path, clock, "OFF")
+}
+
+func openSQLite(ctx context.Context, path string, clock gpuportal.Clock, synchronous string) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("open sqlite: empty path")
 	}
@@ -170,7 +177,7 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock) (*DB, e
 	pragmas := "_pragma=" + url.QueryEscape("busy_timeout(10000)") +
 		"&_pragma=" + url.QueryEscape("journal_mode(WAL)") +
 		"&_pragma=" + url.QueryEscape("foreign_keys(ON)") +
-		"&_pragma=" + url.QueryEscape("synchronous(FULL)") // a commit is on disk before it is answered (see groupcommit.go)
+		"&_pragma=" + url.QueryEscape("synchronous("+synchronous+")") // FULL: a commit is on disk before it is answered (see groupcommit.go)
 	base := "file:" + path + "?" + pragmas
 	// IMMEDIATE takes the write lock at BEGIN, so a read-then-write
 	// transaction (check capacity, then insert) cannot be overtaken.

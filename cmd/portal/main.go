@@ -57,6 +57,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runAdmin(ctx, args, getenv, stdout, stderr)
 	case "enroll-token":
 		return runEnrollToken(ctx, args, getenv, stdout, stderr)
+	case "simulate":
+		return runSimulate(ctx, args, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprintln(stdout, usage)
 		return nil
@@ -72,7 +74,10 @@ const usage = `usage:
   portal admin create --email E --password P [--name N] [--promote]
                                          create an admin, or reset an admin's password;
                                          --promote makes an existing customer account an admin
-  portal enroll-token --region R         print a one-time token that enrols one node`
+  portal enroll-token --region R         print a one-time token that enrols one node
+  portal simulate --scenario demo|peak|FILE.json [--days N] [--policies FILE.json] [--scale K]
+                                         replay demand through the real planner on a throwaway
+                                         store and report utilisation, revenue, interruptions`
 
 // dbFlags are the flags every command that opens the database shares.
 type dbFlags struct {
