@@ -367,11 +367,12 @@ func TestBalanceRule(t *testing.T) {
 		{"at zero: stopped", Account{Balance: gpuportal.Balance{Available: 0}, Stoppable: 2}, []string{BalanceStop}},
 		{"at zero, nothing left to stop", Account{Balance: gpuportal.Balance{Available: -5}}, nil},
 		{"runs out soon: warned", Account{Balance: gpuportal.Balance{Available: 100, RunsOutAt: runsOut(20 * time.Minute)}, Stoppable: 1},
-			[]string{BalanceCallOff, BalanceWarn}},
-		{"already warned", Account{Balance: gpuportal.Balance{Available: 100, RunsOutAt: runsOut(20 * time.Minute)}, LowNoted: true, Stoppable: 1},
+			[]string{BalanceWarn}},
+		{"already warned", Account{Balance: gpuportal.Balance{Available: 100, RunsOutAt: runsOut(20 * time.Minute)}, LowNoted: true, Stoppable: 1}, nil},
+		{"topped up during the stop notice: called off", Account{Balance: gpuportal.Balance{Available: 1e6, RunsOutAt: runsOut(10 * time.Hour)}, Stopping: true},
 			[]string{BalanceCallOff}},
 		{"topped up well clear: the warning is reset", Account{Balance: gpuportal.Balance{Available: 1e6, RunsOutAt: runsOut(10 * time.Hour)}, LowNoted: true, Stoppable: 1},
-			[]string{BalanceCallOff, BalanceClear}},
+			[]string{BalanceClear}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := snapshotOf()

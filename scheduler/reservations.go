@@ -123,7 +123,7 @@ func (p *planner) reminders() {
 func (p *planner) balances() {
 	for _, a := range p.s.Accounts {
 		b := a.Balance
-		if b.Available > 0 {
+		if b.Available > 0 && a.Stopping {
 			p.out.Balance = append(p.out.Balance, BalanceAction{UserID: a.UserID, Action: BalanceCallOff})
 		}
 		switch {

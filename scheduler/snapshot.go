@@ -134,6 +134,7 @@ type Account struct {
 	Balance   gpuportal.Balance
 	LowNoted  bool // told that it runs low, not cleared since
 	Stoppable int  // spot and on-demand instances without a stop yet
+	Stopping  bool // some of its instances have the stop notice for lack of balance
 }
 
 // JobQueue is a job with queued tasks.

@@ -61,7 +61,8 @@ func workKeyOf(w gpuportal.DesiredWorkload) string {
 
 // reconcile brings every node whose desired state changed, or whose
 // workloads finish or reach their deadline by now, in line, and reports
-// to the store. It returns whether any report changed something.
+// to the store. It returns whether a workload ended (GPUs freed: the
+// portal would kick its scheduler).
 func (f *fleet) reconcile(ctx context.Context, now time.Time) (bool, error) {
 	revs, err := f.db.NodeRevisions(ctx)
 	if err != nil {
@@ -97,7 +98,9 @@ func (f *fleet) reconcile(ctx context.Context, now time.Time) (bool, error) {
 		if err := f.db.ApplyWorkloadReports(ctx, node, reports); err != nil {
 			return false, err
 		}
-		changed = true
+		for _, r := range reports {
+			changed = changed || r.State == gpuportal.WorkloadExited
+		}
 	}
 	return changed, nil
 }

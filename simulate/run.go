@@ -122,7 +122,7 @@ func (s *sim) setUp(ctx context.Context) error {
 	if _, err := s.db.Migrate(ctx); err != nil {
 		return err
 	}
-	admin, err := s.db.CreateUser(ctx, gpuportal.SignUp{Email: "admin@simulate.invalid", Password: "simulate-admin-password", Name: "Simulator"}, gpuportal.RoleAdmin, "")
+	admin, err := s.db.CreateLoginlessUser(ctx, "admin@simulate.invalid", "Simulator", gpuportal.RoleAdmin)
 	if err != nil {
 		return err
 	}
@@ -154,8 +154,7 @@ func (s *sim) setUp(ctx context.Context) error {
 	}
 	quotas := gpuportal.Quotas{MaxRunningGPUs: 100_000, MaxBookedGPUHours: 100_000_000, MaxWaitlistEntries: 10_000}
 	for c := range s.opt.Scenario.Customers {
-		u, err := s.db.CreateUser(ctx, gpuportal.SignUp{Email: fmt.Sprintf("customer-%d@simulate.invalid", c+1), Password: "simulate-customer-password",
-			Name: fmt.Sprintf("Customer %d", c+1)}, gpuportal.RoleCustomer, "")
+		u, err := s.db.CreateLoginlessUser(ctx, fmt.Sprintf("customer-%d@simulate.invalid", c+1), fmt.Sprintf("Customer %d", c+1), gpuportal.RoleCustomer)
 		if err != nil {
 			return err
 		}
@@ -191,11 +190,11 @@ func (s *sim) run(ctx context.Context) error {
 			if _, err := s.db.Tick(ctx, now); err != nil {
 				return err
 			}
-			changed, err := s.fleet.reconcile(ctx, now)
+			freed, err := s.fleet.reconcile(ctx, now)
 			if err != nil {
 				return err
 			}
-			if !changed {
+			if !freed {
 				break
 			}
 		}

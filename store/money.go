@@ -90,26 +90,45 @@ func (db *DB) requireAvailable(ctx context.Context, tx *sql.Tx, userID int64, am
 // heldFor is what the user's running instances have cost so far (not
 // posted yet) and what they cost an hour.
 func (db *DB) heldFor(ctx context.Context, q queryer, userID int64, now time.Time) (held, burn gpuportal.Fen, err error) {
-	rows, err := db.rows(ctx, q, `SELECT kind, count, price_fen, started_at FROM instances
-		WHERE user_id = ? AND status IN ('running', 'interrupting') AND kind IN ('spot', 'on_demand')`, userID)
+	runs, err := runningCosts(ctx, q, "AND user_id = ?", userID)
 	if err != nil {
-		return 0, 0, fmt.Errorf("running instances: %w", err)
+		return 0, 0, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var kind string
-		var count int
-		var price gpuportal.Fen
-		var started sql.NullInt64
-		if err := rows.Scan(&kind, &count, &price, &started); err != nil {
-			return 0, 0, err
-		}
-		burn += price * gpuportal.Fen(count)
-		if started.Valid {
-			held += gpuportal.RunCost(price, count, gpuportal.BillableMinutes(fromUnix(started.Int64), now, kind, false, false, 0))
-		}
+	for _, r := range runs {
+		h, b := r.accrued(now)
+		held, burn = held+h, burn+b
 	}
-	return held, burn, rows.Err()
+	return held, burn, nil
+}
+
+// runningCost is what one running spot or on-demand instance costs.
+type runningCost struct {
+	userID  int64
+	kind    string
+	count   int
+	price   gpuportal.Fen
+	started sql.NullInt64
+}
+
+// accrued is what the run has cost by now (not posted yet) and costs an
+// hour.
+func (r runningCost) accrued(now time.Time) (held, burn gpuportal.Fen) {
+	burn = r.price * gpuportal.Fen(r.count)
+	if r.started.Valid {
+		held = gpuportal.RunCost(r.price, r.count, gpuportal.BillableMinutes(fromUnix(r.started.Int64), now, r.kind, false, false, 0))
+	}
+	return held, burn
+}
+
+func runningCosts(ctx context.Context, q queryer, where string, args ...any) ([]runningCost, error) {
+	runs, err := scanAll(ctx, q, func(r *sql.Rows, c *runningCost) error {
+		return r.Scan(&c.userID, &c.kind, &c.count, &c.price, &c.started)
+	}, `SELECT user_id, kind, count, price_fen, started_at FROM instances
+		WHERE status IN ('running', 'interrupting') AND kind IN ('spot', 'on_demand') `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("running instances: %w", err)
+	}
+	return runs, nil
 }
 
 func (db *DB) balanceIn(ctx context.Context, q queryer, userID int64, now time.Time) (gpuportal.Balance, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"gpuportal"
@@ -16,11 +17,12 @@ import (
 // the planner will look into (scheduler.DetailNeeded). With nothing due it
 // reads a handful of small aggregates.
 func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (scheduler.Snapshot, error) {
+	q := preparedTx{db, tx}
 	s := scheduler.Snapshot{Pools: map[scheduler.PoolKey]*scheduler.Pool{}, Owners: map[int64]scheduler.Owner{},
 		JobGPUs: map[scheduler.UserPool]int{}, FreeHours: map[scheduler.PoolKey]map[int64]int{}}
 	steps := []struct {
 		name string
-		load func(context.Context, *sql.Tx, time.Time, *scheduler.Snapshot) error
+		load func(context.Context, queryer, time.Time, *scheduler.Snapshot) error
 	}{
 		{"pools", db.loadPoolCounts},
 		{"reservations", db.loadDueReservations},
@@ -31,12 +33,12 @@ func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (sche
 		{"waitlist", db.loadWaitlist},
 	}
 	for _, step := range steps {
-		if err := step.load(ctx, tx, now, &s); err != nil {
+		if err := step.load(ctx, q, now, &s); err != nil {
 			return s, fmt.Errorf("load %s: %w", step.name, err)
 		}
 	}
 	for _, key := range scheduler.DetailNeeded(s, now) {
-		if err := loadPoolDetail(ctx, tx, s.Pools[key]); err != nil {
+		if err := loadPoolDetail(ctx, q, s.Pools[key]); err != nil {
 			return s, fmt.Errorf("load pool %s/%s: %w", key.Model, key.Region, err)
 		}
 	}
@@ -86,35 +88,35 @@ func (db *DB) loadPool(ctx context.Context, q queryer, key scheduler.PoolKey, no
 
 // loadPoolCounts reads every pool with GPUs or instances, and what its
 // instances hold and wait for (one aggregate over the live instances).
-func (db *DB) loadPoolCounts(ctx context.Context, tx *sql.Tx, now time.Time, s *scheduler.Snapshot) error {
-	keys, err := scanAll(ctx, tx, func(r *sql.Rows, k *scheduler.PoolKey) error {
+func (db *DB) loadPoolCounts(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
+	keys, err := scanAll(ctx, q, func(r *sql.Rows, k *scheduler.PoolKey) error {
 		return r.Scan(&k.Model, &k.Region)
 	}, `SELECT model_id, region_id FROM capacity`)
 	if err != nil {
 		return err
 	}
 	for _, k := range keys {
-		if _, err := db.poolOf(ctx, tx, s, k, now); err != nil {
+		if _, err := db.poolOf(ctx, q, s, k, now); err != nil {
 			return err
 		}
 	}
-	counts, err := instanceCounts(ctx, tx, "")
+	counts, err := instanceCounts(ctx, q, "")
 	if err != nil {
 		return err
 	}
 	for _, c := range counts {
-		pl, err := db.poolOf(ctx, tx, s, c.key, now)
+		pl, err := db.poolOf(ctx, q, s, c.key, now)
 		if err != nil {
 			return err
 		}
 		c.addTo(pl)
 	}
-	leaving, err := leavingInstances(ctx, tx, "")
+	leaving, err := leavingInstances(ctx, q, "")
 	if err != nil {
 		return err
 	}
 	for _, l := range leaving {
-		pl, err := db.poolOf(ctx, tx, s, l.key, now)
+		pl, err := db.poolOf(ctx, q, s, l.key, now)
 		if err != nil {
 			return err
 		}
@@ -142,25 +144,26 @@ func leavingInstances(ctx context.Context, q queryer, where string, args ...any)
 
 // livePool reads one pool with its detail (a spot launch's check).
 func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key scheduler.PoolKey, now time.Time) (*scheduler.Pool, error) {
-	pl, err := db.loadPool(ctx, tx, key, now)
+	q := preparedTx{db, tx}
+	pl, err := db.loadPool(ctx, q, key, now)
 	if err != nil {
 		return nil, err
 	}
-	counts, err := instanceCounts(ctx, tx, "AND model_id = ? AND region_id = ?", key.Model, key.Region)
+	counts, err := instanceCounts(ctx, q, "AND model_id = ? AND region_id = ?", key.Model, key.Region)
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range counts {
 		c.addTo(pl)
 	}
-	leaving, err := leavingInstances(ctx, tx, "AND model_id = ? AND region_id = ?", key.Model, key.Region)
+	leaving, err := leavingInstances(ctx, q, "AND model_id = ? AND region_id = ?", key.Model, key.Region)
 	if err != nil {
 		return nil, err
 	}
 	for _, l := range leaving {
 		pl.Leaving = append(pl.Leaving, l.Leaving)
 	}
-	return pl, loadPoolDetail(ctx, tx, pl)
+	return pl, loadPoolDetail(ctx, q, pl)
 }
 
 // instanceCount is the GPUs of live instances of one kind and status in
@@ -251,13 +254,13 @@ func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool) error {
 
 // loadDueReservations reads the reservations the planner may act on:
 // ending, starting, short of GPUs failed nodes held, or near a reminder.
-func (db *DB) loadDueReservations(ctx context.Context, tx *sql.Tx, now time.Time, s *scheduler.Snapshot) error {
+func (db *DB) loadDueReservations(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
 	lost := map[int64]int{}
 	type lostRow struct {
 		id int64
 		n  int
 	}
-	rows, err := scanAll(ctx, tx, func(r *sql.Rows, l *lostRow) error { return r.Scan(&l.id, &l.n) }, `SELECT rg.reservation_id, count(*) FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid JOIN nodes n ON n.id = g.node_id
+	rows, err := scanAll(ctx, q, func(r *sql.Rows, l *lostRow) error { return r.Scan(&l.id, &l.n) }, `SELECT rg.reservation_id, count(*) FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid JOIN nodes n ON n.id = g.node_id
 		JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'
 		WHERE n.online = 0 OR g.healthy = 0 GROUP BY rg.reservation_id`)
 	if err != nil {
@@ -277,7 +280,7 @@ func (db *DB) loadDueReservations(ctx context.Context, tx *sql.Tx, now time.Time
 		args = append(args, lostIDs...)
 	}
 	query += `) ORDER BY start_at, id`
-	list, err := scanAll(ctx, tx, func(r *sql.Rows, res *scheduler.Reservation) error {
+	list, err := scanAll(ctx, q, func(r *sql.Rows, res *scheduler.Reservation) error {
 		var start, end int64
 		err := r.Scan(&res.ID, &res.UserID, &res.Pool.Model, &res.Pool.Region, &res.Count, &start, &end, &res.Status, &res.RemindedStart, &res.RemindedEnd)
 		res.Start, res.End = fromUnix(start), fromUnix(end)
@@ -288,7 +291,7 @@ func (db *DB) loadDueReservations(ctx context.Context, tx *sql.Tx, now time.Time
 		return err
 	}
 	for _, r := range list {
-		if _, err := db.poolOf(ctx, tx, s, r.Pool, now); err != nil {
+		if _, err := db.poolOf(ctx, q, s, r.Pool, now); err != nil {
 			return err
 		}
 	}
@@ -307,8 +310,8 @@ func repeatArg(n int) string {
 
 // loadPending reads the instances waiting for a place: reserved ones
 // first, then on-demand, then spot, oldest first.
-func (db *DB) loadPending(ctx context.Context, tx *sql.Tx, now time.Time, s *scheduler.Snapshot) error {
-	list, err := scanAll(ctx, tx, func(r *sql.Rows, i *scheduler.PendingInstance) error {
+func (db *DB) loadPending(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
+	list, err := scanAll(ctx, q, func(r *sql.Rows, i *scheduler.PendingInstance) error {
 		return r.Scan(&i.ID, &i.UserID, &i.Kind, &i.Pool.Model, &i.Pool.Region, &i.Count, &i.ReservationID, &i.LastNode, &i.Restarts)
 	}, `SELECT id, user_id, kind, model_id, region_id, count, coalesce(reservation_id, 0), coalesce(last_node_id, ''), restarts
 		FROM instances WHERE status = 'pending' AND node_id IS NULL AND stop_requested_at IS NULL
@@ -317,7 +320,7 @@ func (db *DB) loadPending(ctx context.Context, tx *sql.Tx, now time.Time, s *sch
 		return err
 	}
 	for _, i := range list {
-		if _, err := db.poolOf(ctx, tx, s, i.Pool, now); err != nil {
+		if _, err := db.poolOf(ctx, q, s, i.Pool, now); err != nil {
 			return err
 		}
 	}
@@ -326,31 +329,62 @@ func (db *DB) loadPending(ctx context.Context, tx *sql.Tx, now time.Time, s *sch
 }
 
 // loadLost reads the live instances of offline nodes.
-func (db *DB) loadLost(ctx context.Context, tx *sql.Tx, _ time.Time, s *scheduler.Snapshot) error {
+func (db *DB) loadLost(ctx context.Context, q queryer, _ time.Time, s *scheduler.Snapshot) error {
 	var err error
-	s.Lost, err = scanAll(ctx, tx, func(r *sql.Rows, i *scheduler.LostInstance) error { return r.Scan(&i.ID, &i.Kind, &i.Interrupting) }, `SELECT id, kind, status = 'interrupting' FROM instances WHERE status IN ('pending', 'running', 'interrupting')
+	s.Lost, err = scanAll(ctx, q, func(r *sql.Rows, i *scheduler.LostInstance) error { return r.Scan(&i.ID, &i.Kind, &i.Interrupting) }, `SELECT id, kind, status = 'interrupting' FROM instances WHERE status IN ('pending', 'running', 'interrupting')
 		AND node_id IN (SELECT id FROM nodes WHERE online = 0) ORDER BY id`)
 	return err
 }
 
 // loadAccounts reads the balance of every user whose spot or on-demand
-// instances run.
-func (db *DB) loadAccounts(ctx context.Context, tx *sql.Tx, now time.Time, s *scheduler.Snapshot) error {
-	users, err := scanAll(ctx, tx, func(r *sql.Rows, a *scheduler.Account) error { return r.Scan(&a.UserID, &a.Stoppable) }, `SELECT user_id, sum(CASE WHEN status IN ('pending', 'running') THEN 1 ELSE 0 END) FROM instances
+// instances run: three queries whatever the number of users.
+func (db *DB) loadAccounts(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
+	users, err := scanAll(ctx, q, func(r *sql.Rows, a *scheduler.Account) error { return r.Scan(&a.UserID, &a.Stoppable) },
+		`SELECT user_id, sum(CASE WHEN status IN ('pending', 'running') THEN 1 ELSE 0 END) FROM instances
 		WHERE kind IN ('spot', 'on_demand') AND status IN ('pending', 'running', 'interrupting') AND stop_requested_at IS NULL GROUP BY user_id ORDER BY user_id`)
+	if err != nil || len(users) == 0 {
+		return err
+	}
+	type money struct {
+		userID          int64
+		balance, credit gpuportal.Fen
+		noted           bool
+	}
+	ids := make([]any, len(users))
+	for k, u := range users {
+		ids[k] = u.UserID
+	}
+	accounts, err := scanAll(ctx, q, func(r *sql.Rows, m *money) error { return r.Scan(&m.userID, &m.balance, &m.credit, &m.noted) },
+		`SELECT a.user_id, a.balance_fen, a.credit_limit_fen, u.low_balance_noted_at IS NOT NULL FROM accounts a JOIN users u ON u.id = a.user_id
+		WHERE a.user_id IN (?`+repeatArg(len(ids)-1)+`)`, ids...)
 	if err != nil {
 		return err
 	}
+	runs, err := runningCosts(ctx, q, "")
+	if err != nil {
+		return err
+	}
+	held, burn := map[int64]gpuportal.Fen{}, map[int64]gpuportal.Fen{}
+	for _, r := range runs {
+		h, b := r.accrued(now)
+		held[r.userID] += h
+		burn[r.userID] += b
+	}
+	stopping, err := scanAll(ctx, q, func(r *sql.Rows, id *int64) error { return r.Scan(id) },
+		`SELECT DISTINCT user_id FROM instances WHERE status = 'interrupting' AND interrupt_reason = ?`, gpuportal.ReasonBalance)
+	if err != nil {
+		return err
+	}
+	byUser := map[int64]money{}
+	for _, m := range accounts {
+		byUser[m.userID] = m
+	}
 	for k := range users {
 		a := &users[k]
-		if a.Balance, err = db.balanceIn(ctx, tx, a.UserID, now); err != nil {
-			return err
-		}
-		var noted sql.NullInt64
-		if err := tx.QueryRowContext(ctx, `SELECT low_balance_noted_at FROM users WHERE id = ?`, a.UserID).Scan(&noted); err != nil {
-			return err
-		}
-		a.LowNoted = noted.Valid
+		m := byUser[a.UserID]
+		a.Balance = gpuportal.NewBalance(m.balance, held[a.UserID], m.credit, burn[a.UserID], now)
+		a.LowNoted = m.noted
+		a.Stopping = slices.Contains(stopping, a.UserID)
 	}
 	s.Accounts = users
 	return nil
@@ -359,8 +393,8 @@ func (db *DB) loadAccounts(ctx context.Context, tx *sql.Tx, now time.Time, s *sc
 // loadJobs reads the jobs with queued tasks and, for those whose pool has
 // a GPU idle at all, their live attempts, next queued tasks and what their
 // owners may still start.
-func (db *DB) loadJobs(ctx context.Context, tx *sql.Tx, now time.Time, s *scheduler.Snapshot) error {
-	jobs, err := scanAll(ctx, tx, func(r *sql.Rows, j *scheduler.JobQueue) error {
+func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
+	jobs, err := scanAll(ctx, q, func(r *sql.Rows, j *scheduler.JobQueue) error {
 		return r.Scan(&j.ID, &j.UserID, &j.Pool.Model, &j.Pool.Region, &j.Kind, &j.GPUsPerTask, &j.MaxParallel, &j.OnDemandWorkers, &j.UnpaidNoted)
 	}, `SELECT id, user_id, model_id, region_id, kind, gpus_per_task, max_parallel, on_demand_workers, unpaid_noted_at IS NOT NULL
 		FROM jobs WHERE status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM job_tasks t WHERE t.status = 'queued' AND t.job_id = jobs.id) ORDER BY id`)
@@ -369,7 +403,7 @@ func (db *DB) loadJobs(ctx context.Context, tx *sql.Tx, now time.Time, s *schedu
 	}
 	var startable []scheduler.JobQueue
 	for _, j := range jobs {
-		pl, err := db.poolOf(ctx, tx, s, j.Pool, now)
+		pl, err := db.poolOf(ctx, q, s, j.Pool, now)
 		if err != nil {
 			return err
 		}
@@ -386,7 +420,7 @@ func (db *DB) loadJobs(ctx context.Context, tx *sql.Tx, now time.Time, s *schedu
 		pool      scheduler.PoolKey
 		n, gpus   int
 	}
-	lives, err := scanAll(ctx, tx, func(r *sql.Rows, l *live) error {
+	lives, err := scanAll(ctx, q, func(r *sql.Rows, l *live) error {
 		return r.Scan(&l.job, &l.user, &l.kind, &l.pool.Model, &l.pool.Region, &l.n, &l.gpus)
 	}, `SELECT job_id, user_id, kind, model_id, region_id, count(*), sum(count) FROM instances
 		WHERE job_id IS NOT NULL AND status IN ('pending', 'running', 'interrupting') GROUP BY job_id, user_id, kind, model_id, region_id`)
@@ -412,22 +446,22 @@ func (db *DB) loadJobs(ctx context.Context, tx *sql.Tx, now time.Time, s *schedu
 		if room <= 0 {
 			continue
 		}
-		if j.Queued, err = scanAll(ctx, tx, func(r *sql.Rows, q *scheduler.QueuedTask) error { return r.Scan(&q.Index, &q.LastNode) }, `SELECT t.task_index, coalesce(i.node_id, '') FROM job_tasks t LEFT JOIN instances i ON i.id = t.instance_id
+		if j.Queued, err = scanAll(ctx, q, func(r *sql.Rows, q *scheduler.QueuedTask) error { return r.Scan(&q.Index, &q.LastNode) }, `SELECT t.task_index, coalesce(i.node_id, '') FROM job_tasks t LEFT JOIN instances i ON i.id = t.instance_id
 			WHERE t.job_id = ? AND t.status = 'queued' ORDER BY t.task_index LIMIT ?`, j.ID, room); err != nil {
 			return err
 		}
 		if _, seen := s.Owners[j.UserID]; seen {
 			continue
 		}
-		b, err := db.balanceIn(ctx, tx, j.UserID, now)
+		b, err := db.balanceIn(ctx, q, j.UserID, now)
 		if err != nil {
 			return err
 		}
-		quotas, err := db.quotasOf(ctx, tx, j.UserID)
+		quotas, err := db.quotasOf(ctx, q, j.UserID)
 		if err != nil {
 			return err
 		}
-		running, err := db.runningGPUsOf(ctx, tx, j.UserID)
+		running, err := db.runningGPUsOf(ctx, q, j.UserID)
 		if err != nil {
 			return err
 		}
@@ -439,8 +473,8 @@ func (db *DB) loadJobs(ctx context.Context, tx *sql.Tx, now time.Time, s *schedu
 
 // loadWaitlist reads the entries waiting or holding an offer that has
 // lapsed, and the free reservable GPUs of every hour they ask for.
-func (db *DB) loadWaitlist(ctx context.Context, tx *sql.Tx, now time.Time, s *scheduler.Snapshot) error {
-	entries, err := scanAll(ctx, tx, func(r *sql.Rows, w *scheduler.WaitEntry) error {
+func (db *DB) loadWaitlist(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
+	entries, err := scanAll(ctx, q, func(r *sql.Rows, w *scheduler.WaitEntry) error {
 		var start, end, expires int64
 		err := r.Scan(&w.ID, &w.UserID, &w.Pool.Model, &w.Pool.Region, &w.Count, &start, &end, &w.Status, &expires, &w.AutoBook)
 		w.Start, w.End, w.OfferExpires = fromUnix(start), fromUnix(end), fromUnix(expires)
@@ -462,11 +496,11 @@ func (db *DB) loadWaitlist(ctx context.Context, tx *sql.Tx, now time.Time, s *sc
 		span[w.Pool] = sp
 	}
 	for key, sp := range span {
-		pl, err := db.poolOf(ctx, tx, s, key, now)
+		pl, err := db.poolOf(ctx, q, s, key, now)
 		if err != nil {
 			return err
 		}
-		capacity, err := db.reservableNow(ctx, tx, key.Model, key.Region, pl.Policy, false)
+		capacity, err := db.reservableNow(ctx, q, key.Model, key.Region, pl.Policy, false)
 		if err != nil {
 			return err
 		}
@@ -478,7 +512,7 @@ func (db *DB) loadWaitlist(ctx context.Context, tx *sql.Tx, now time.Time, s *sc
 			hour     int64
 			reserved int
 		}
-		rows, err := scanAll(ctx, tx, func(r *sql.Rows, u *usage) error { return r.Scan(&u.hour, &u.reserved) }, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?`,
+		rows, err := scanAll(ctx, q, func(r *sql.Rows, u *usage) error { return r.Scan(&u.hour, &u.reserved) }, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?`,
 			key.Model, key.Region, unix(sp[0]), unix(sp[1]))
 		if err != nil {
 			return err
@@ -490,4 +524,20 @@ func (db *DB) loadWaitlist(ctx context.Context, tx *sql.Tx, now time.Time, s *sc
 	}
 	s.Waitlist = entries
 	return nil
+}
+
+// preparedTx runs a transaction's queries as prepared statements: the
+// tick asks the same questions every minute, and parsing them again each
+// time was most of a small fleet's tick.
+type preparedTx struct {
+	db *DB
+	tx *sql.Tx
+}
+
+func (p preparedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return p.db.rows(ctx, p.tx, query, args...)
+}
+
+func (p preparedTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return p.db.row(ctx, p.tx, query, args...)
 }

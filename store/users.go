@@ -36,8 +36,28 @@ func (db *DB) CreateUser(ctx context.Context, s gpuportal.SignUp, role string, l
 	if err != nil {
 		return nil, fmt.Errorf("hash password: %w", err)
 	}
+	return db.createUser(ctx, s, role, lang, hash)
+}
+
+// noLogin is the password hash of an account nobody can log in to: no
+// password matches it (it is not a bcrypt hash).
+const noLogin = "!no-login"
+
+// CreateLoginlessUser creates an account nobody can log in to, for the
+// simulator's customers (a throwaway store; hashing a password for each
+// would only cost time).
+func (db *DB) CreateLoginlessUser(ctx context.Context, email, name, role string) (*gpuportal.User, error) {
+	s := gpuportal.SignUp{Email: email, Name: name, Password: noLogin + "-unused"}
+	s.Normalize()
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return db.createUser(ctx, s, role, "", noLogin)
+}
+
+func (db *DB) createUser(ctx context.Context, s gpuportal.SignUp, role, lang, hash string) (*gpuportal.User, error) {
 	var u *gpuportal.User
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE email = ?`, s.Email).Scan(&n); err != nil {
 			return err
@@ -48,6 +68,7 @@ func (db *DB) CreateUser(ctx context.Context, s gpuportal.SignUp, role string, l
 		row := tx.QueryRowContext(ctx, `INSERT INTO users (email, name, phone, password_hash, role, lang, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING `+userColumns,
 			s.Email, s.Name, s.Phone, hash, role, lang, unix(db.now()))
+		var err error
 		if u, err = scanUser(row); err != nil {
 			return err
 		}
