@@ -3,17 +3,159 @@ package simulate
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"strings"
 	"testing"
+
+	"gpuportal"
 )
 
-func TestDemoWeek(t *testing.T) {
-	for _, name := range []string{"demo", "peak"} {
-		r, err := Run(context.Background(), Options{Scenario: Builtin[name], Days: 7, Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
+func run(t *testing.T, s Scenario, days int, policies *gpuportal.Policies) *Report {
+	t.Helper()
+	r, err := Run(context.Background(), Options{Scenario: s, Days: days, Policies: policies, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func reportJSON(t *testing.T, r *Report) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := r.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	return lines[len(lines)-1]
+}
+
+func TestSameSeedSameReport(t *testing.T) {
+	t.Parallel()
+	first := reportJSON(t, run(t, Builtin["demo"], 2, nil))
+	if again := reportJSON(t, run(t, Builtin["demo"], 2, nil)); again != first {
+		t.Fatalf("same seed, different reports:\n%s\n%s", first, again)
+	}
+	other := Builtin["demo"]
+	other.Seed = 99
+	if different := reportJSON(t, run(t, other, 2, nil)); different == first {
+		t.Fatalf("another seed gave the very same report: %s", first)
+	}
+}
+
+// A policy change moves the report the way an admin would expect: a
+// deeper spot discount earns less on spot and saves customers more; a
+// lower reservable share sells fewer reservation hours and leaves more to
+// spot.
+func TestPolicyChangesMoveTheReport(t *testing.T) {
+	t.Parallel()
+	const days = 4
+	base := run(t, Builtin["demo"], days, nil)
+
+	t.Run("spot discount 90 %", func(t *testing.T) {
+		t.Parallel()
+		p := gpuportal.DefaultPolicies()
+		p.Global.SpotDiscountPercent = 90
+		deeper := run(t, Builtin["demo"], days, &p)
+		if deeper.Revenue["spot"] >= base.Revenue["spot"] {
+			t.Errorf("spot revenue %s at 90 %% off, %s at 70 %%: want less", deeper.Revenue["spot"], base.Revenue["spot"])
 		}
-		var b bytes.Buffer
-		r.Write(&b)
-		t.Log("\n" + b.String())
+		if deeper.CustomerSavings <= base.CustomerSavings {
+			t.Errorf("savings %s at 90 %% off, %s at 70 %%: want more", deeper.CustomerSavings, base.CustomerSavings)
+		}
+	})
+	t.Run("reservable share 50 %", func(t *testing.T) {
+		t.Parallel()
+		p := gpuportal.DefaultPolicies()
+		p.Global.ReservablePercent = 50
+		half := run(t, Builtin["demo"], days, &p)
+		if half.GPUHours.Reserved >= base.GPUHours.Reserved {
+			t.Errorf("reserved GPU-hours %.1f at 50 %%, %.1f at 100 %%: want fewer", half.GPUHours.Reserved, base.GPUHours.Reserved)
+		}
+		if half.GPUHours.Spot <= base.GPUHours.Spot {
+			t.Errorf("spot GPU-hours %.1f at 50 %%, %.1f at 100 %%: want more", half.GPUHours.Spot, base.GPUHours.Spot)
+		}
+		if half.Demand.Waitlisted+half.Demand.Bookings-half.Demand.Booked <= base.Demand.Waitlisted+base.Demand.Bookings-base.Demand.Booked {
+			t.Errorf("a smaller reservable share turned no more bookings away: %+v vs %+v", half.Demand, base.Demand)
+		}
+	})
+}
+
+// Every GPU-hour is accounted for once, and the shares are fractions.
+func TestReportAddsUp(t *testing.T) {
+	t.Parallel()
+	r := run(t, Builtin["peak"], 3, nil)
+	total := float64(r.GPUs * r.Days * 24)
+	sum := r.GPUHours.Reserved + r.GPUHours.OnDemand + r.GPUHours.Spot + r.GPUHours.Idle
+	if sum < total-0.5 || sum > total+0.5 {
+		t.Errorf("GPU-hours add up to %.1f, the fleet had %.0f", sum, total)
+	}
+	for name, v := range map[string]float64{"utilization": r.Utilization, "spot_demand_served": r.SpotDemandServed, "reservations_on_time": r.ReservationsOnTime} {
+		if v < 0 || v > 1 {
+			t.Errorf("%s = %v, want a fraction", name, v)
+		}
+	}
+	if r.ReservationsOnTime != 1 {
+		t.Errorf("reservations on time = %v of %d, want all", r.ReservationsOnTime, r.ReservationsStarted)
+	}
+	var revenue gpuportal.Fen
+	for _, v := range r.Revenue {
+		revenue += v
+	}
+	if revenue != r.RevenueTotal || revenue <= 0 {
+		t.Errorf("revenue %v totals %s, want a positive sum %s", r.Revenue, r.RevenueTotal, revenue)
+	}
+}
+
+// The scenario file documented in the README is valid and runs.
+func TestScenarioFileOfTheReadme(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start = "<!-- scenario example -->\n```json\n"
+	i := strings.Index(string(readme), start)
+	if i < 0 {
+		t.Fatal("README has no scenario example")
+	}
+	body := string(readme)[i+len(start):]
+	body = body[:strings.Index(body, "```")]
+	s, err := ParseScenario([]byte(body))
+	if err != nil {
+		t.Fatalf("README's scenario: %v", err)
+	}
+	if r := run(t, s, 1, nil); r.GPUs == 0 || r.Demand.Bookings+r.Demand.SpotLaunches == 0 {
+		t.Fatalf("README's scenario simulated nothing: %+v", r)
+	}
+}
+
+func TestBadScenarios(t *testing.T) {
+	t.Parallel()
+	good, _ := json.Marshal(Builtin["demo"])
+	for _, tc := range []struct {
+		name, json, field string
+	}{
+		{"not JSON", `{"name": `, "scenario"},
+		{"unknown field", strings.Replace(string(good), `"customers"`, `"custmers"`, 1), "scenario"},
+		{"no customers", strings.Replace(string(good), `"customers":12`, `"customers":0`, 1), "customers"},
+		{"no fleet", `{"name":"x","customers":1,"fleet":[]}`, "fleet"},
+		{"huge fleet", `{"name":"x","customers":1,"fleet":[{"model":"a100-80g","region":"cd-1","nodes":5000,"gpus_per_node":8}]}`, "fleet"},
+		{"negative rate", `{"name":"x","customers":1,"fleet":[{"model":"a100-80g","region":"cd-1","nodes":1,"gpus_per_node":8}],
+			"demand":[{"model":"a100-80g","region":"cd-1","spot":{"per_day":-1}}]}`, "demand"},
+		{"bad hour weights", `{"name":"x","customers":1,"fleet":[{"model":"a100-80g","region":"cd-1","nodes":1,"gpus_per_node":8}],"hour_weights":[1,2]}`, "hour_weights"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseScenario([]byte(tc.json))
+			if gpuportal.ErrorCode(err) != gpuportal.EINVALID || gpuportal.ErrorField(err) != tc.field {
+				t.Fatalf("error %v (code %s, field %q), want invalid_input on %q", err, gpuportal.ErrorCode(err), gpuportal.ErrorField(err), tc.field)
+			}
+		})
+	}
+	if _, err := Run(context.Background(), Options{Scenario: Builtin["demo"], Days: 0}); gpuportal.ErrorCode(err) != gpuportal.EINVALID {
+		t.Fatalf("0 days: %v, want invalid_input", err)
+	}
+	if _, err := LoadScenario("nonesuch"); gpuportal.ErrorCode(err) != gpuportal.EINVALID {
+		t.Fatalf("unknown scenario: %v, want invalid_input", err)
 	}
 }

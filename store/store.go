@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -178,7 +179,9 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock, synchro
 		"&_pragma=" + url.QueryEscape("journal_mode(WAL)") +
 		"&_pragma=" + url.QueryEscape("foreign_keys(ON)") +
 		"&_pragma=" + url.QueryEscape("synchronous("+synchronous+")") // FULL: a commit is on disk before it is answered (see groupcommit.go)
-	base := "file:" + path + "?" + pragmas
+	// The path is part of a URI: characters that mean something there
+	// (%, ?, #) are escaped.
+	base := "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) + "?" + pragmas
 	// IMMEDIATE takes the write lock at BEGIN, so a read-then-write
 	// transaction (check capacity, then insert) cannot be overtaken.
 	write, err := sql.Open("sqlite", base+"&_txlock=immediate")
