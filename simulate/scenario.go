@@ -259,3 +259,63 @@ func ParseScenario(data []byte) (Scenario, error) {
 	}
 	return s, s.Validate()
 }
+
+// ForFleet is a typical week's demand on a fleet — the demo scenario's
+// demand per GPU of each model (a model the demo lacks gets the A100's) —
+// which the admin's what-if runs for the fleet in service. A fleet of more
+// than maxGPUs is simulated on a sample: every k-th node of each group,
+// with its share of the demand; sample is that k (1: the whole fleet).
+func ForFleet(parts []FleetPart, maxGPUs int) (s Scenario, sample int) {
+	total := 0
+	for _, p := range parts {
+		total += p.Nodes * p.GPUsPerNode
+	}
+	sample = 1
+	if maxGPUs > 0 && total > maxGPUs {
+		sample = (total + maxGPUs - 1) / maxGPUs
+	}
+	s = Scenario{Name: "your fleet", Seed: 1}
+	pools := map[[2]string]int{}
+	var order [][2]string
+	for _, p := range parts {
+		nodes := max(1, p.Nodes/sample)
+		s.Fleet = append(s.Fleet, FleetPart{Model: p.Model, Region: p.Region, Nodes: nodes, GPUsPerNode: p.GPUsPerNode})
+		key := [2]string{p.Model, p.Region}
+		if _, seen := pools[key]; !seen {
+			order = append(order, key)
+		}
+		pools[key] += nodes * p.GPUsPerNode
+	}
+	gpus := 0
+	for _, key := range order {
+		d, demoGPUs := demoDemandFor(key[0])
+		f := float64(pools[key]) / float64(demoGPUs)
+		d.Model, d.Region = key[0], key[1]
+		d.Bookings.PerDay *= f
+		d.Spot.PerDay *= f
+		d.OnDemand.PerDay *= f
+		d.Jobs.PerDay *= f
+		s.Demand = append(s.Demand, d)
+		gpus += pools[key]
+	}
+	s.Customers = min(1000, max(4, gpus/4))
+	return s, sample
+}
+
+// demoDemandFor is the demo scenario's demand for a model, and the GPUs of
+// that model it was made for.
+func demoDemandFor(model string) (Demand, int) {
+	pick := demoScenario.Demand[0]
+	for _, d := range demoScenario.Demand {
+		if d.Model == model {
+			pick = d
+		}
+	}
+	gpus := 0
+	for _, f := range demoScenario.Fleet {
+		if f.Model == pick.Model {
+			gpus += f.Nodes * f.GPUsPerNode
+		}
+	}
+	return pick, gpus
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"gpuportal"
 )
@@ -86,4 +87,38 @@ func (db *DB) NodeCount(ctx context.Context) (int, error) {
 	var n int
 	err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM nodes`).Scan(&n)
 	return n, err
+}
+
+// FleetPart is a group of nodes alike: that many nodes with that many
+// healthy GPUs of a model in a region.
+type FleetPart struct {
+	Model, Region string
+	Nodes         int
+	GPUsPerNode   int
+}
+
+// FleetShape describes the fleet in service now (healthy GPUs on online,
+// non-draining nodes) as groups of alike nodes: what the admin's what-if
+// simulates.
+func (db *DB) FleetShape(ctx context.Context) ([]FleetPart, error) {
+	type nodeGPUs struct {
+		model, region, node string
+		gpus                int
+	}
+	nodes, err := scanAll(ctx, db.read, func(r *sql.Rows, n *nodeGPUs) error { return r.Scan(&n.model, &n.region, &n.node, &n.gpus) },
+		`SELECT g.model_id, n.region_id, n.id, count(*) FROM gpus g JOIN nodes n ON n.id = g.node_id
+		WHERE g.healthy = 1 AND n.online = 1 AND n.drain = 0 GROUP BY g.model_id, n.region_id, n.id ORDER BY g.model_id, n.region_id, n.id`)
+	if err != nil {
+		return nil, fmt.Errorf("fleet shape: %w", err)
+	}
+	var out []FleetPart
+	for _, n := range nodes {
+		k := slices.IndexFunc(out, func(p FleetPart) bool { return p.Model == n.model && p.Region == n.region && p.GPUsPerNode == n.gpus })
+		if k < 0 {
+			out = append(out, FleetPart{Model: n.model, Region: n.region, GPUsPerNode: n.gpus})
+			k = len(out) - 1
+		}
+		out[k].Nodes++
+	}
+	return out, nil
 }

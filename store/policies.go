@@ -54,16 +54,8 @@ func (db *DB) SetPolicies(ctx context.Context, actor *gpuportal.User, p gpuporta
 	if p.Models == nil {
 		p.Models = map[string]gpuportal.PolicyOverride{}
 	}
-	models, err := db.Models(ctx)
-	if err != nil {
+	if err := db.CheckPolicies(ctx, p); err != nil {
 		return err
-	}
-	ids := make([]string, len(models))
-	for i, m := range models {
-		ids[i] = m.ID
-	}
-	if errs := p.Validate(ids); len(errs) > 0 {
-		return gpuportal.ValidationErrors(errs)
 	}
 	doc, err := json.Marshal(p)
 	if err != nil {
@@ -82,4 +74,21 @@ func (db *DB) SetPolicies(ctx context.Context, actor *gpuportal.User, p gpuporta
 		}
 		return db.audit(ctx, tx, actor.ID, "policies.update", "policies", old, p)
 	}))
+}
+
+// CheckPolicies validates a policies document against the catalog's
+// models: every problem (gpuportal.ValidationErrors), or nil.
+func (db *DB) CheckPolicies(ctx context.Context, p gpuportal.Policies) error {
+	models, err := db.Models(ctx)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, len(models))
+	for i, m := range models {
+		ids[i] = m.ID
+	}
+	if errs := p.Validate(ids); len(errs) > 0 {
+		return gpuportal.ValidationErrors(errs)
+	}
+	return nil
 }

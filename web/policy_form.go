@@ -232,24 +232,36 @@ func (s *Server) handlePolicyPage(c echo.Context) error {
 	return s.render(c, http.StatusOK, templates.PolicyPage(ed))
 }
 
+// parsePolicyDraft reads the policy editor's form: the draft, and the
+// problems it has (the parser's — a field that is not a number — and then
+// the rules').
+func (s *Server) parsePolicyDraft(c echo.Context) (gpuportal.Policies, gpuportal.ValidationErrors, error) {
+	models, err := s.db.Models(c.Request().Context())
+	if err != nil {
+		return gpuportal.Policies{}, nil, err
+	}
+	p, errs := parsePolicyForm(c.Request().PostForm, models)
+	err = s.db.CheckPolicies(c.Request().Context(), p)
+	if ve, ok := err.(gpuportal.ValidationErrors); ok {
+		for _, e := range ve {
+			if !hasErr(errs, e.Field) { // a field that is not a number already says so
+				errs = append(errs, e)
+			}
+		}
+	} else if err != nil {
+		return p, nil, err
+	}
+	return p, errs, nil
+}
+
 // handlePolicyForm previews (htmx, or the preview button) or saves.
 func (s *Server) handlePolicyForm(c echo.Context) error {
 	if err := c.Request().ParseForm(); err != nil {
 		return gpuportal.Errorf(gpuportal.EINVALID, "The form could not be read.")
 	}
-	models, err := s.db.Models(c.Request().Context())
+	p, errs, err := s.parsePolicyDraft(c)
 	if err != nil {
 		return err
-	}
-	p, errs := parsePolicyForm(c.Request().PostForm, models)
-	ids := make([]string, len(models))
-	for i, m := range models {
-		ids[i] = m.ID
-	}
-	for _, e := range p.Validate(ids) {
-		if !hasErr(errs, e.Field) { // a field that is not a number already says so
-			errs = append(errs, e)
-		}
 	}
 	preview := c.FormValue("action") == "preview"
 	if len(errs) == 0 && !preview {

@@ -89,6 +89,8 @@ func (s *Server) routes() {
 	app.POST("/admin/notifications/:id/resend", s.handleResendForm, requireAdmin)
 	app.GET("/admin/policies", s.handlePolicyPage, requireAdmin)
 	app.POST("/admin/policies", s.handlePolicyForm, requireAdmin)
+	app.POST("/admin/policies/what-if", s.handleWhatIf, requireAdmin)
+	app.GET("/admin/policies/what-if/:id", s.handleWhatIfStatus, requireAdmin)
 	app.GET("/admin/audit", s.handleAuditPage, requireAdmin)
 	app.GET("/admin", s.handleAdmin, requireAdmin)
 	app.POST("/admin/models/:id/price", s.handleSetPriceForm, requireAdmin)
@@ -108,6 +110,7 @@ func (s *Server) routes() {
 	api.PUT("/admin/models/:id", s.apiSetPrice, requireAdmin)
 	api.GET("/admin/policies", s.apiGetPolicies, requireAdmin)
 	api.PUT("/admin/policies", s.apiPutPolicies, requireAdmin)
+	api.POST("/admin/policies/what-if", s.apiWhatIf, requireAdmin)
 
 	api.GET("/interruption-rates", s.apiRates)
 	api.GET("/availability", s.apiAvailability)

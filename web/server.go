@@ -75,6 +75,7 @@ type Server struct {
 	registry   *prometheus.Registry
 	http       *http.Server
 	ratesCache ratesCache
+	whatIfs    whatIfRuns
 }
 
 // New builds the server and its routes.

@@ -62,3 +62,15 @@ document.addEventListener("submit", function (evt) {
   var f = evt.target.closest("form[data-confirm]");
   if (f && !window.confirm(f.dataset.confirm)) { evt.preventDefault(); }
 }, true);
+
+// Forms marked data-swap-errors show the problems the server answers with
+// (a 4xx fragment) where the answer would go; htmx leaves 4xx unswapped
+// otherwise.
+document.addEventListener("htmx:beforeSwap", function (evt) {
+  var status = evt.detail.xhr.status;
+  var elt = evt.detail.requestConfig && evt.detail.requestConfig.elt;
+  if (status >= 400 && status < 500 && elt && elt.closest("[data-swap-errors]")) {
+    evt.detail.shouldSwap = true;
+    evt.detail.isError = false;
+  }
+});

@@ -1,0 +1,106 @@
+package web
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"gpuportal"
+	"gpuportal/simulate"
+	"gpuportal/store/storetest"
+)
+
+// An admin simulates a draft with a deeper spot discount from the policy
+// editor: a progress indicator, then both columns, with spot revenue down;
+// a draft with a problem shows it instead.
+func TestBrowserWhatIfFromThePolicyEditor(t *testing.T) {
+	ctx := chromium(t)
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	run := func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(
+		chromedp.Navigate(e.srv.URL+"/login"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "admin@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
+		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
+		chromedp.Navigate(e.srv.URL+"/admin/policies"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="policy-form"]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid="global.spot_discount_percent"]`), "150"),
+		chromedp.Click(chromedp.CSS(`[data-testid="simulate-draft"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="what-if"] [data-testid="policy-preview"] .flash.error`)),
+	)
+	if got := textOf(t, ctx, `[data-testid="what-if"]`); !strings.Contains(got, "spot_discount_percent") {
+		t.Fatalf("a draft with a 150 %% discount: %q, want the problem named", got)
+	}
+	run(
+		chromedp.SetValue(chromedp.CSS(`[data-testid="global.spot_discount_percent"]`), "90"),
+		chromedp.Click(chromedp.CSS(`[data-testid="simulate-draft"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="what-if-progress"], [data-testid="what-if-table"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="what-if-table"]`)),
+	)
+	if cur, draft := textOf(t, ctx, `[data-testid="what-if-current"]`), textOf(t, ctx, `[data-testid="what-if-draft"]`); cur != "Current policies" || draft != "This draft" {
+		t.Fatalf("columns %q and %q", cur, draft)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('[data-testid="what-if-table"] tbody tr')).map(r => r.className + "|" + r.innerText)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spot string
+	for _, r := range rows {
+		if strings.Contains(r, "Revenue from spot") {
+			spot = r
+		}
+	}
+	if !strings.HasPrefix(spot, "worse|") || strings.Count(spot, "¥") != 2 {
+		t.Fatalf("spot revenue row %q: want both amounts and worse under 90 %% off (rows %q)", spot, rows)
+	}
+	// Nothing was saved by simulating.
+	p, err := e.db.Policies(t.Context())
+	if err != nil || p.Global.SpotDiscountPercent != 70 {
+		t.Fatalf("policies after the what-if: %d, %v", p.Global.SpotDiscountPercent, err)
+	}
+}
+
+func TestAPIWhatIf(t *testing.T) {
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
+	_, customer := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
+	draft := gpuportal.DefaultPolicies()
+	draft.Global.SpotDiscountPercent = 90
+	body, _ := json.Marshal(draft)
+
+	if status, out := e.apiCall("POST", "/api/v1/admin/policies/what-if", customer, string(body)); status != 403 {
+		t.Fatalf("a customer's what-if: %d %s", status, out)
+	}
+	bad := strings.Replace(string(body), `"spot_discount_percent":90`, `"spot_discount_percent":150`, 1)
+	if status, out := e.apiCall("POST", "/api/v1/admin/policies/what-if", admin, bad); status != 400 || errorCode(t, out) != gpuportal.EINVALID {
+		t.Fatalf("a draft with a 150 %% discount: %d %s", status, out)
+	}
+	status, out := e.apiCall("POST", "/api/v1/admin/policies/what-if", admin, string(body))
+	if status != 200 {
+		t.Fatalf("what-if: %d %s", status, out)
+	}
+	var res struct {
+		Days           int
+		Current, Draft *simulate.Report
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Current == nil || res.Draft == nil {
+		t.Fatalf("what-if answer %s: %v", out, err)
+	}
+	if res.Days != 7 || res.Current.GPUs != 8 {
+		t.Fatalf("simulated %d days of %d GPUs, want a week of the fleet's 8", res.Days, res.Current.GPUs)
+	}
+	if res.Draft.Revenue["spot"] >= res.Current.Revenue["spot"] || res.Draft.CustomerSavings <= res.Current.CustomerSavings {
+		t.Fatalf("90 %% off: spot revenue %s → %s, savings %s → %s", res.Current.Revenue["spot"], res.Draft.Revenue["spot"], res.Current.CustomerSavings, res.Draft.CustomerSavings)
+	}
+}
