@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -170,5 +171,35 @@ func TestStateDirIsPrivate(t *testing.T) {
 	}
 	if _, err := New(Config{Portal: "http://127.0.0.1:1", StateDir: dir, GPUs: noGPUs{}, Runtime: ExecRuntime{}, MetadataAddr: "127.0.0.1:8169"}); err == nil {
 		t.Fatal("a fixed metadata port was accepted")
+	}
+}
+
+// A workload's start and end are the agent clock's times (the node's real
+// time in production; a manual clock here).
+func TestWorkloadTimesComeFromTheAgentClock(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := gpuportal.NewManualClock(at)
+	a, err := New(Config{Portal: "http://127.0.0.1:1", StateDir: t.TempDir(), GPUs: noGPUs{}, Runtime: ExecRuntime{}, Clock: clock,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.reconcile(gpuportal.AgentDesired{Revision: 1, Workloads: []gpuportal.DesiredWorkload{{InstanceID: 7, Attempt: 1, Lifecycle: gpuportal.LifecycleOnDemand,
+		Command: "exit 0", CheckpointKey: "instance-7"}}})
+	var st []gpuportal.WorkloadStatus
+	for range 200 {
+		a.mu.Lock()
+		st = a.statusesLocked()
+		a.mu.Unlock()
+		if len(st) == 1 && st[0].State == gpuportal.WorkloadExited {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(st) != 1 || st[0].State != gpuportal.WorkloadExited {
+		t.Fatalf("statuses %+v, want the workload exited", st)
+	}
+	if !st[0].StartedAt.Equal(at) || !st[0].EndedAt.Equal(at) {
+		t.Fatalf("started %s, ended %s; want the agent clock's %s", st[0].StartedAt, st[0].EndedAt, at)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -157,4 +158,45 @@ func (m *metadataServer) validToken(tok string, id int64) bool {
 	defer m.mu.Unlock()
 	g, ok := m.tokens[tok]
 	return ok && g.instanceID == id && m.now().Before(g.expires)
+}
+
+// metadataView answers an instance's metadata endpoint.
+func (a *Agent) metadataView(instanceID int64) (metadataView, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w, ok := a.workloads[instanceID]
+	if !ok {
+		return metadataView{}, false
+	}
+	v := metadataView{instanceID: strconv.FormatInt(w.rec.InstanceID, 10), lifecycle: w.rec.Lifecycle}
+	if !w.rec.NoticeAt.IsZero() {
+		v.deadline, v.action = w.rec.Deadline, w.rec.Action
+	}
+	return v, true
+}
+
+// serveMetadataLocked opens the instance's own metadata listener on addr
+// and returns the endpoint's URL (root path, as the AWS SDKs want it).
+func (a *Agent) serveMetadataLocked(w *workload, addr string) (string, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	w.rec.MetaAddr = l.Addr().String()
+	a.log.Info("metadata endpoint listening", "instance", w.rec.InstanceID, "addr", w.rec.MetaAddr)
+	a.serveMetadataOnLocked(w, l)
+	return "http://" + w.rec.MetaAddr, nil
+}
+
+// serveMetadataOnLocked answers the instance's metadata requests on l.
+func (a *Agent) serveMetadataOnLocked(w *workload, l net.Listener) {
+	w.metaSrv = &http.Server{Handler: a.meta.forInstance(w.rec.InstanceID), ReadHeaderTimeout: 5 * time.Second}
+	go func(srv *http.Server) { _ = srv.Serve(l) }(w.metaSrv)
+}
+
+func (a *Agent) closeMetadataLocked(w *workload) {
+	if w.metaSrv != nil {
+		_ = w.metaSrv.Close()
+		w.metaSrv = nil
+	}
 }

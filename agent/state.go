@@ -85,3 +85,16 @@ func writeJSON(path string, v any) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// persistLocked writes the running workloads to the state directory.
+func (a *Agent) persistLocked() {
+	var recs []workloadRecord
+	for _, w := range a.workloads {
+		if !w.exited && w.proc != nil {
+			recs = append(recs, w.rec)
+		}
+	}
+	if err := writeJSON(filepath.Join(a.cfg.StateDir, "workloads.json"), recs); err != nil {
+		a.log.Error("save workload state", "err", err)
+	}
+}
