@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"gpuportal"
-	"gpuportal/web/i18n"
+	"gpuportal/i18n"
 )
 
 // Message is a rendered notification.

@@ -4,29 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"gpuportal"
 	"strings"
-	"time"
 )
 
-// AuditEntry is one line of the audit log: who changed what, old → new.
-type AuditEntry struct {
-	ID       int64           `json:"id"`
-	At       time.Time       `json:"at"`
-	ActorID  *int64          `json:"actor_id,omitempty"`
-	Actor    string          `json:"actor"`
-	Action   string          `json:"action"`
-	Subject  string          `json:"subject"`
-	OldValue json.RawMessage `json:"old"`
-	NewValue json.RawMessage `json:"new"`
-}
-
-// AuditFilter narrows the audit log; empty fields match everything.
-type AuditFilter struct {
-	Action  string // prefix, e.g. "policies" or "reservation.cancel"
-	Actor   string // email
-	Subject string // prefix, e.g. "node/"
-	Limit   int
-}
+// The audit log's types are the root package's.
+type (
+	AuditEntry  = gpuportal.AuditEntry
+	AuditFilter = gpuportal.AuditFilter
+)
 
 // Audit lists audit entries, newest first.
 func (db *DB) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {

@@ -8,25 +8,12 @@ import (
 	"gpuportal"
 )
 
-// GPUStates counts a model's GPUs in a region by what they do now.
-type GPUStates struct {
-	Model, Region                                      string
-	Reserved, OnDemand, Spot, Idle, Unhealthy, Offline int
-}
-
-// DayUse is how much of a day's bookable GPU-hours the book has taken.
-type DayUse struct {
-	Day      time.Time
-	Reserved int // GPU-hours
-	Capacity int // GPU-hours
-}
-
-// Overview is the admin's picture of the platform.
-type Overview struct {
-	States  []GPUStates
-	Next14  map[string][]DayUse // by model
-	Revenue map[string]gpuportal.Fen
-}
+// The admin overview's types are the root package's.
+type (
+	GPUStates = gpuportal.GPUStates
+	DayUse    = gpuportal.DayUse
+	Overview  = gpuportal.Overview
+)
 
 // Overview builds the admin overview: GPUs by state now, the book's use of
 // the next 14 days, and revenue of the last 30 days by product.

@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"gpuportal"
-	"gpuportal/web/i18n"
+	"gpuportal/i18n"
 	"gpuportal/web/templates"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"gpuportal"
 	"gpuportal/store"
-	"gpuportal/web/i18n"
+	"gpuportal/i18n"
 	"gpuportal/web/templates"
 )
 

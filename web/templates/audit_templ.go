@@ -10,14 +10,14 @@ import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
 import (
-	"gpuportal/store"
+	"gpuportal"
 	"strconv"
 )
 
 // AuditPage is the view model of /admin/audit.
 type AuditPage struct {
-	Entries []store.AuditEntry
-	Filter  store.AuditFilter
+	Entries []gpuportal.AuditEntry
+	Filter  gpuportal.AuditFilter
 }
 
 func Audit(p AuditPage) templ.Component {

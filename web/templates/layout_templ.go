@@ -9,7 +9,7 @@ package templates
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
-import "gpuportal/web/i18n"
+import "gpuportal/i18n"
 
 // Layout is the page shell: navigation, language switch, flashes, content.
 func Layout(title string) templ.Component {

@@ -12,7 +12,7 @@ import templruntime "github.com/a-h/templ/runtime"
 import (
 	"fmt"
 	"gpuportal"
-	"gpuportal/web/i18n"
+	"gpuportal/i18n"
 	"strconv"
 	"time"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"gpuportal"
-	"gpuportal/web/i18n"
+	"gpuportal/i18n"
 )
 
 // Flash is a one-time message shown on the next page.

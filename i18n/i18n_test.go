@@ -14,7 +14,7 @@ import (
 // without one fails here rather than in front of a customer.
 func TestEveryStringHasAChineseTranslation(t *testing.T) {
 	calls := regexp.MustCompile(`(?:\bT\((?:ctx|lang|[a-zA-Z.()]+), |\bT\(|\bTc\(ctx, |Errorf\(gpuportal\.E[A-Z]+, |Errorf\(E[A-Z]+, |FieldErrorf\((?:gpuportal\.)?E[A-Z]+, [^,]+, )("(?:[^"\\]|\\.)*")`)
-	root := filepath.Join("..", "..")
+	root := ".."
 	var missing []string
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
