@@ -15,7 +15,7 @@ import (
 // the start.
 func (p *planner) preempt() {
 	for _, pl := range p.sortedPools() {
-		if !pl.Detailed {
+		if pl.Detail < DetailFull {
 			continue
 		}
 		forRes := forReservations(pl, p.now)
@@ -48,7 +48,7 @@ func (p *planner) preempt() {
 func (p *planner) place() {
 	for _, i := range p.s.Pending {
 		pl := p.s.Pools[i.Pool]
-		if pl == nil || !pl.Detailed || p.stopped[i.UserID] {
+		if pl == nil || pl.Detail == DetailNone || p.stopped[i.UserID] {
 			continue
 		}
 		var node string
@@ -96,7 +96,7 @@ func (p *planner) jobs() {
 	for k := range p.s.Jobs {
 		j := &p.s.Jobs[k]
 		pl := p.s.Pools[j.Pool]
-		if pl == nil || !pl.Detailed || len(j.Queued) == 0 {
+		if pl == nil || pl.Detail == DetailNone || len(j.Queued) == 0 {
 			continue
 		}
 		room := j.MaxParallel - j.LiveSpot - j.LiveOnDemand
@@ -164,6 +164,7 @@ func (p *planner) jobs() {
 		} else {
 			pl.Spots = append(pl.Spots, Spot{ID: id, UserID: j.UserID, Count: j.GPUsPerTask, Node: node, StartedAt: p.now, JobTask: true})
 			pl.Spot += j.GPUsPerTask
+			pl.JobTaskSpot += j.GPUsPerTask
 			j.LiveSpot++
 		}
 		jobGPUs[UserPool{j.UserID, j.Pool}] += j.GPUsPerTask

@@ -177,39 +177,65 @@ func (p *planner) sortedPools() []*Pool {
 	return out
 }
 
-// DetailNeeded lists the pools whose GPUs and spot instances the planner
-// will look at: where a reservation starts or lost GPUs, an instance waits,
-// spot instances must make way, or a job's task may start.
-func DetailNeeded(s Snapshot, now time.Time) []PoolKey {
-	need := map[PoolKey]bool{}
+// DetailNeeded says which pools' GPUs the planner will look at, and how
+// much of them: all (and the spot instances) where a reservation starts or
+// lost GPUs or spot instances must make way; the idle ones where an
+// instance or a job's task waits that the pool's counts say could be
+// placed. Elsewhere the counts are enough (a full pool with a queue of
+// spot launches costs no more than an idle one).
+func DetailNeeded(s Snapshot, now time.Time) map[PoolKey]Detail {
+	need := map[PoolKey]Detail{}
+	at := func(key PoolKey, d Detail) { need[key] = max(need[key], d) }
+	for _, pl := range s.Pools {
+		derive(pl, now)
+	}
 	for _, r := range s.Reservations {
 		if r.End.After(now) && ((r.Status == gpuportal.ReservationConfirmed && !r.Start.After(now)) || r.Lost > 0) {
-			need[r.Pool] = true
+			at(r.Pool, DetailFull)
+		}
+	}
+	for key, pl := range s.Pools {
+		if notice(pl, now) > 0 || (pl.SpotWait > roomAfterLeaving(pl) && pl.JobTaskSpot > 0) {
+			at(key, DetailFull)
 		}
 	}
 	for _, i := range s.Pending {
-		need[i.Pool] = true
-	}
-	for key, pl := range s.Pools {
-		derive(pl, now)
-		if notice(pl, now) > 0 || pl.SpotWait > roomAfterLeaving(pl) {
-			need[key] = true
+		if pl := s.Pools[i.Pool]; pl != nil && mayPlace(pl, i) {
+			at(i.Pool, DetailFree)
 		}
 	}
 	for _, j := range s.Jobs {
-		if pl := s.Pools[j.Pool]; pl != nil && JobMayStart(pl, j) {
-			need[j.Pool] = true
+		if pl := s.Pools[j.Pool]; pl != nil && JobMayStart(pl, j, now) {
+			at(j.Pool, DetailFree)
 		}
 	}
-	out := make([]PoolKey, 0, len(need))
-	for k := range need {
-		out = append(out, k)
-	}
-	slices.SortFunc(out, func(a, b PoolKey) int { return cmp.Or(cmp.Compare(a.Model, b.Model), cmp.Compare(a.Region, b.Region)) })
-	return out
+	return need
 }
 
-// JobMayStart reports whether a task of the job could find GPUs in the
-// pool at all (any idle ones): the common case of a full fleet then costs
-// nothing more.
-func JobMayStart(pl *Pool, j JobQueue) bool { return pl.Healthy-pl.Held >= j.GPUsPerTask }
+// mayPlace reports whether the pool's counts leave room for the pending
+// instance (whether a node has it is the detail's question).
+func mayPlace(pl *Pool, i PendingInstance) bool {
+	if pl.Healthy-pl.Held < i.Count {
+		return false
+	}
+	switch i.Kind {
+	case gpuportal.KindOnDemand:
+		return pl.Healthy-pl.ReservedDay-pl.OnDemand >= i.Count
+	case gpuportal.KindSpot:
+		return spotRoom(pl) >= i.Count
+	}
+	return true // reserved: on its reservation's GPUs
+}
+
+// JobMayStart reports whether the pool's counts leave room for a task of
+// the job: the common case of a full fleet then costs nothing more.
+func JobMayStart(pl *Pool, j JobQueue, now time.Time) bool {
+	derive(pl, now)
+	if pl.Healthy-pl.Held < j.GPUsPerTask {
+		return false
+	}
+	if j.Kind == gpuportal.JobHybrid && j.LiveOnDemand < j.OnDemandWorkers && pl.Healthy-pl.ReservedDay-pl.OnDemand >= j.GPUsPerTask {
+		return true
+	}
+	return jobRoom(pl) >= j.GPUsPerTask
+}

@@ -18,7 +18,7 @@ var (
 // "<node>-<index>", with the default policies.
 func testPool(perNode int, nodes ...string) *Pool {
 	pl := &Pool{Key: a100, Model: gpuportal.Model{ID: a100.Model, ListPrice: 2000}, Policy: gpuportal.DefaultPolicies().Global,
-		Booked: map[int64]int{}, Detailed: true}
+		Booked: map[int64]int{}, Detail: DetailFull}
 	for _, n := range nodes {
 		for k := range perNode {
 			pl.GPUs = append(pl.GPUs, GPU{UUID: fmt.Sprintf("%s-%d", n, k), Node: n})
@@ -42,6 +42,9 @@ func runSpot(pl *Pool, s Spot, gpus ...string) {
 	pl.Spots = append(pl.Spots, s)
 	pl.Spot += s.Count
 	pl.Held += s.Count
+	if s.JobTask {
+		pl.JobTaskSpot += s.Count
+	}
 }
 
 func snapshotOf(pools ...*Pool) Snapshot {
@@ -441,13 +444,24 @@ func TestPlanIsDeterministic(t *testing.T) {
 
 func TestDetailNeeded(t *testing.T) {
 	quiet := testPool(2, "n1")
-	quiet.Detailed = false
+	quiet.Detail = DetailNone
 	busy := testPool(2, "n1")
 	busy.Key = PoolKey{Model: "h100-80g", Region: "cd-1"}
-	busy.Detailed = false
+	busy.Detail = DetailNone
 	s := snapshotOf(quiet, busy)
 	s.Pending = []PendingInstance{{ID: 1, Pool: busy.Key, Kind: gpuportal.KindSpot, Count: 1}}
-	if got := DetailNeeded(s, t0); !reflect.DeepEqual(got, []PoolKey{busy.Key}) {
-		t.Fatalf("detail needed = %v, want only %v", got, busy.Key)
+	if got := DetailNeeded(s, t0); !reflect.DeepEqual(got, map[PoolKey]Detail{busy.Key: DetailFree}) {
+		t.Fatalf("detail needed = %v, want only %v's idle GPUs", got, busy.Key)
+	}
+	// A spot launch that the counts cannot fit reads no GPUs.
+	runSpot(busy, Spot{ID: 9, StartedAt: t0}, "n1-0", "n1-1")
+	s.Pending[0].Count = 1
+	if got := DetailNeeded(s, t0); len(got) != 0 {
+		t.Fatalf("detail needed for a full pool = %v, want none", got)
+	}
+	// A booked hour within the horizon that needs spot GPUs back: all of it.
+	busy.Booked[t0.Unix()] = 1
+	if got := DetailNeeded(s, t0); got[busy.Key] != DetailFull {
+		t.Fatalf("detail needed before a booked hour = %v, want all of %v", got, busy.Key)
 	}
 }

@@ -123,6 +123,9 @@ func (p *planner) interrupt(pl *Pool, id int64, reason string) {
 	s := pl.Spots[k]
 	pl.Spots = slices.Delete(pl.Spots, k, k+1)
 	pl.Spot -= s.Count
+	if s.JobTask {
+		pl.JobTaskSpot -= s.Count
+	}
 	for g := range pl.GPUs {
 		if pl.GPUs[g].Holder == id {
 			pl.GPUs[g].Leaving = true
@@ -133,23 +136,25 @@ func (p *planner) interrupt(pl *Pool, id int64, reason string) {
 	p.out.Interrupt = append(p.out.Interrupt, Interruption{InstanceID: id, Node: s.Node, Reason: reason, Deadline: deadline, Grace: pl.Policy.SpotGraceSeconds})
 }
 
-// SpotLaunchFits reports whether a spot launch of count GPUs can run now
-// (the pool's detail loaded): on idle GPUs that stay safe past the
-// horizon, or on GPUs job tasks hold — they give way to it (fair share).
+// SpotLaunchNeedsDetail reports whether a spot launch of count GPUs must
+// look at the pool's GPUs: only when the counts leave it room.
+func SpotLaunchNeedsDetail(pl *Pool, count int, now time.Time) bool {
+	derive(pl, now)
+	return spotRoom(pl) >= count && pl.Healthy-pl.Held >= count
+}
+
+// SpotLaunchFits reports whether a spot launch of count GPUs can run now:
+// on idle GPUs of one node that stay safe past the horizon (the pool's
+// detail tells), or on GPUs job tasks hold — they give way to it (fair
+// share).
 func SpotLaunchFits(pl *Pool, count int, now time.Time) bool {
 	derive(pl, now)
-	if spotRoom(pl) >= count {
+	if pl.Detail > DetailNone && spotRoom(pl) >= count {
 		if _, _, ok := placeSpot(pl, count, ""); ok {
 			return true
 		}
 	}
-	tasks := 0
-	for _, s := range pl.Spots {
-		if s.JobTask {
-			tasks += s.Count
-		}
-	}
-	return spotRoom(pl)-pl.SpotWait+tasks >= count
+	return spotRoom(pl)-pl.SpotWait+pl.JobTaskSpot >= count
 }
 
 // SpotRoom is how many GPUs a spot instance may take now.

@@ -62,15 +62,29 @@ type Pool struct {
 	OnDemand     int // GPUs of placed on-demand instances
 	OnDemandWait int // GPUs of on-demand instances waiting for a place
 	Spot         int // GPUs of placed spot instances without notice
+	JobTaskSpot  int // of those, job tasks' (they give way to spot launches)
 	SpotWait     int // GPUs of spot instances (not job tasks) waiting for a place
 	// Leaving is the instances that have their notice: their GPUs are
 	// busy until the deadline and grace are over.
 	Leaving []Leaving
 
-	Detailed bool
-	GPUs     []GPU  // healthy GPUs on online, non-draining nodes, by node and index
-	Spots    []Spot // placed spot instances without notice
+	// Detail: DetailFull is every healthy GPU on online, non-draining
+	// nodes (by node and index) and the spot instances without notice;
+	// DetailFree only the GPUs nobody holds — all that placing needs.
+	Detail Detail
+	GPUs   []GPU
+	Spots  []Spot
 }
+
+// Detail is how much of a pool the snapshot holds beyond its counts.
+type Detail int
+
+// Details, least first.
+const (
+	DetailNone Detail = iota
+	DetailFree
+	DetailFull
+)
 
 // GPU is one device of a pool.
 type GPU struct {

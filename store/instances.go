@@ -186,7 +186,8 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		switch req.Kind {
 		case gpuportal.KindSpot:
 			price = policy.SpotPriceOf(*model)
-			pl, err := db.livePool(ctx, tx, scheduler.PoolKey{Model: req.Model, Region: req.Region}, now)
+			pl, err := db.livePool(ctx, tx, scheduler.PoolKey{Model: req.Model, Region: req.Region}, now,
+				func(pl *scheduler.Pool) bool { return scheduler.SpotLaunchNeedsDetail(pl, req.Count, now) })
 			if err != nil {
 				return err
 			}

@@ -37,8 +37,8 @@ func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (sche
 			return s, fmt.Errorf("load %s: %w", step.name, err)
 		}
 	}
-	for _, key := range scheduler.DetailNeeded(s, now) {
-		if err := loadPoolDetail(ctx, q, s.Pools[key]); err != nil {
+	for key, detail := range scheduler.DetailNeeded(s, now) {
+		if err := loadPoolDetail(ctx, q, s.Pools[key], detail); err != nil {
 			return s, fmt.Errorf("load pool %s/%s: %w", key.Model, key.Region, err)
 		}
 	}
@@ -142,8 +142,9 @@ func leavingInstances(ctx context.Context, q queryer, where string, args ...any)
 		WHERE status = 'interrupting' AND node_id IS NOT NULL `+where+` ORDER BY id`, args...)
 }
 
-// livePool reads one pool with its detail (a spot launch's check).
-func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key scheduler.PoolKey, now time.Time) (*scheduler.Pool, error) {
+// livePool reads one pool, and its detail when detail says the counts call
+// for it (a spot launch's check).
+func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key scheduler.PoolKey, now time.Time, detail func(*scheduler.Pool) bool) (*scheduler.Pool, error) {
 	q := preparedTx{db, tx}
 	pl, err := db.loadPool(ctx, q, key, now)
 	if err != nil {
@@ -163,21 +164,25 @@ func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key scheduler.PoolKey, n
 	for _, l := range leaving {
 		pl.Leaving = append(pl.Leaving, l.Leaving)
 	}
-	return pl, loadPoolDetail(ctx, q, pl)
+	if !detail(pl) {
+		return pl, nil
+	}
+	return pl, loadPoolDetail(ctx, q, pl, scheduler.DetailFree)
 }
 
 // instanceCount is the GPUs of live instances of one kind and status in
 // a pool: placed, waiting, and waiting outside any job.
 type instanceCount struct {
-	key                             scheduler.PoolKey
-	kind, status                    string
-	placed, waiting, waitingPlainly int
+	key                                          scheduler.PoolKey
+	kind, status                                 string
+	placed, placedTasks, waiting, waitingPlainly int
 }
 
 func instanceCounts(ctx context.Context, q queryer, where string, args ...any) ([]instanceCount, error) {
 	return scanAll(ctx, q, func(r *sql.Rows, c *instanceCount) error {
-		return r.Scan(&c.status, &c.kind, &c.key.Model, &c.key.Region, &c.placed, &c.waiting, &c.waitingPlainly)
+		return r.Scan(&c.status, &c.kind, &c.key.Model, &c.key.Region, &c.placed, &c.placedTasks, &c.waiting, &c.waitingPlainly)
 	}, `SELECT status, kind, model_id, region_id, sum(CASE WHEN node_id IS NOT NULL THEN count ELSE 0 END),
+		sum(CASE WHEN node_id IS NOT NULL AND job_id IS NOT NULL THEN count ELSE 0 END),
 		sum(CASE WHEN node_id IS NULL THEN count ELSE 0 END), sum(CASE WHEN node_id IS NULL AND job_id IS NULL THEN count ELSE 0 END)
 		FROM instances WHERE status IN ('pending', 'running', 'interrupting') `+where+` GROUP BY status, kind, model_id, region_id`, args...)
 }
@@ -195,15 +200,21 @@ func (c instanceCount) addTo(pl *scheduler.Pool) {
 		pl.OnDemandWait += c.waiting
 	case gpuportal.KindSpot:
 		pl.Spot += c.placed
+		pl.JobTaskSpot += c.placedTasks
 		pl.SpotWait += c.waitingPlainly
 	}
 }
 
-// loadPoolDetail reads a pool's GPUs, who holds them, which active
-// reservation each is assigned to, and its spot instances without notice.
-func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool) error {
+// loadPoolDetail reads a pool's GPUs: all of them, who holds them, which
+// active reservation each is assigned to, and its spot instances without
+// notice (DetailFull); or only the GPUs nobody holds (DetailFree).
+func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool, detail scheduler.Detail) error {
+	idleOnly := ""
+	if detail == scheduler.DetailFree {
+		idleOnly = ` AND NOT EXISTS (SELECT 1 FROM instance_gpus ig WHERE ig.gpu_uuid = g.uuid)`
+	}
 	gpus, err := scanAll(ctx, q, func(r *sql.Rows, g *scheduler.GPU) error { return r.Scan(&g.UUID, &g.Node) }, `SELECT g.uuid, g.node_id FROM gpus g JOIN nodes n ON n.id = g.node_id
-		WHERE g.model_id = ? AND n.region_id = ? AND g.healthy = 1 AND n.online = 1 AND n.drain = 0 ORDER BY g.node_id, g.idx`, pl.Key.Model, pl.Key.Region)
+		WHERE g.model_id = ? AND n.region_id = ? AND g.healthy = 1 AND n.online = 1 AND n.drain = 0`+idleOnly+` ORDER BY g.node_id, g.idx`, pl.Key.Model, pl.Key.Region)
 	if err != nil {
 		return err
 	}
@@ -212,14 +223,18 @@ func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool) error {
 		id      int64
 		leaving bool
 	}
-	// Driven from the small tables of live assignments (CROSS JOIN keeps
-	// SQLite from starting at the ever-growing instances or reservations).
-	holders, err := scanAll(ctx, q, func(r *sql.Rows, o *owner) error { return r.Scan(&o.gpu, &o.id, &o.leaving) }, `SELECT ig.gpu_uuid, ig.instance_id, i.status = 'interrupting' FROM instance_gpus ig CROSS JOIN gpus g
-		JOIN instances i ON i.id = ig.instance_id WHERE g.uuid = ig.gpu_uuid AND g.model_id = ?`, pl.Key.Model)
-	if err != nil {
-		return err
+	var holders []owner
+	if detail == scheduler.DetailFull {
+		// Driven from the small tables of live assignments (CROSS JOIN
+		// keeps SQLite from starting at the ever-growing instances).
+		if holders, err = scanAll(ctx, q, func(r *sql.Rows, o *owner) error { return r.Scan(&o.gpu, &o.id, &o.leaving) },
+			`SELECT ig.gpu_uuid, ig.instance_id, i.status = 'interrupting' FROM instance_gpus ig CROSS JOIN gpus g
+			JOIN instances i ON i.id = ig.instance_id WHERE g.uuid = ig.gpu_uuid AND g.model_id = ?`, pl.Key.Model); err != nil {
+			return err
+		}
 	}
-	reserved, err := scanAll(ctx, q, func(r *sql.Rows, o *owner) error { return r.Scan(&o.gpu, &o.id, &o.leaving) }, `SELECT rg.gpu_uuid, rg.reservation_id, 0 FROM reservation_gpus rg CROSS JOIN gpus g
+	reserved, err := scanAll(ctx, q, func(r *sql.Rows, o *owner) error { return r.Scan(&o.gpu, &o.id, &o.leaving) },
+		`SELECT rg.gpu_uuid, rg.reservation_id, 0 FROM reservation_gpus rg CROSS JOIN gpus g
 		JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active' WHERE g.uuid = rg.gpu_uuid AND g.model_id = ?`, pl.Key.Model)
 	if err != nil {
 		return err
@@ -238,17 +253,19 @@ func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool) error {
 			gpus[k].Reservation = o.id
 		}
 	}
-	spots, err := scanAll(ctx, q, func(r *sql.Rows, s *scheduler.Spot) error {
-		var started int64
-		err := r.Scan(&s.ID, &s.UserID, &s.Count, &s.Node, &started, &s.JobTask)
-		s.StartedAt = fromUnix(started)
-		return err
-	}, `SELECT id, user_id, count, node_id, coalesce(started_at, created_at), job_id IS NOT NULL FROM instances
-		WHERE model_id = ? AND region_id = ? AND kind = 'spot' AND status IN ('pending', 'running') AND node_id IS NOT NULL`, pl.Key.Model, pl.Key.Region)
-	if err != nil {
-		return err
+	var spots []scheduler.Spot
+	if detail == scheduler.DetailFull {
+		if spots, err = scanAll(ctx, q, func(r *sql.Rows, s *scheduler.Spot) error {
+			var started int64
+			err := r.Scan(&s.ID, &s.UserID, &s.Count, &s.Node, &started, &s.JobTask)
+			s.StartedAt = fromUnix(started)
+			return err
+		}, `SELECT id, user_id, count, node_id, coalesce(started_at, created_at), job_id IS NOT NULL FROM instances
+			WHERE model_id = ? AND region_id = ? AND kind = 'spot' AND status IN ('pending', 'running') AND node_id IS NOT NULL`, pl.Key.Model, pl.Key.Region); err != nil {
+			return err
+		}
 	}
-	pl.GPUs, pl.Spots, pl.Detailed = gpus, spots, true
+	pl.GPUs, pl.Spots, pl.Detail = gpus, spots, detail
 	return nil
 }
 
@@ -407,7 +424,7 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *schedul
 		if err != nil {
 			return err
 		}
-		if scheduler.JobMayStart(pl, j) {
+		if scheduler.JobMayStart(pl, j, now) {
 			startable = append(startable, j)
 		}
 	}
