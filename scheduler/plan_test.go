@@ -465,3 +465,26 @@ func TestDetailNeeded(t *testing.T) {
 		t.Fatalf("detail needed before a booked hour = %v, want all of %v", got, busy.Key)
 	}
 }
+
+// Back-to-back bookings on the same GPUs: the one that ends stops its
+// reserved instance, and the one that starts gets those GPUs (they are
+// free within the grace) instead of being shorted.
+func TestBackToBackReservationsShareGPUs(t *testing.T) {
+	pl := testPool(4, "n1")
+	for k := range pl.GPUs {
+		pl.GPUs[k].Reservation, pl.GPUs[k].Holder = 1, 50 // reservation 1's reserved instance 50 runs on all four
+	}
+	pl.Held = 4
+	s := snapshotOf(pl)
+	s.Reservations = []Reservation{
+		{ID: 1, Pool: a100, Count: 4, Start: t0.Add(-4 * time.Hour), End: t0, Status: gpuportal.ReservationActive},
+		{ID: 2, Pool: a100, Count: 4, Start: t0, End: t0.Add(4 * time.Hour), Status: gpuportal.ReservationConfirmed},
+	}
+	got := Plan(s, t0)
+	if len(got.Activate) != 1 || len(got.Activate[0].GPUs) != 4 || got.Activate[0].Missing != 0 {
+		t.Fatalf("activate = %+v, want reservation 2 on the four GPUs", got.Activate)
+	}
+	if len(got.Interrupt) != 0 {
+		t.Fatalf("interrupted %+v: the reserved instance is stopped with its reservation, not interrupted", got.Interrupt)
+	}
+}

@@ -10,10 +10,14 @@ func (p *planner) reservations() {
 	for _, r := range p.s.Reservations {
 		if !r.End.After(p.now) && (r.Status == gpuportal.ReservationConfirmed || r.Status == gpuportal.ReservationActive) {
 			p.out.Complete = append(p.out.Complete, r.ID)
+			// Its GPUs are free for the next booking; its reserved
+			// instances are stopped now, so theirs count as leaving
+			// (back-to-back bookings on the same GPUs).
 			if pl := p.s.Pools[r.Pool]; pl != nil {
 				for k := range pl.GPUs {
-					if pl.GPUs[k].Reservation == r.ID {
-						pl.GPUs[k].Reservation = 0
+					if g := &pl.GPUs[k]; g.Reservation == r.ID {
+						g.Reservation = 0
+						g.Leaving = g.Holder != 0
 					}
 				}
 			}

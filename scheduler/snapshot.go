@@ -90,7 +90,7 @@ const (
 type GPU struct {
 	UUID, Node  string
 	Holder      int64 // the instance holding it; 0 when idle
-	Leaving     bool  // its holder has had its notice
+	Leaving     bool  // its holder has had its notice, or is being stopped
 	Reservation int64 // the active reservation it is assigned to; 0 when none
 }
 

@@ -228,7 +228,7 @@ func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool, detail s
 		// Driven from the small tables of live assignments (CROSS JOIN
 		// keeps SQLite from starting at the ever-growing instances).
 		if holders, err = scanAll(ctx, q, func(r *sql.Rows, o *owner) error { return r.Scan(&o.gpu, &o.id, &o.leaving) },
-			`SELECT ig.gpu_uuid, ig.instance_id, i.status = 'interrupting' FROM instance_gpus ig CROSS JOIN gpus g
+			`SELECT ig.gpu_uuid, ig.instance_id, i.status = 'interrupting' OR i.stop_requested_at IS NOT NULL FROM instance_gpus ig CROSS JOIN gpus g
 			JOIN instances i ON i.id = ig.instance_id WHERE g.uuid = ig.gpu_uuid AND g.model_id = ?`, pl.Key.Model); err != nil {
 			return err
 		}
