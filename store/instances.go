@@ -92,20 +92,10 @@ func (db *DB) Instances(ctx context.Context, user *gpuportal.User, limit int) ([
 	if !user.IsAdmin() {
 		where, args = "user_id = ?", []any{user.ID}
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE `+where+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
+	list, err := scanEach(ctx, db.read, scanOneInstance, `SELECT `+instanceColumns+` FROM instances WHERE `+where+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}
-	var list []*gpuportal.Instance
-	for rows.Next() {
-		i, err := scanInstance(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		list = append(list, i)
-	}
-	rows.Close()
 	if err := db.instanceGPUs(ctx, db.read, list); err != nil {
 		return nil, err
 	}
@@ -557,19 +547,15 @@ func (db *DB) AdminInterrupt(ctx context.Context, actor *gpuportal.User, id int6
 
 // ReservationGPUs lists the GPUs assigned to an active reservation.
 func (db *DB) ReservationGPUs(ctx context.Context, reservationID int64) ([]string, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT rg.gpu_uuid FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid
+	gpus, err := scanAll(ctx, db.read, func(r *sql.Rows, g *string) error { return r.Scan(g) }, `SELECT rg.gpu_uuid FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid
 		JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active' WHERE rg.reservation_id = ? ORDER BY g.node_id, g.idx`, reservationID)
-	if err != nil {
-		return nil, err
+	if gpus == nil && err == nil {
+		gpus = []string{}
 	}
-	defer rows.Close()
-	out := []string{}
-	for rows.Next() {
-		var g string
-		if err := rows.Scan(&g); err != nil {
-			return nil, err
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return gpus, err
+}
+
+// scanOneInstance is scanInstance for a row of instanceColumns alone.
+func scanOneInstance(row interface{ Scan(...any) error }) (*gpuportal.Instance, error) {
+	return scanInstance(row)
 }

@@ -94,20 +94,10 @@ func (db *DB) Job(ctx context.Context, user *gpuportal.User, id int64) (*gpuport
 
 // Jobs lists a user's jobs, newest first, a page at a time.
 func (db *DB) Jobs(ctx context.Context, user *gpuportal.User, limit, offset int) ([]gpuportal.Job, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?`, user.ID, limit, offset)
+	list, err := scanEach(ctx, db.read, scanJob, `SELECT `+jobColumns+` FROM jobs WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?`, user.ID, limit, offset)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	var list []*jobRow
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		list = append(list, j)
-	}
-	rows.Close()
 	out := []gpuportal.Job{}
 	for _, j := range list {
 		if err := db.jobFigures(ctx, j); err != nil {
@@ -221,21 +211,13 @@ func (db *DB) TaskAttempts(ctx context.Context, user *gpuportal.User, jobID int6
 	if _, err := jobFor(ctx, db.read, user, jobID); err != nil {
 		return nil, err
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE job_id = ? AND task_index = ? ORDER BY id`, jobID, index)
+	list, err := scanEach(ctx, db.read, scanOneInstance, `SELECT `+instanceColumns+` FROM instances WHERE job_id = ? AND task_index = ? ORDER BY id`, jobID, index)
 	if err != nil {
 		return nil, fmt.Errorf("task attempts: %w", err)
 	}
-	var list []*gpuportal.Instance
-	for rows.Next() {
-		i, err := scanInstance(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
+	for _, i := range list {
 		liveCost(i, db.now())
-		list = append(list, i)
 	}
-	rows.Close()
 	if err := db.instanceGPUs(ctx, db.read, list); err != nil {
 		return nil, err
 	}

@@ -160,21 +160,11 @@ func (db *DB) LedgerSum(ctx context.Context, userID int64) (gpuportal.Fen, error
 // notice (their balance ran out, or an admin disabled the account); it
 // returns how many got it now.
 func (db *DB) stopInstancesOf(ctx context.Context, tx *sql.Tx, userID int64, reason string, now time.Time, policies gpuportal.Policies, nodes *[]string) (int, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
+	list, err := scanEach(ctx, tx, scanOneInstance, `SELECT `+instanceColumns+` FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
 		AND status IN ('pending', 'running') AND stop_requested_at IS NULL`, userID)
 	if err != nil {
 		return 0, err
 	}
-	var list []*gpuportal.Instance
-	for rows.Next() {
-		i, err := scanInstance(rows)
-		if err != nil {
-			rows.Close()
-			return 0, err
-		}
-		list = append(list, i)
-	}
-	rows.Close()
 	for _, i := range list {
 		if i.Node == "" {
 			// Not placed yet: it simply does not start.
@@ -202,26 +192,17 @@ func (db *DB) stopInstancesOf(ctx context.Context, tx *sql.Tx, userID int64, rea
 // for lack of balance, now that there is money again: those whose
 // deadline has not come yet run on.
 func (db *DB) callOffBalanceStops(ctx context.Context, tx *sql.Tx, userID int64, nodes *[]string) error {
-	rows, err := tx.QueryContext(ctx, `SELECT id, node_id, started_at IS NOT NULL FROM instances WHERE user_id = ? AND status = 'interrupting' AND interrupt_reason = ?
-		AND notice_wall_at + (deadline_at - notice_at) > ?`, userID, gpuportal.ReasonBalance, db.Wall.Now().Unix())
-	if err != nil {
-		return err
-	}
 	type stopped struct {
 		id      int64
 		node    string
 		started bool
 	}
-	var list []stopped
-	for rows.Next() {
-		var s stopped
-		if err := rows.Scan(&s.id, &s.node, &s.started); err != nil {
-			rows.Close()
-			return err
-		}
-		list = append(list, s)
+	list, err := scanAll(ctx, tx, func(r *sql.Rows, s *stopped) error { return r.Scan(&s.id, &s.node, &s.started) },
+		`SELECT id, node_id, started_at IS NOT NULL FROM instances WHERE user_id = ? AND status = 'interrupting' AND interrupt_reason = ?
+		AND notice_wall_at + (deadline_at - notice_at) > ?`, userID, gpuportal.ReasonBalance, db.Wall.Now().Unix())
+	if err != nil {
+		return err
 	}
-	rows.Close()
 	for _, s := range list {
 		status := gpuportal.InstanceRunning
 		if !s.started {

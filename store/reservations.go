@@ -278,22 +278,14 @@ func releaseCapacity(ctx context.Context, tx *sql.Tx, model, region string, star
 // checkCredit refuses users with more late cancellations in the trailing 30
 // days than the policy allows, telling them when they can book again.
 func (db *DB) checkCredit(ctx context.Context, q queryer, userID int64, p gpuportal.Policy, now time.Time) error {
-	rows, err := db.rows(ctx, q, `SELECT cancelled_at FROM reservations WHERE user_id = ? AND late_cancel = 1 AND cancelled_at > ?`,
-		userID, unix(now.Add(-gpuportal.CreditWindow)))
+	times, err := scanAll(ctx, preparedOf(db, q), func(r *sql.Rows, t *time.Time) error {
+		var at int64
+		err := r.Scan(&at)
+		*t = fromUnix(at)
+		return err
+	}, `SELECT cancelled_at FROM reservations WHERE user_id = ? AND late_cancel = 1 AND cancelled_at > ?`, userID, unix(now.Add(-gpuportal.CreditWindow)))
 	if err != nil {
 		return fmt.Errorf("read late cancellations: %w", err)
-	}
-	defer rows.Close()
-	var times []time.Time
-	for rows.Next() {
-		var at int64
-		if err := rows.Scan(&at); err != nil {
-			return err
-		}
-		times = append(times, fromUnix(at))
-	}
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	if until := gpuportal.CreditBlockedUntil(times, p.LateCancelLimit30d, now); !until.IsZero() {
 		return gpuportal.FieldErrorf(gpuportal.EPOLICY, "credit", "You have cancelled late more than %d times in 30 days, so you cannot book until %s.",
@@ -357,24 +349,15 @@ func (db *DB) Reservations(ctx context.Context, user *gpuportal.User, f Reservat
 	if !f.StartAt.IsZero() {
 		where, args = append(where, "start_at = ?"), append(args, unix(f.StartAt))
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT `+reservationColumns+` FROM reservations WHERE `+strings.Join(where, " AND ")+
+	list, err := scanEach(ctx, db.read, scanReservation, `SELECT `+reservationColumns+` FROM reservations WHERE `+strings.Join(where, " AND ")+
 		` ORDER BY start_at DESC, id DESC LIMIT ?`, append(args, f.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list reservations: %w", err)
 	}
-	defer rows.Close()
-	out := []gpuportal.Reservation{}
-	for rows.Next() {
-		r, err := scanReservation(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *r)
+	out := make([]gpuportal.Reservation, len(list))
+	for k, r := range list {
+		out[k] = *r
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	rows.Close()
 	for k := range out {
 		if out[k].Status == gpuportal.ReservationActive {
 			if out[k].GPUs, err = db.ReservationGPUs(ctx, out[k].ID); err != nil {

@@ -81,24 +81,15 @@ func (db *DB) releaseReservationGPUs(ctx context.Context, tx *sql.Tx, reservatio
 }
 
 func (db *DB) stopReservedInstances(ctx context.Context, tx *sql.Tx, reservationID int64, now time.Time, nodes *[]string) error {
-	rows, err := tx.QueryContext(ctx, `SELECT id, coalesce(node_id, '') FROM instances WHERE reservation_id = ? AND status IN ('pending', 'running') AND stop_requested_at IS NULL`, reservationID)
-	if err != nil {
-		return err
-	}
 	type inst struct {
 		id   int64
 		node string
 	}
-	var list []inst
-	for rows.Next() {
-		var i inst
-		if err := rows.Scan(&i.id, &i.node); err != nil {
-			rows.Close()
-			return err
-		}
-		list = append(list, i)
+	list, err := scanAll(ctx, tx, func(r *sql.Rows, i *inst) error { return r.Scan(&i.id, &i.node) },
+		`SELECT id, coalesce(node_id, '') FROM instances WHERE reservation_id = ? AND status IN ('pending', 'running') AND stop_requested_at IS NULL`, reservationID)
+	if err != nil {
+		return err
 	}
-	rows.Close()
 	for _, i := range list {
 		if i.node == "" {
 			if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'stopped', ended_at = ?, stop_requested_at = ? WHERE id = ?`, unix(now), unix(now), i.id); err != nil {
@@ -135,6 +126,16 @@ func (db *DB) shortReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.Res
 	}
 	return db.addLedger(ctx, tx, r.UserID, now, "refund", -refund, &r.ID,
 		fmt.Sprintf("Reservation #%d: %d GPUs could not be provided for the last %d h (node failure): refund", r.ID, missing, hoursLeft))
+}
+
+// scanEach reads every row of a query through a scanner that returns the
+// value (scanInstance, scanJob, scanReservation).
+func scanEach[T any](ctx context.Context, q queryer, scan func(interface{ Scan(...any) error }) (T, error), query string, args ...any) ([]T, error) {
+	return scanAll(ctx, q, func(r *sql.Rows, v *T) error {
+		var err error
+		*v, err = scan(r)
+		return err
+	}, query, args...)
 }
 
 // scanAll reads every row of a query, each through scan.

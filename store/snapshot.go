@@ -558,3 +558,12 @@ func (p preparedTx) QueryContext(ctx context.Context, query string, args ...any)
 func (p preparedTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	return p.db.row(ctx, p.tx, query, args...)
 }
+
+// preparedOf runs q's queries as prepared statements when q is a write
+// transaction (see preparedTx).
+func preparedOf(db *DB, q queryer) queryer {
+	if tx, ok := q.(*sql.Tx); ok {
+		return preparedTx{db, tx}
+	}
+	return q
+}
