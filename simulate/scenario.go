@@ -183,15 +183,20 @@ func (s Scenario) Scale(k int) Scenario {
 	for i := range out.Fleet {
 		out.Fleet[i].Nodes *= k
 	}
-	out.Demand = append([]Demand(nil), s.Demand...)
-	for i := range out.Demand {
-		d := &out.Demand[i]
-		d.Bookings.PerDay *= float64(k)
-		d.Spot.PerDay *= float64(k)
-		d.OnDemand.PerDay *= float64(k)
-		d.Jobs.PerDay *= float64(k)
+	out.Demand = make([]Demand, len(s.Demand))
+	for i, d := range s.Demand {
+		out.Demand[i] = d.scaled(float64(k))
 	}
 	return out
+}
+
+// scaled is the demand with every rate multiplied by f.
+func (d Demand) scaled(f float64) Demand {
+	d.Bookings.PerDay *= f
+	d.Spot.PerDay *= f
+	d.OnDemand.PerDay *= f
+	d.Jobs.PerDay *= f
+	return d
 }
 
 // Builtin names the built-in scenarios.
@@ -289,12 +294,8 @@ func ForFleet(parts []FleetPart, maxGPUs int) (s Scenario, sample int) {
 	gpus := 0
 	for _, key := range order {
 		d, demoGPUs := demoDemandFor(key[0])
-		f := float64(pools[key]) / float64(demoGPUs)
+		d = d.scaled(float64(pools[key]) / float64(demoGPUs))
 		d.Model, d.Region = key[0], key[1]
-		d.Bookings.PerDay *= f
-		d.Spot.PerDay *= f
-		d.OnDemand.PerDay *= f
-		d.Jobs.PerDay *= f
 		s.Demand = append(s.Demand, d)
 		gpus += pools[key]
 	}
