@@ -44,4 +44,3 @@ type Overview struct {
 	Next14  map[string][]DayUse // by model
 	Revenue map[string]Fen
 }
-

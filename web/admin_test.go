@@ -216,3 +216,37 @@ func TestBrowserPolicyChange(t *testing.T) {
 		t.Fatalf("audit entries for the two changes: %d, %v", n, err)
 	}
 }
+
+// The fleet page opens with the fleet at a glance and asks before a
+// drain; the outbox says which channels are not configured and how to
+// configure them; the browser's own favicon request is answered.
+func TestFleetSummaryOutboxChannelsFavicon(t *testing.T) {
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 2, 8)
+	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	b := e.browser()
+	b.login("admin@example.com", storetest.Password)
+	if err := e.db.SetDrain(t.Context(), &gpuportal.User{ID: 1, Role: gpuportal.RoleAdmin}, "a-2", true); err != nil {
+		t.Fatal(err)
+	}
+	p := b.get("/admin/nodes")
+	if !strings.Contains(p.body, "2 nodes: 1 online, 1 draining, 0 offline") || !strings.Contains(p.body, "16 GPUs, 16 healthy, 0 out of service") {
+		t.Fatalf("fleet summary missing:\n%s", p.body)
+	}
+	if !strings.Contains(p.body, `data-confirm="Drain node a-1.example?`) {
+		t.Fatal("draining a node does not ask first")
+	}
+	e.db.Channels = map[string]bool{gpuportal.ChannelEmail: true}
+	p = b.get("/admin/notifications")
+	if strings.Contains(p.body, `data-testid="email-off"`) || !strings.Contains(p.body, `data-testid="sms-off"`) || !strings.Contains(p.body, "PORTAL_SMS_SECRET") {
+		t.Fatalf("outbox with email on and SMS off:\n%s", p.body)
+	}
+	resp, err := http.Get(e.srv.URL + "/favicon.ico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/svg+xml" {
+		t.Fatalf("favicon: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}

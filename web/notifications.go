@@ -4,6 +4,7 @@ package web
 // and the admins' outbox (what was sent by email and SMS, and resending).
 
 import (
+	"gpuportal"
 	"net/http"
 	"strconv"
 
@@ -55,7 +56,8 @@ func (s *Server) handleOutboxPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.Outbox(templates.OutboxPage{Notes: s.renderNotes(c, list), Status: c.QueryParam("status")}))
+	return s.render(c, http.StatusOK, templates.Outbox(templates.OutboxPage{Notes: s.renderNotes(c, list), Status: c.QueryParam("status"),
+		EmailOff: !s.db.Channels[gpuportal.ChannelEmail], SMSOff: !s.db.Channels[gpuportal.ChannelSMS]}))
 }
 
 func (s *Server) handleResendForm(c echo.Context) error {

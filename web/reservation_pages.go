@@ -8,8 +8,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"gpuportal"
-	"gpuportal/store"
 	"gpuportal/i18n"
+	"gpuportal/store"
 	"gpuportal/web/templates"
 )
 

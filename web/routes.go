@@ -16,6 +16,11 @@ func (s *Server) routes() {
 	e.GET("/healthz", s.handleHealth)
 	e.GET("/metrics", s.handleMetrics(), s.metricsAllowed)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticFiles())))
+	// Browsers ask for /favicon.ico on their own; answer with the icon.
+	e.GET("/favicon.ico", func(c echo.Context) error {
+		c.Request().URL.Path = "/favicon.svg"
+		return echo.WrapHandler(staticFiles())(c)
+	})
 
 	// Payment providers sign their calls; no session, no token.
 	e.POST("/api/v1/payments/:provider/webhook", s.apiPaymentWebhook)

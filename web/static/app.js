@@ -74,3 +74,17 @@ document.addEventListener("htmx:beforeSwap", function (evt) {
     evt.detail.isError = false;
   }
 });
+
+// Copy buttons: data-copy names the element whose text goes to the
+// clipboard; the button says so for a moment.
+document.addEventListener("click", function (evt) {
+  var btn = evt.target.closest("[data-copy]");
+  if (!btn) { return; }
+  var src = document.querySelector(btn.dataset.copy);
+  if (!src || !navigator.clipboard) { return; }
+  navigator.clipboard.writeText(src.textContent.trim()).then(function () {
+    var label = btn.textContent;
+    btn.textContent = btn.dataset.copied || label;
+    setTimeout(function () { btn.textContent = label; }, 2000);
+  });
+});
