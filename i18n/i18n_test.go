@@ -70,3 +70,24 @@ func TestNegotiate(t *testing.T) {
 		}
 	}
 }
+
+func TestPlurals(t *testing.T) {
+	for _, tc := range []struct {
+		lang, key string
+		args      []any
+		want      string
+	}{
+		{"en", "%d GPUs", []any{1}, "1 GPU"},
+		{"en", "%d GPUs", []any{2}, "2 GPUs"},
+		{"en", "%d GPUs", []any{0}, "0 GPUs"},
+		{"en", "%d GPUs, %d healthy, %d out of service", []any{1, 1, 0}, "1 GPU, 1 healthy, 0 out of service"},
+		{"en", "%d nodes: %d online, %d draining, %d offline", []any{1, 1, 0, 0}, "1 node: 1 online, 0 draining, 0 offline"},
+		{"en", "%s: %d GPUs for %d hours", []any{"A100", 8, 1}, "A100: 8 GPUs for 1 hour"},
+		{"en", "100%% of %d GPU-hours", []any{1}, "100% of 1 GPU-hour"},
+		{"zh-CN", "%d GPUs, %d healthy, %d out of service", []any{1, 1, 0}, "1 张 GPU：1 张健康，0 张停用"},
+	} {
+		if got := T(tc.lang, tc.key, tc.args...); got != tc.want {
+			t.Errorf("T(%s, %q, %v) = %q, want %q", tc.lang, tc.key, tc.args, got, tc.want)
+		}
+	}
+}
