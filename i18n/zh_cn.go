@@ -761,4 +761,5 @@ var zhCN = map[string]string{
 	"Drain node %s? No new work is placed on it; what runs there keeps running.": "排空节点 %s？不再向其分配新工作；正在运行的工作继续运行。",
 	"Email is not configured: email messages wait here unsent. Set PORTAL_SMTP_URL (smtp://user:pass@host:587?from=portal@example.com&tls=starttls) and restart the portal; waiting messages then go out.": "未配置邮件：邮件消息在此等待，尚未发送。请设置 PORTAL_SMTP_URL（smtp://user:pass@host:587?from=portal@example.com&tls=starttls）并重启门户，等待中的消息随后发出。",
 	"SMS is not configured: text messages wait here unsent. Set PORTAL_SMS_URL (your SMS gateway's HTTPS endpoint) and PORTAL_SMS_SECRET (signs each request) and restart the portal.":                     "未配置短信：短信在此等待，尚未发送。请设置 PORTAL_SMS_URL（短信网关的 HTTPS 地址）和 PORTAL_SMS_SECRET（用于签名每个请求）并重启门户。",
+	"Sign up to book": "注册后预订",
 }

@@ -18,7 +18,7 @@ func (s *Server) handleSignupPage(c echo.Context) error {
 	if currentUser(c) != nil {
 		return redirect(c, "/")
 	}
-	return s.render(c, http.StatusOK, templates.SignupPage(templates.AuthForm{}))
+	return s.render(c, http.StatusOK, templates.SignupPage(templates.AuthForm{Next: safeNext(c.QueryParam("next"), "")}))
 }
 
 func (s *Server) handleSignupForm(c echo.Context) error {
@@ -26,13 +26,13 @@ func (s *Server) handleSignupForm(c echo.Context) error {
 	u, err := s.signUp(c, in)
 	if err != nil {
 		return s.renderFormError(c, err, func(f templates.AuthForm) templates.AuthForm {
-			f.Email, f.Name, f.Phone = in.Email, in.Name, in.Phone
+			f.Email, f.Name, f.Phone, f.Next = in.Email, in.Name, in.Phone, safeNext(c.FormValue("next"), "")
 			return f
 		}, templates.SignupPage)
 	}
 	s.logIn(c, u)
 	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Welcome to gpuportal, %s! Your account is ready.", u.Name))
-	return redirect(c, "/")
+	return redirect(c, safeNext(c.FormValue("next"), "/"))
 }
 
 func (s *Server) apiSignup(c echo.Context) error {
