@@ -3,7 +3,7 @@ GO ?= go
 # go-nvml's cgo prologue uses deprecated NVML calls; keep the build quiet.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: run test check build generate vendor-assets bench clean
+.PHONY: run test check build generate vendor-assets bench screenshots clean
 
 ## run: the portal with a demo fleet (6 simulated DGX nodes) at http://127.0.0.1:8080 (logins printed);
 ## make run PORTAL_DB=postgres://… runs it on PostgreSQL instead of data/portal.db
@@ -37,6 +37,10 @@ generate:
 ## bench: the speed targets of DESIGN §7
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+## screenshots: the main pages at 1280 and 390 px, in English and Chinese, into tmp/screenshots (needs Chromium)
+screenshots:
+	GPUPORTAL_SCREENSHOTS=$(CURDIR)/tmp/screenshots $(GO) test -count=1 -run '^TestScreenshots$$' -v ./web/
 
 ## vendor-assets: refresh htmx and Pico CSS from the npm registry (versions in web/static/VERSIONS.md)
 vendor-assets:

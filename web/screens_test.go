@@ -1,0 +1,137 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"gpuportal"
+	"gpuportal/store/storetest"
+)
+
+// mainPages are the pages of the main flows, customer's then admin's.
+var mainPages = []struct{ name, path string }{
+	{"home", "/"},
+	{"calendar", "/calendar?model=a100-80g&region=cd-1&week=2026-12-01&start=2026-12-02T10:00&end=2026-12-02T14:00&count=2"},
+	{"reservations", "/reservations"},
+	{"instances", "/instances"},
+	{"jobs", "/jobs"},
+	{"waitlist", "/waitlist"},
+	{"ledger", "/ledger"},
+	{"rates", "/rates?model=a100-80g&region=cd-1"},
+	{"notifications", "/notifications"},
+	{"settings", "/settings"},
+	{"admin", "/admin"},
+	{"admin-policies", "/admin/policies"},
+	{"admin-fleet", "/admin/nodes"},
+	{"admin-users", "/admin/users"},
+	{"admin-outbox", "/admin/notifications"},
+}
+
+// screensEnv is a portal with something on every page: a fleet, a booking,
+// instances, a job, and an admin who also books.
+func screensEnv(t *testing.T) *testEnv {
+	t.Helper()
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 2, 8)
+	storetest.AddFleet(t, e.db, "h", "cd-1", "h100-80g", 1, 8)
+	admin := storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	ctx := context.Background()
+	start := time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
+	if _, err := e.db.Book(ctx, admin, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 4, Start: start, End: start.Add(6 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{gpuportal.KindSpot, gpuportal.KindOnDemand} {
+		if _, err := e.db.Launch(ctx, admin, gpuportal.LaunchRequest{Kind: kind, Model: "a100-80g", Region: "cd-1", Count: 2, Command: "python train.py"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.db.CreateJob(ctx, admin, gpuportal.JobRequest{Name: "render frames", Model: "a100-80g", Region: "cd-1", GPUsPerTask: 1, Tasks: 20,
+		Command: "render", MaxParallel: 4, Kind: gpuportal.JobSpot}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Tick(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// browse logs the admin in (in lang) in a browser of the given width.
+func browse(t *testing.T, e *testEnv, lang string, width int64) context.Context {
+	t.Helper()
+	ctx := chromium(t)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(width, 900),
+		chromedp.Navigate(e.srv.URL+"/login"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "admin@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
+		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="lang-`+lang+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`html[lang="`+lang+`"] [data-testid="dashboard"] + *, html[lang="`+lang+`"] [data-testid="dashboard"]`)),
+		chromedp.Sleep(300*time.Millisecond), // the redirect after the switch settles
+	); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+// On a phone (390 px), no page of the main flows scrolls sideways: the
+// document is as wide as the viewport (wide tables scroll inside
+// themselves).
+func TestBrowserPhoneWidthNoSidewaysScroll(t *testing.T) {
+	e := screensEnv(t)
+	ctx := browse(t, e, gpuportal.LangEnglish, 390)
+	for _, p := range mainPages {
+		if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+p.path), chromedp.WaitReady(chromedp.CSS(`body`))); err != nil {
+			t.Fatal(err)
+		}
+		widths, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, window.innerWidth]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if widths[0] > widths[1] {
+			culprits, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('body *')).filter(el => el.getBoundingClientRect().right > window.innerWidth + 1 && !el.closest('.scroll-x')).slice(0, 5).map(el => el.tagName + '.' + el.className + ' ' + Math.round(el.getBoundingClientRect().right))`))
+			t.Errorf("%s at 390 px is %d px wide: %s", p.name, widths[0], strings.Join(culprits, "; "))
+		}
+	}
+}
+
+// TestScreenshots writes the main pages at 1280 and 390 px in English and
+// Chinese into $GPUPORTAL_SCREENSHOTS (`make screenshots`: tmp/screenshots),
+// so anyone can look at the product without clicking through it.
+func TestScreenshots(t *testing.T) {
+	dir := os.Getenv("GPUPORTAL_SCREENSHOTS")
+	if dir == "" {
+		t.Skip("screenshots are taken by `make screenshots` (GPUPORTAL_SCREENSHOTS names the folder)")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := screensEnv(t)
+	for _, lang := range []string{gpuportal.LangEnglish, gpuportal.LangChinese} {
+		for _, width := range []int64{1280, 390} {
+			ctx := browse(t, e, lang, width)
+			for _, p := range mainPages {
+				if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+p.path), chromedp.WaitReady(chromedp.CSS(`body`))); err != nil {
+					t.Fatal(err)
+				}
+				png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := filepath.Join(dir, fmt.Sprintf("%s-%d-%s.png", p.name, width, lang))
+				if err := os.WriteFile(name, png, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	t.Logf("screenshots in %s", dir)
+}
