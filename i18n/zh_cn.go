@@ -762,4 +762,9 @@ var zhCN = map[string]string{
 	"Email is not configured: email messages wait here unsent. Set PORTAL_SMTP_URL (smtp://user:pass@host:587?from=portal@example.com&tls=starttls) and restart the portal; waiting messages then go out.": "未配置邮件：邮件消息在此等待，尚未发送。请设置 PORTAL_SMTP_URL（smtp://user:pass@host:587?from=portal@example.com&tls=starttls）并重启门户，等待中的消息随后发出。",
 	"SMS is not configured: text messages wait here unsent. Set PORTAL_SMS_URL (your SMS gateway's HTTPS endpoint) and PORTAL_SMS_SECRET (signs each request) and restart the portal.":                     "未配置短信：短信在此等待，尚未发送。请设置 PORTAL_SMS_URL（短信网关的 HTTPS 地址）和 PORTAL_SMS_SECRET（用于签名每个请求）并重启门户。",
 	"Sign up to book": "注册后预订",
+	// The calendar grid for keyboards and screen readers.
+	"Availability: pick the first and the last hour (arrow keys move, Enter picks, Escape clears)": "可用时段：选择第一个和最后一个小时（方向键移动，回车选择，Esc 清除）",
+	"Hour":                         "小时",
+	"%s: not bookable":             "%s：不可预订",
+	"%s: full — join the waitlist": "%s：已满——可加入候补",
 }

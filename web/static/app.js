@@ -6,23 +6,53 @@ document.addEventListener("htmx:configRequest", function (evt) {
   if (meta) { evt.detail.headers["X-CSRF-Token"] = meta.content; }
 });
 
-// Calendar: the first click on an hour picks the start, the second the last
-// hour; the quote form then asks the server for a quote (htmx, on change).
+// Calendar: the first click (or Enter/Space) on an hour picks the start,
+// the second the last hour; the quote form then asks the server for a
+// quote (htmx, on change). The grid is one tab stop: arrow keys move
+// between hours, Home/End to the ends of a day's row, Escape clears.
 (function () {
   function form() { return document.getElementById("quote-form"); }
+  function cells() { return Array.from(document.querySelectorAll('table.calendar td[role="gridcell"][data-local]')); }
 
   function highlight() {
     var f = form();
     if (!f) { return; }
     var start = f.elements.start.value, end = f.elements.end.value;
-    document.querySelectorAll("td.slot[data-local]").forEach(function (td) {
+    cells().forEach(function (td) {
       var on = start && (end ? td.dataset.local >= start && td.dataset.local < end : td.dataset.local === start);
       td.classList.toggle("selected", !!on);
+      td.setAttribute("aria-selected", on ? "true" : "false");
     });
   }
 
-  document.addEventListener("click", function (evt) {
-    var td = evt.target.closest("td.slot[data-local]");
+  // roving keeps exactly one cell in the tab order: the focused one, else
+  // the selection's start, else the first bookable hour.
+  function roving(focus) {
+    var all = cells();
+    if (!all.length) { return; }
+    var current = all.find(function (td) { return td.tabIndex === 0; }) ||
+      all.find(function (td) { return td.classList.contains("selected"); }) ||
+      all.find(function (td) { return td.dataset.bookable === "true"; }) || all[0];
+    all.forEach(function (td) { td.tabIndex = td === current ? 0 : -1; });
+    if (focus) { current.focus(); }
+  }
+
+  function moveTo(td) {
+    if (!td || td.getAttribute("role") !== "gridcell" || !td.dataset.local) { return; }
+    cells().forEach(function (c) { c.tabIndex = -1; });
+    td.tabIndex = 0;
+    td.focus();
+  }
+
+  function send(f) {
+    // The form may have been swapped in a moment ago, before htmx wired
+    // its trigger (it does so as the swap settles): wire it now, or a
+    // quick second pick would ask for no quote.
+    if (window.htmx) { window.htmx.process(f); }
+    f.elements.start.dispatchEvent(new Event("change", { bubbles: true }));
+  }
+
+  function pick(td) {
     var f = form();
     if (!td || !f || td.dataset.bookable !== "true") { return; }
     // Stateless, since htmx replaces the form after each change: with a
@@ -35,15 +65,59 @@ document.addEventListener("htmx:configRequest", function (evt) {
       end.value = "";
     }
     highlight();
-    // The form may have been swapped in a moment ago, before htmx wired
-    // its trigger (it does so as the swap settles): wire it now, or a
-    // quick second click would ask for no quote.
-    if (window.htmx) { window.htmx.process(f); }
-    start.dispatchEvent(new Event("change", { bubbles: true }));
+    send(f);
+  }
+
+  document.addEventListener("click", function (evt) {
+    var td = evt.target.closest("td.slot[data-local]");
+    if (td) { moveTo(td); pick(td); }
   });
 
-  document.addEventListener("htmx:afterSwap", highlight);
-  document.addEventListener("DOMContentLoaded", highlight);
+  document.addEventListener("keydown", function (evt) {
+    var td = evt.target.closest && evt.target.closest('table.calendar td[role="gridcell"]');
+    if (!td) { return; }
+    var row = td.parentElement, col = Array.prototype.indexOf.call(row.children, td);
+    var rows = Array.from(row.parentElement.children), r = rows.indexOf(row);
+    var at = function (rr, cc) { return rows[rr] && rows[rr].children[cc]; };
+    switch (evt.key) {
+      case "ArrowUp": moveTo(at(r - 1, col)); break;
+      case "ArrowDown": moveTo(at(r + 1, col)); break;
+      case "ArrowLeft": moveTo(at(r, col - 1)); break;
+      case "ArrowRight": moveTo(at(r, col + 1)); break;
+      case "Home": moveTo(at(r, 1)); break;
+      case "End": moveTo(at(r, row.children.length - 1)); break;
+      case "Enter": case " ": pick(td); break;
+      case "Escape":
+        var f = form();
+        if (f) { f.elements.start.value = ""; f.elements.end.value = ""; highlight(); send(f); }
+        break;
+      default: return;
+    }
+    evt.preventDefault();
+  });
+
+  // Quick picks can overtake each other on the way back: an answer for
+  // hours that are no longer the form's is dropped.
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var f = form(), cfg = evt.detail.requestConfig;
+    if (!f || !cfg || !cfg.elt || cfg.elt.id !== "quote-form" || !cfg.parameters) { return; }
+    var p = cfg.parameters;
+    if ((p.start || "") !== f.elements.start.value || (p.end || "") !== f.elements.end.value) {
+      evt.detail.shouldSwap = false;
+    }
+  });
+
+  // After a swap: the selection shows again, and focus that was in the
+  // grid (a new week) stays there.
+  var focusWasInGrid = false;
+  document.addEventListener("htmx:beforeSwap", function () {
+    focusWasInGrid = !!(document.activeElement && document.activeElement.closest && document.activeElement.closest("table.calendar"));
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    highlight();
+    roving(focusWasInGrid && !document.activeElement.closest("table.calendar"));
+  });
+  document.addEventListener("DOMContentLoaded", function () { highlight(); roving(false); });
 })();
 
 // Interruption countdowns tick every second between the list's refreshes

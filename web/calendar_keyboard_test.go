@@ -1,0 +1,105 @@
+package web
+
+import (
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"gpuportal"
+	"gpuportal/store"
+	"gpuportal/store/storetest"
+)
+
+// A customer books with the keyboard alone: Tab into the calendar (one tab
+// stop), arrows to Wednesday 10:00, Enter, three hours down, Enter — the
+// quote is there — Escape clears and the same again, then Tab to the book
+// button and Enter.
+func TestBrowserBookWithTheKeyboard(t *testing.T) {
+	ctx := chromium(t)
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	run := func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	active := func() string {
+		t.Helper()
+		id, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.dataset.testid || document.activeElement.tagName`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	key := func(k string, times int) {
+		t.Helper()
+		for range times {
+			run(chromedp.KeyEvent(k))
+		}
+	}
+	run(
+		chromedp.Navigate(e.srv.URL+"/login"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "alice@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
+		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
+		chromedp.Navigate(e.srv.URL+"/calendar?model=a100-80g&region=cd-1&week=2026-12-01"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="calendar-grid"]`)),
+	)
+	// Tab until the focus is in the grid: it takes one stop.
+	for range 40 {
+		if len(active()) > 5 && active()[:5] == "slot-" {
+			break
+		}
+		key(kb.Tab, 1)
+	}
+	if got := active(); len(got) < 5 || got[:5] != "slot-" {
+		t.Fatalf("tabbing never reached the calendar (at %s)", got)
+	}
+	// From wherever it starts, go to the top-left hour, then to Wed 10:00.
+	key(kb.ArrowUp, 24)
+	key(kb.Home, 1)
+	key(kb.ArrowRight, 2)
+	key(kb.ArrowDown, 10)
+	if got := active(); got != "slot-2026-12-02T10:00" {
+		t.Fatalf("focus after the arrows: %s", got)
+	}
+	key(kb.Enter, 1)
+	waitJS(t, ctx, `(document.querySelector('[data-testid="quote-hint"]') || {textContent: ""}).textContent.includes("last hour")`)
+	key(kb.ArrowDown, 3)
+	key(" ", 1)
+	run(chromedp.WaitVisible(chromedp.CSS(`[data-testid="book"]`)))
+	if got := active(); got != "slot-2026-12-02T13:00" {
+		t.Fatalf("focus after picking the last hour: %s (it should stay in the grid)", got)
+	}
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('td[aria-selected="true"]').length`))
+	if err != nil || n != 4 {
+		t.Fatalf("%d hours marked selected, %v", n, err)
+	}
+	key(kb.Escape, 1)
+	waitJS(t, ctx, `document.querySelectorAll('td[aria-selected="true"]').length === 0`)
+	key(kb.ArrowUp, 3)
+	key(kb.Enter, 1)
+	waitJS(t, ctx, `(document.querySelector('[data-testid="quote-hint"]') || {textContent: ""}).textContent.includes("last hour")`)
+	key(kb.ArrowDown, 3)
+	key(kb.Enter, 1)
+	run(chromedp.WaitVisible(chromedp.CSS(`[data-testid="book"]`)))
+	for range 20 {
+		if active() == "book" {
+			break
+		}
+		key(kb.Tab, 1)
+	}
+	if active() != "book" {
+		t.Fatalf("tabbing from the grid never reached the book button (at %s)", active())
+	}
+	key(kb.Enter, 1)
+	run(chromedp.WaitVisible(chromedp.CSS(`[data-testid="flash"]`)))
+	list, err := e.db.Reservations(t.Context(), u, store.ReservationFilter{Limit: 10})
+	if err != nil || len(list) != 1 || list[0].Hours() != 4 || list[0].Start.In(storetest.Shanghai).Format("2006-01-02T15:04") != "2026-12-02T10:00" {
+		t.Fatalf("booked with the keyboard: %+v, %v", list, err)
+	}
+}
