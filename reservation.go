@@ -80,7 +80,7 @@ func ValidateBooking(req BookingRequest, p Policy, now time.Time) error {
 	}
 	earliest := now.Truncate(time.Hour).Add(time.Hour)
 	if req.Start.Before(earliest) {
-		return FieldErrorf(EPOLICY, "start", "The earliest start you can book now is %s.", earliest.Format(time.RFC3339))
+		return FieldErrorf(EPOLICY, "start", "The earliest start you can book now is %s.", SiteTime(earliest, now.Location()))
 	}
 	if latest := now.Add(time.Duration(p.MaxAdvanceDays) * 24 * time.Hour); req.Start.After(latest) {
 		return FieldErrorf(EPOLICY, "start", "Bookings can start at most %d days ahead.", p.MaxAdvanceDays)
@@ -179,4 +179,10 @@ type LedgerEntry struct {
 	// model of its reservation or instance.
 	Count int    `json:"count,omitempty"`
 	Model string `json:"model,omitempty"`
+}
+
+// SiteTime is how a time reads to a customer: in the site's time zone, to
+// the minute, naming the zone (never a bare UTC "Z").
+func SiteTime(t time.Time, loc *time.Location) string {
+	return t.In(loc).Format("2006-01-02 15:04") + " (" + loc.String() + ")"
 }

@@ -104,7 +104,7 @@ func (db *DB) Quote(ctx context.Context, req gpuportal.BookingRequest) (gpuporta
 	if err != nil {
 		return gpuportal.Quote{}, err
 	}
-	if err := gpuportal.ValidateBooking(req, policy, db.now()); err != nil {
+	if err := gpuportal.ValidateBooking(req, policy, db.now().In(db.Location)); err != nil {
 		return gpuportal.Quote{}, err
 	}
 	// A quote for a full window says so (and offers the waitlist) before
@@ -142,7 +142,7 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 	if err != nil {
 		return nil, err
 	}
-	if err := gpuportal.ValidateBooking(req, policy, now); err != nil {
+	if err := gpuportal.ValidateBooking(req, policy, now.In(db.Location)); err != nil {
 		return nil, err
 	}
 	if err := db.checkCredit(ctx, tx, userID, policy, now); err != nil {
@@ -289,7 +289,7 @@ func (db *DB) checkCredit(ctx context.Context, q queryer, userID int64, p gpupor
 	}
 	if until := gpuportal.CreditBlockedUntil(times, p.LateCancelLimit30d, now); !until.IsZero() {
 		return gpuportal.FieldErrorf(gpuportal.EPOLICY, "credit", "You have cancelled late more than %d times in 30 days, so you cannot book until %s.",
-			p.LateCancelLimit30d, until.Format(time.RFC3339))
+			p.LateCancelLimit30d, gpuportal.SiteTime(until, db.Location))
 	}
 	return nil
 }

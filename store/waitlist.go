@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"gpuportal/scheduler"
-	"time"
 
 	"gpuportal"
 )
@@ -39,7 +38,7 @@ func (db *DB) JoinWaitlist(ctx context.Context, user *gpuportal.User, req gpupor
 		if err != nil {
 			return err
 		}
-		if err := gpuportal.ValidateBooking(req, policy, db.now()); err != nil {
+		if err := gpuportal.ValidateBooking(req, policy, db.now().In(db.Location)); err != nil {
 			return err
 		}
 		if err := db.checkWaitlistQuota(ctx, tx, user.ID); err != nil {
@@ -142,7 +141,7 @@ func (db *DB) ClaimOffer(ctx context.Context, user *gpuportal.User, id int64) (*
 			if err := db.expireOffer(ctx, tx, w); err != nil {
 				return err
 			}
-			gone = gpuportal.Errorf(gpuportal.EGONE, "The offer for entry %d expired at %s.", id, w.OfferExpiresAt.Format(time.RFC3339))
+			gone = gpuportal.Errorf(gpuportal.EGONE, "The offer for entry %d expired at %s.", id, gpuportal.SiteTime(*w.OfferExpiresAt, db.Location))
 			return nil
 		}
 		if err := releaseCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count); err != nil {

@@ -172,7 +172,7 @@ func TestLateCancellationsBlockBooking(t *testing.T) {
 	}
 	status, body := e.apiCall("POST", "/api/v1/reservations", tok, bookBody("a100-80g", 1, at(3, 10), at(3, 14)))
 	if status != http.StatusUnprocessableEntity || errorCode(t, body) != gpuportal.EPOLICY || !strings.Contains(body, `"field":"credit"`) ||
-		!strings.Contains(body, "2026-12-30T00:00:00Z") {
+		!strings.Contains(body, "2026-12-30 08:00 (Asia/Shanghai)") || strings.Contains(body, "00Z") {
 		t.Fatalf("booking after 4 late cancels = %d %s", status, body)
 	}
 	// 30 days after the first, the count drops to 3 and booking works again.
