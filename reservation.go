@@ -121,6 +121,46 @@ func CancellationFee(price Fen, tiers []CancellationTier, start, now time.Time) 
 	return fee, price - fee
 }
 
+// CancellationStep is a stretch of a booking's cancellation terms: from
+// From (zero: from the booking on) until the next step, cancelling costs
+// FeePercent of the price.
+type CancellationStep struct {
+	From       time.Time `json:"from,omitzero"`
+	FeePercent int       `json:"fee_percent"`
+}
+
+// CancellationSchedule lays a booking's tiers out as dates, as a customer
+// reads them before booking: what cancelling costs from now until the
+// start (from the start on there is no refund). Tiers already past
+// collapse into the one in force now; equal neighbours merge.
+func CancellationSchedule(tiers []CancellationTier, start, now time.Time) []CancellationStep {
+	sorted := append([]CancellationTier(nil), tiers...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].MinHoursBefore > sorted[j].MinHoursBefore })
+	var steps []CancellationStep
+	add := func(from time.Time, fee int) {
+		if !from.After(now) {
+			from = time.Time{}
+			steps = steps[:0] // what was in force before now no longer matters
+		}
+		if n := len(steps); n > 0 && steps[n-1].FeePercent == fee {
+			return
+		}
+		steps = append(steps, CancellationStep{From: from, FeePercent: fee})
+	}
+	if len(sorted) > 0 {
+		add(time.Time{}, sorted[0].FeePercent)
+	}
+	for k, t := range sorted {
+		next := 100 // after the last tier's boundary: the whole price
+		if k+1 < len(sorted) {
+			next = sorted[k+1].FeePercent
+		}
+		add(start.Add(-time.Duration(t.MinHoursBefore)*time.Hour), next)
+	}
+	add(start, 100)
+	return steps
+}
+
 // CreditWindow is how long a late cancellation counts against a user's
 // credit.
 const CreditWindow = 30 * 24 * time.Hour

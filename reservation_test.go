@@ -208,3 +208,41 @@ func TestOfferExpiry(t *testing.T) {
 		}
 	}
 }
+
+func TestCancellationSchedule(t *testing.T) {
+	start := time.Date(2026, 12, 8, 10, 0, 0, 0, time.UTC)
+	tiers := DefaultPolicies().Global.CancellationTiers // ≥24 h: 0 %, ≥2 h: 50 %, else 100 %
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		want []CancellationStep
+	}{
+		{"booked days ahead", start.Add(-72 * time.Hour), []CancellationStep{{FeePercent: 0}, {From: start.Add(-24 * time.Hour), FeePercent: 50}, {From: start.Add(-2 * time.Hour), FeePercent: 100}}},
+		{"booked 5 hours ahead", start.Add(-5 * time.Hour), []CancellationStep{{FeePercent: 50}, {From: start.Add(-2 * time.Hour), FeePercent: 100}}},
+		{"booked an hour ahead", start.Add(-time.Hour), []CancellationStep{{FeePercent: 100}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CancellationSchedule(tiers, start, tc.now)
+			if len(got) != len(tc.want) {
+				t.Fatalf("schedule = %+v, want %+v", got, tc.want)
+			}
+			for k := range got {
+				if !got[k].From.Equal(tc.want[k].From) || got[k].FeePercent != tc.want[k].FeePercent {
+					t.Fatalf("schedule = %+v, want %+v", got, tc.want)
+				}
+			}
+			// Each step agrees with the fee actually charged once it has
+			// begun (a tier's boundary itself still belongs to the one
+			// before: "free until 10:00" includes 10:00).
+			for _, s := range got {
+				at := s.From.Add(time.Second)
+				if s.From.IsZero() {
+					at = tc.now
+				}
+				if fee, _ := CancellationFee(10000, tiers, start, at); int(fee/100) != s.FeePercent {
+					t.Errorf("at %s the schedule says %d %%, the fee is %s", at, s.FeePercent, fee)
+				}
+			}
+		})
+	}
+}

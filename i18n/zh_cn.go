@@ -767,4 +767,12 @@ var zhCN = map[string]string{
 	"Hour":                         "小时",
 	"%s: not bookable":             "%s：不可预订",
 	"%s: full — join the waitlist": "%s：已满——可加入候补",
+	// Booking with confidence: the terms before booking.
+	"Free cancellation until %s":                         "%s 前免费取消",
+	"No refund if cancelled: the start is too close":     "距开始太近：取消不退款",
+	"No refund from %s":                                  "%s 起取消不退款",
+	"A fee of %d%% of the price if cancelled now":        "现在取消收取价格的 %d%% 作为手续费",
+	"A fee of %d%% of the price from %s":                 "收取价格的 %d%% 作为手续费（%s 起）",
+	"If you cancel":                                      "如需取消",
+	"Confirm: book %d GPUs and pay %s from your balance": "确认：预订 %d 张 GPU，从余额支付 %s",
 }

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -61,6 +62,18 @@ func TestBrowserSelectionSurvivesSignUp(t *testing.T) {
 	run(
 		chromedp.Reload(),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="book"]`)),
+	)
+	// Before paying: the terms as dates, and what the button will do.
+	terms := textOf(t, ctx, `[data-testid="cancellation-terms"]`)
+	for _, want := range []string{"Free cancellation until 2026-12-01 10:00", "A fee of 50% of the price from 2026-12-01 10:00", "No refund from 2026-12-02 08:00"} {
+		if !strings.Contains(terms, want) {
+			t.Errorf("cancellation terms %q lack %q", terms, want)
+		}
+	}
+	if got := textOf(t, ctx, `[data-testid="book"]`); got != "Confirm: book 1 GPU and pay ¥32.00 from your balance" {
+		t.Errorf("book button = %q", got)
+	}
+	run(
 		chromedp.Click(chromedp.CSS(`[data-testid="book"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="flash"]`)),
 	)

@@ -110,6 +110,9 @@ func (s *Server) quotePanel(c echo.Context, get func(string) string, model, regi
 		if quote, err = s.db.Quote(c.Request().Context(), req); err == nil {
 			q.Quote = &quote
 			s.fundsFor(c, &q, quote.Total)
+			if policies, err := s.db.Policies(c.Request().Context()); err == nil {
+				q.Terms = gpuportal.CancellationSchedule(policies.For(model).CancellationTiers, quote.Start, s.cfg.Clock.Now())
+			}
 			return q
 		}
 	}
