@@ -135,3 +135,23 @@ func TestScreenshots(t *testing.T) {
 	}
 	t.Logf("screenshots in %s", dir)
 }
+
+// Every main page's title names what its heading says.
+func TestBrowserTitlesMatchHeadings(t *testing.T) {
+	e := screensEnv(t)
+	for _, lang := range []string{gpuportal.LangEnglish, gpuportal.LangChinese} {
+		ctx := browse(t, e, lang, 1280)
+		for _, p := range mainPages {
+			if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+p.path), chromedp.WaitReady(chromedp.CSS(`h1`))); err != nil {
+				t.Fatal(err)
+			}
+			got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[document.title, document.querySelector('h1').innerText.trim()]`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[0] != got[1]+" · gpuportal" {
+				t.Errorf("%s (%s): title %q, heading %q", p.name, lang, got[0], got[1])
+			}
+		}
+	}
+}

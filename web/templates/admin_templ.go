@@ -888,7 +888,7 @@ func Admin(p AdminPage) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(T(ctx, "Admin")).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = Layout(T(ctx, "Administration")).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
