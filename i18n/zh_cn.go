@@ -775,4 +775,10 @@ var zhCN = map[string]string{
 	"A fee of %d%% of the price from %s":                 "收取价格的 %d%% 作为手续费（%s 起）",
 	"If you cancel":                                      "如需取消",
 	"Confirm: book %d GPUs and pay %s from your balance": "确认：预订 %d 张 GPU，从余额支付 %s",
+	// Instances: when they started and how long they ran.
+	"started %s, %s": "开始于 %s，%s",
+	"running for %s": "已运行 %s",
+	"ran %s":         "运行了 %s",
+	"%d h %d min":    "%d 小时 %d 分钟",
+	"%d min":         "%d 分钟",
 }

@@ -162,3 +162,19 @@ document.addEventListener("click", function (evt) {
     setTimeout(function () { btn.textContent = label; }, 2000);
   });
 });
+
+// Live lists (the instances) are swapped every few seconds: output panels
+// the reader opened stay open.
+(function () {
+  var open = [];
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    if (evt.detail.target && evt.detail.target.id === "instance-list") {
+      open = Array.from(evt.detail.target.querySelectorAll("details[id][open]")).map(function (d) { return d.id; });
+    }
+  });
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    if (evt.detail.target && evt.detail.target.id === "instance-list") {
+      open.forEach(function (id) { var d = document.getElementById(id); if (d) { d.open = true; } });
+    }
+  });
+})();
