@@ -37,6 +37,7 @@ type NoteParams struct {
 	InstanceID    int64     `json:"instance_id,omitempty"`
 	EntryID       int64     `json:"entry_id,omitempty"`
 	Model         string    `json:"model,omitempty"`
+	ModelName     string    `json:"model_name,omitempty"` // the model's name when it was written
 	Region        string    `json:"region,omitempty"`
 	Count         int       `json:"count,omitempty"`
 	Start         time.Time `json:"start,omitzero"`

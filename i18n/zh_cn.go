@@ -781,4 +781,13 @@ var zhCN = map[string]string{
 	"ran %s":         "运行了 %s",
 	"%d h %d min":    "%d 小时 %d 分钟",
 	"%d min":         "%d 分钟",
+	"Nodes and GPUs with live telemetry (refreshed every 5 s). Enrol a node with a one-time token:": "节点与 GPU 的实时遥测（每 5 秒刷新）。用一次性令牌注册节点：",
+	// Interruption reasons as people read them.
+	"a booking's start":                     "预订开始",
+	"on-demand demand":                      "按需需求",
+	"a node failure":                        "节点故障",
+	"an administrator":                      "管理员操作",
+	"another spot launch (fair share)":      "让位于其他竞价实例（公平分配）",
+	"the balance ran out":                   "余额不足",
+	"Subject, e.g. node/ or reservation/12": "对象，例如 node/ 或 reservation/12",
 }

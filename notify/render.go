@@ -2,6 +2,7 @@ package notify
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"html/template"
 	"strconv"
@@ -34,7 +35,7 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 	T := func(key string, args ...any) string { return i18n.T(lang, key, args...) }
 	when := func(tm time.Time) string { return tm.In(loc).Format("2006-01-02 15:04") }
 	zone := loc.String()
-	what := fmt.Sprintf("%d × %s", p.Count, p.Model)
+	what := fmt.Sprintf("%d × %s", p.Count, cmp.Or(p.ModelName, p.Model))
 	link := strings.TrimRight(baseURL, "/")
 	var m Message
 	var lines []string

@@ -21,6 +21,12 @@ func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string,
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
+	if p.Model != "" && p.ModelName == "" {
+		// Messages name the model as customers know it.
+		if err := db.row(ctx, tx, `SELECT name FROM models WHERE id = ?`, p.Model).Scan(&p.ModelName); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("notify: %w", err)
+		}
+	}
 	params, err := json.Marshal(p)
 	if err != nil {
 		return err

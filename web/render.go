@@ -40,6 +40,12 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 			v.Available = &b.Available
 		}
 	}
+	if models, err := s.db.Models(c.Request().Context()); err == nil {
+		v.ModelNames = make(map[string]string, len(models))
+		for _, m := range models {
+			v.ModelNames[m.ID] = m.Name
+		}
+	}
 	ctx := templates.WithView(c.Request().Context(), v)
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	c.Response().Header().Set("Cache-Control", "no-store")

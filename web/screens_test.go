@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +21,10 @@ var mainPages = []struct{ name, path string }{
 	{"home", "/"},
 	{"calendar", "/calendar?model=a100-80g&region=cd-1&week=2026-12-01&start=2026-12-02T10:00&end=2026-12-02T14:00&count=2"},
 	{"reservations", "/reservations"},
+	{"reservation", "/reservations/1"},
 	{"instances", "/instances"},
 	{"jobs", "/jobs"},
+	{"job", "/jobs/1"},
 	{"waitlist", "/waitlist"},
 	{"ledger", "/ledger"},
 	{"rates", "/rates?model=a100-80g&region=cd-1"},
@@ -32,6 +35,8 @@ var mainPages = []struct{ name, path string }{
 	{"admin-fleet", "/admin/nodes"},
 	{"admin-users", "/admin/users"},
 	{"admin-outbox", "/admin/notifications"},
+	{"admin-images", "/admin/images"},
+	{"admin-audit", "/admin/audit"},
 }
 
 // screensEnv is a portal with something on every page: a fleet, a booking,
@@ -151,6 +156,49 @@ func TestBrowserTitlesMatchHeadings(t *testing.T) {
 			}
 			if got[0] != got[1]+" · gpuportal" {
 				t.Errorf("%s (%s): title %q, heading %q", p.name, lang, got[0], got[1])
+			}
+		}
+	}
+}
+
+// rawCode finds what a person should never read on a page: codes meant
+// for programs (kinds, reasons, error codes), weekday keys, model ids
+// where the model has a name, backticks, and — on Chinese pages — English
+// sentences the catalog lacks.
+var rawCode = regexp.MustCompile("`" + `|\b(on_demand|node_failure|fair_share|capacity_unavailable|insufficient_funds|policy_violation|invalid_input|not_found)\b|\b(mon|tue|wed|thu|fri|sat|sun)\b|\b[ah]100-80g\b`)
+
+var englishSentence = regexp.MustCompile(`(?:[A-Za-z][a-z']+[ ,.;:]+){4,}`)
+
+// A walk through every main page in English and in Chinese finds no raw
+// code and, in Chinese, no untranslated sentence.
+func TestBrowserNoRawCodes(t *testing.T) {
+	e := screensEnv(t)
+	for _, lang := range []string{gpuportal.LangEnglish, gpuportal.LangChinese} {
+		ctx := browse(t, e, lang, 1280)
+		for _, p := range mainPages {
+			if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+p.path), chromedp.WaitReady(chromedp.CSS(`h1`))); err != nil {
+				t.Fatal(err)
+			}
+			// What a person reads: the page's text without code, logs and
+			// what they typed themselves.
+			text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
+				const skip = 'code, pre, script, style, textarea, .secret, [data-user-content]', out = [];
+				const w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+				for (let n; (n = w.nextNode());) { if (!n.parentElement.closest(skip)) out.push(n.textContent); }
+				document.querySelectorAll('[title], [aria-label], [placeholder]').forEach(el => {
+					if (!el.closest(skip)) out.push(el.title || '', el.getAttribute('aria-label') || '', el.getAttribute('placeholder') || '');
+				});
+				return out.join(' '); })()`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range rawCode.FindAllString(text, 5) {
+				t.Errorf("%s (%s) shows the raw code %q", p.name, lang, m)
+			}
+			if lang == gpuportal.LangChinese {
+				for _, m := range englishSentence.FindAllString(text, 5) {
+					t.Errorf("%s (zh-CN) shows untranslated %q", p.name, m)
+				}
 			}
 		}
 	}

@@ -184,6 +184,18 @@ func MustCreatePoorUser(tb testing.TB, db *store.DB, email, role string) *gpupor
 // Password is the password MustCreateUser gives every user.
 const Password = "correct-horse-battery"
 
+// nvmlName is what NVML calls a model's devices (go-nvml's dgx mocks say
+// the same).
+func nvmlName(model string) string {
+	switch model {
+	case "a100-80g":
+		return "NVIDIA A100-SXM4-80GB"
+	case "h100-80g":
+		return "NVIDIA H100 80GB HBM3"
+	}
+	return model
+}
+
 // AddFleet adds nodes × perNode healthy GPUs of a model in a region, with
 // node ids "<prefix>-1", "<prefix>-2", … and returns the nodes.
 func AddFleet(tb testing.TB, db *store.DB, prefix, region, model string, nodes, perNode int) []gpuportal.Node {
@@ -192,7 +204,7 @@ func AddFleet(tb testing.TB, db *store.DB, prefix, region, model string, nodes, 
 	for i := 1; i <= nodes; i++ {
 		n := gpuportal.Node{ID: fmt.Sprintf("%s-%d", prefix, i), Hostname: fmt.Sprintf("%s-%d.example", prefix, i), Region: region, State: gpuportal.NodeOnline}
 		for j := 0; j < perNode; j++ {
-			n.GPUs = append(n.GPUs, gpuportal.GPU{UUID: fmt.Sprintf("GPU-%s-%d-%d", prefix, i, j), Index: j, Model: model, Name: model, Healthy: true, MemoryTotalMiB: 81920})
+			n.GPUs = append(n.GPUs, gpuportal.GPU{UUID: fmt.Sprintf("GPU-%s-%d-%d", prefix, i, j), Index: j, Model: model, Name: nvmlName(model), Healthy: true, MemoryTotalMiB: 81920})
 		}
 		if err := db.AddNode(context.Background(), n); err != nil {
 			tb.Fatal(err)

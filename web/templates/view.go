@@ -28,6 +28,17 @@ type View struct {
 	TestClock bool
 	Now       time.Time
 	Available *gpuportal.Fen // the user's available balance, for the navigation bar
+	// ModelNames names the catalog's models by id (a page shows names,
+	// never ids).
+	ModelNames map[string]string
+}
+
+// ModelName is a model's name, or its id when the catalog has none.
+func ModelName(ctx context.Context, id string) string {
+	if name := ViewOf(ctx).ModelNames[id]; name != "" {
+		return name
+	}
+	return id
 }
 
 type viewKey struct{}
@@ -77,4 +88,33 @@ func localClock(ctx context.Context, t time.Time) string {
 // weekdayName is the English name of t's weekday (a translation key).
 func weekdayName(t time.Time) string {
 	return [...]string{"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"}[t.Weekday()]
+}
+
+// ReasonLabel names an interruption reason in the reader's language.
+func ReasonLabel(ctx context.Context, reason string) string {
+	switch reason {
+	case gpuportal.ReasonReservation:
+		return T(ctx, "a booking's start")
+	case gpuportal.ReasonOnDemand:
+		return T(ctx, "on-demand demand")
+	case gpuportal.ReasonNodeFailure:
+		return T(ctx, "a node failure")
+	case gpuportal.ReasonAdmin:
+		return T(ctx, "an administrator")
+	case gpuportal.ReasonFairShare:
+		return T(ctx, "another spot launch (fair share)")
+	case gpuportal.ReasonBalance:
+		return T(ctx, "the balance ran out")
+	}
+	return reason
+}
+
+// weekdayLabel names a policy's weekday key ("mon") in the reader's
+// language.
+func weekdayLabel(ctx context.Context, key string) string {
+	names := map[string]string{"mon": "Mon", "tue": "Tue", "wed": "Wed", "thu": "Thu", "fri": "Fri", "sat": "Sat", "sun": "Sun"}
+	if n, ok := names[key]; ok {
+		return T(ctx, n)
+	}
+	return key
 }
