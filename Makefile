@@ -42,14 +42,17 @@ bench:
 screenshots:
 	GPUPORTAL_SCREENSHOTS=$(CURDIR)/tmp/screenshots $(GO) test -count=1 -run '^TestScreenshots$$' -v ./web/
 
-## vendor-assets: refresh htmx and Pico CSS from the npm registry (versions in web/static/VERSIONS.md)
+## vendor-assets: refresh htmx, Pico CSS (web/static/VERSIONS.md) and the tests' axe-core (web/testdata/VERSIONS.md) from the npm registry
 vendor-assets:
 	rm -rf tmp/npm && mkdir -p tmp/npm
-	cd tmp/npm && npm pack htmx.org@2.0.11 @picocss/pico@2.1.1 >/dev/null
+	cd tmp/npm && npm pack htmx.org@2.0.11 @picocss/pico@2.1.1 axe-core@4.14.1 >/dev/null
 	tar -xzf tmp/npm/htmx.org-2.0.11.tgz -C tmp/npm package/dist/htmx.min.js
 	cp tmp/npm/package/dist/htmx.min.js web/static/htmx.min.js
 	tar -xzf tmp/npm/picocss-pico-2.1.1.tgz -C tmp/npm package/css/pico.min.css
 	cp tmp/npm/package/css/pico.min.css web/static/pico.min.css
+	tar -xzf tmp/npm/axe-core-4.14.1.tgz -C tmp/npm package/axe.min.js package/LICENSE
+	cp tmp/npm/package/axe.min.js web/testdata/axe.min.js
+	cp tmp/npm/package/LICENSE web/testdata/axe-LICENSE
 	rm -rf tmp/npm
 
 clean:
