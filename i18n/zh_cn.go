@@ -790,4 +790,10 @@ var zhCN = map[string]string{
 	"another spot launch (fair share)":      "让位于其他竞价实例（公平分配）",
 	"the balance ran out":                   "余额不足",
 	"Subject, e.g. node/ or reservation/12": "对象，例如 node/ 或 reservation/12",
+	// A reservation before its start.
+	"Using your GPUs": "如何使用您的 GPU",
+	"Starts in %s":    "%s 后开始",
+	"From the start, its %d GPUs are yours alone until %s. Come back to this page then and launch a reserved instance on them (your command, in the image you choose); scripts do the same with POST /api/v1/instances and kind \"reserved\".": "从开始时起，这 %d 张 GPU 专属于您，直到 %s。届时回到本页，在这些 GPU 上启动预留实例（您的命令、您选择的镜像）；脚本可用 POST /api/v1/instances 并将 kind 设为 \"reserved\" 达到同样效果。",
+	"You are reminded an hour before the start and 40 minutes before the end.": "开始前 1 小时和结束前 40 分钟会提醒您。",
+	"%d d %d h": "%d 天 %d 小时",
 }

@@ -77,6 +77,10 @@ func TestBookAndCancelThroughPages(t *testing.T) {
 	if !strings.Contains(detail.body, "Booked: reservation #1") || !strings.Contains(detail.body, "¥64.00") || !strings.Contains(detail.body, "at least 24 h before the start: 0% fee") {
 		t.Fatalf("detail page:\n%s", detail.body)
 	}
+	// Before its start, the page says when it starts and how to use it.
+	if !strings.Contains(detail.body, `data-testid="how-to-use"`) || !strings.Contains(detail.body, "Starts in") || !strings.Contains(detail.body, "launch a reserved instance") {
+		t.Fatalf("detail page before the start lacks how to use it:\n%s", detail.body)
+	}
 	list := b.get("/reservations")
 	if !strings.Contains(list.body, `data-testid="reservation-1"`) {
 		t.Fatalf("list lacks the booking")
