@@ -795,6 +795,11 @@ var zhCN = map[string]string{
 	"Starts in %s":    "%s 后开始",
 	"From the start, its %d GPUs are yours alone until %s. Come back to this page then and launch a reserved instance on them (your command, in the image you choose); scripts do the same with POST /api/v1/instances and kind \"reserved\".": "从开始时起，这 %d 张 GPU 专属于您，直到 %s。届时回到本页，在这些 GPU 上启动预留实例（您的命令、您选择的镜像）；脚本可用 POST /api/v1/instances 并将 kind 设为 \"reserved\" 达到同样效果。",
 	"You are reminded an hour before the start and 40 minutes before the end.": "开始前 1 小时和结束前 40 分钟会提醒您。",
-	"%d d %d h":              "%d 天 %d 小时",
-	"Preview and simulation": "预览与模拟",
+	"%d d %d h":                "%d 天 %d 小时",
+	"Preview and simulation":   "预览与模拟",
+	"free":                     "空闲",
+	"few left":                 "所剩不多",
+	"full (join the waitlist)": "已满（可加入候补）",
+	"your selection":           "您的选择",
+	"full — join the waitlist": "已满——可加入候补",
 }
