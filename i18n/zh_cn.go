@@ -802,4 +802,5 @@ var zhCN = map[string]string{
 	"full (join the waitlist)": "已满（可加入候补）",
 	"your selection":           "您的选择",
 	"full — join the waitlist": "已满——可加入候补",
+	"Menu":                     "菜单",
 }

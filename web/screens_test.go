@@ -207,3 +207,31 @@ func TestBrowserNoRawCodes(t *testing.T) {
 		}
 	}
 }
+
+// On a phone the page links fold behind the Menu button, which opens them.
+func TestBrowserPhoneNavigationFolds(t *testing.T) {
+	e := screensEnv(t)
+	ctx := browse(t, e, gpuportal.LangEnglish, 390)
+	visible := func() bool {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("nav-links").offsetParent !== null`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if visible() {
+		t.Fatal("the page links show on a phone before Menu is pressed")
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid="nav-toggle"]`))); err != nil {
+		t.Fatal(err)
+	}
+	if !visible() {
+		t.Fatal("Menu did not open the page links")
+	}
+	if got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid="nav-toggle"]').getAttribute("aria-expanded")`)); got != "true" {
+		t.Fatalf("aria-expanded = %q after opening", got)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid="nav-reservations"]`)), chromedp.WaitVisible(chromedp.CSS(`h1`))); err != nil {
+		t.Fatal(err)
+	}
+}

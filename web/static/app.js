@@ -178,3 +178,12 @@ document.addEventListener("click", function (evt) {
     }
   });
 })();
+
+// The phone navigation's Menu button opens and closes the page links.
+document.addEventListener("click", function (evt) {
+  var btn = evt.target.closest("[data-nav-toggle]");
+  if (!btn) { return; }
+  var header = btn.closest("header");
+  var open = header.classList.toggle("nav-open");
+  btn.setAttribute("aria-expanded", open ? "true" : "false");
+});
