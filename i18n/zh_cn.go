@@ -803,4 +803,5 @@ var zhCN = map[string]string{
 	"your selection":           "您的选择",
 	"full — join the waitlist": "已满——可加入候补",
 	"Menu":                     "菜单",
+	"End (the hour it ends)":   "结束（结束的整点）",
 }

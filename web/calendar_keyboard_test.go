@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -101,5 +102,43 @@ func TestBrowserBookWithTheKeyboard(t *testing.T) {
 	list, err := e.db.Reservations(t.Context(), u, store.ReservationFilter{Limit: 10})
 	if err != nil || len(list) != 1 || list[0].Hours() != 4 || list[0].Start.In(storetest.Shanghai).Format("2006-01-02T15:04") != "2026-12-02T10:00" {
 		t.Fatalf("booked with the keyboard: %+v, %v", list, err)
+	}
+}
+
+// Typing a date and a 24-hour hour (no AM/PM, whatever the browser's
+// locale) quotes those hours, and a date in another week moves the
+// calendar there.
+func TestBrowserTypedHoursMoveTheWeek(t *testing.T) {
+	ctx := chromium(t)
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	run := func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	typeIn := func(testid, value string) chromedp.Action[chromedp.Void] {
+		return chromedp.Evaluate[chromedp.Void](`(() => { const el = document.querySelector('[data-testid="` + testid + `"]');
+			el.value = "` + value + `"; el.dispatchEvent(new Event("change", {bubbles: true})); })()`)
+	}
+	run(
+		chromedp.Navigate(e.srv.URL+"/calendar?model=a100-80g&region=cd-1&week=2026-12-01"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="calendar-grid"]`)),
+	)
+	hours, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('[data-testid="start-hour"] option')).map(o => o.textContent)`))
+	if err != nil || len(hours) != 25 || hours[14] != "13:00" {
+		t.Fatalf("start hours offered: %q, %v", hours, err)
+	}
+	run(typeIn("start-date", "2026-12-10"), typeIn("start-hour", "9"))
+	waitJS(t, ctx, `(document.querySelector('[data-testid="week-label"]') || {textContent: ""}).textContent.startsWith("2026-12-07")`)
+	run(typeIn("end-date", "2026-12-10"), typeIn("end-hour", "13"))
+	run(chromedp.WaitVisible(chromedp.CSS(`[data-testid="quote"]`)))
+	if got := textOf(t, ctx, `[data-testid="quote"]`); !strings.Contains(got, "2026-12-10") || !strings.Contains(got, "09:00 – 13:00") {
+		t.Fatalf("quote for typed hours: %q", got)
+	}
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('td[aria-selected="true"]').length`))
+	if err != nil || n != 4 {
+		t.Fatalf("%d hours highlighted for 09:00–13:00, %v", n, err)
 	}
 }

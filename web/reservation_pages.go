@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -84,7 +85,7 @@ func mondayOf(t time.Time) time.Time {
 // quotePanel prices what the booking form asks for, or says what is missing.
 func (s *Server) quotePanel(c echo.Context, get func(string) string, model, region string) templates.QuotePanel {
 	lang := reqOf(c).lang
-	q := templates.QuotePanel{Model: model, Region: region, Count: 1, Start: get("start"), End: get("end")}
+	q := templates.QuotePanel{Model: model, Region: region, Count: 1, Start: hourValue(get, "start"), End: hourValue(get, "end")}
 	if get("count") != "" {
 		q.Count = atoiOr(get("count"), 0)
 	}
@@ -102,6 +103,9 @@ func (s *Server) quotePanel(c echo.Context, get func(string) string, model, regi
 			return model
 		case "region":
 			return region
+		}
+		if k == "start" || k == "end" {
+			return hourValue(get, k)
 		}
 		return get(k)
 	}, s.cfg.Location)
@@ -309,4 +313,19 @@ func (s *Server) handleCancelForm(c echo.Context) error {
 	}
 	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Reservation #%d is cancelled: fee %s, refund %s.", r.ID, r.Fee.String(), r.Refund.String()))
 	return redirect(c, "/reservations")
+}
+
+// hourValue is the form's start or end as "2006-01-02T15:04" (site time):
+// from its date and 24-hour clock fields when they are given, else the
+// value itself (calendar clicks, links, scripts).
+func hourValue(get func(string) string, name string) string {
+	date, hour := get(name+"_date"), get(name+"_hour")
+	if date == "" && hour == "" {
+		return get(name)
+	}
+	h, err := strconv.Atoi(hour)
+	if date == "" || err != nil || h < 0 || h > 23 {
+		return "" // not picked yet: the panel asks for it
+	}
+	return fmt.Sprintf("%sT%02d:00", date, h)
 }

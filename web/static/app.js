@@ -13,6 +13,24 @@ document.addEventListener("htmx:configRequest", function (evt) {
 (function () {
   function form() { return document.getElementById("quote-form"); }
   function cells() { return Array.from(document.querySelectorAll('table.calendar td[role="gridcell"][data-local]')); }
+  function pad(h) { return ("0" + h).slice(-2); }
+
+  // The form's start or end as "2006-01-02T15:04", from its date and hour
+  // fields (get reads a field by name).
+  function composed(get, name) {
+    var d = get(name + "_date"), h = get(name + "_hour");
+    if (d === undefined && h === undefined) { return get(name) || ""; }
+    return d && h !== "" && h !== undefined ? d + "T" + pad(h) + ":00" : "";
+  }
+  function fromForm(f) { return function (n) { return f.elements[n] ? f.elements[n].value : undefined; }; }
+
+  // set puts a "2006-01-02T15:04" value into the hidden field and the
+  // date and hour fields.
+  function set(f, name, value) {
+    f.elements[name].value = value;
+    f.elements[name + "_date"].value = value ? value.slice(0, 10) : "";
+    f.elements[name + "_hour"].value = value ? String(parseInt(value.slice(11, 13), 10)) : "";
+  }
 
   function highlight() {
     var f = form();
@@ -57,12 +75,12 @@ document.addEventListener("htmx:configRequest", function (evt) {
     if (!td || !f || td.dataset.bookable !== "true") { return; }
     // Stateless, since htmx replaces the form after each change: with a
     // start and no end, a later hour is the end; otherwise a new start.
-    var start = f.elements.start, end = f.elements.end;
-    if (start.value && !end.value && td.dataset.local >= start.value) {
-      end.value = td.dataset.localEnd;
+    var start = f.elements.start.value, end = f.elements.end.value;
+    if (start && !end && td.dataset.local >= start) {
+      set(f, "end", td.dataset.localEnd);
     } else {
-      start.value = td.dataset.local;
-      end.value = "";
+      set(f, "start", td.dataset.local);
+      set(f, "end", "");
     }
     highlight();
     send(f);
@@ -89,7 +107,7 @@ document.addEventListener("htmx:configRequest", function (evt) {
       case "Enter": case " ": pick(td); break;
       case "Escape":
         var f = form();
-        if (f) { f.elements.start.value = ""; f.elements.end.value = ""; highlight(); send(f); }
+        if (f) { set(f, "start", ""); set(f, "end", ""); highlight(); send(f); }
         break;
       default: return;
     }
@@ -101,9 +119,25 @@ document.addEventListener("htmx:configRequest", function (evt) {
   document.addEventListener("htmx:beforeSwap", function (evt) {
     var f = form(), cfg = evt.detail.requestConfig;
     if (!f || !cfg || !cfg.elt || cfg.elt.id !== "quote-form" || !cfg.parameters) { return; }
-    var p = cfg.parameters;
-    if ((p.start || "") !== f.elements.start.value || (p.end || "") !== f.elements.end.value) {
+    var p = cfg.parameters, sent = function (n) { return p[n]; }, now = fromForm(f);
+    if (composed(sent, "start") !== composed(now, "start") || composed(sent, "end") !== composed(now, "end")) {
       evt.detail.shouldSwap = false;
+    }
+  });
+
+  // Typed dates and hours: the hidden values follow, the selection shows,
+  // and a start in another week moves the calendar there.
+  document.addEventListener("change", function (evt) {
+    var f = form();
+    if (!f || !evt.target.name || !/^(start|end)_(date|hour)$/.test(evt.target.name) || !f.contains(evt.target)) { return; }
+    var get = fromForm(f);
+    f.elements.start.value = composed(get, "start");
+    f.elements.end.value = composed(get, "end");
+    highlight();
+    var day = f.elements.start_date.value, grid = document.querySelector("table.calendar");
+    if (day && grid && window.htmx && (day < grid.dataset.firstDay || day > grid.dataset.lastDay)) {
+      var url = "/calendar/grid?model=" + encodeURIComponent(grid.dataset.model) + "&region=" + encodeURIComponent(grid.dataset.region) + "&week=" + day;
+      window.htmx.ajax("GET", url, { target: "#grid" });
     }
   });
 
