@@ -23,6 +23,7 @@ type AuditFilter struct {
 	Actor   string // email
 	Subject string // prefix, e.g. "node/"
 	Limit   int
+	Offset  int
 }
 
 // GPUStates counts a model's GPUs in a region by what they do now.

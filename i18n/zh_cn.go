@@ -804,4 +804,13 @@ var zhCN = map[string]string{
 	"full — join the waitlist": "已满——可加入候补",
 	"Menu":                     "菜单",
 	"End (the hour it ends)":   "结束（结束的整点）",
+	// Lists: tabs, pages, unread notifications.
+	"Unknown list %q: active or ended.":  "未知列表 %q：可选 active 或 ended。",
+	"Unknown list %q: upcoming or past.": "未知列表 %q：可选 upcoming 或 past。",
+	"Ended":                              "已结束",
+	"Unknown list %q.":                   "未知列表 %q。",
+	"%d unread":                          "%d 条未读",
+	"Pages":                              "分页",
+	"new":                                "新",
+	"Open":                               "打开",
 }

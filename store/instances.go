@@ -85,14 +85,44 @@ func (db *DB) instanceGPUs(ctx context.Context, q queryer, list []*gpuportal.Ins
 
 // Instances lists the user's instances (an admin's: everybody's), newest first.
 func (db *DB) Instances(ctx context.Context, user *gpuportal.User, limit int) ([]gpuportal.Instance, error) {
-	if limit <= 0 || limit > 1000 {
-		limit = 200
+	return db.InstanceList(ctx, user, InstanceFilter{Limit: limit})
+}
+
+// InstanceFilter narrows an instance list.
+type InstanceFilter struct {
+	// Tab: "active" (pending, running, interrupting) or "ended"; "" for all.
+	Tab    string
+	Limit  int // default 200, at most 1000
+	Offset int
+}
+
+// Instance list tabs.
+const (
+	TabActive = "active"
+	TabEnded  = "ended"
+)
+
+// InstanceList lists the user's instances (an admin's: everybody's),
+// newest first, a page at a time.
+func (db *DB) InstanceList(ctx context.Context, user *gpuportal.User, f InstanceFilter) ([]gpuportal.Instance, error) {
+	if f.Limit <= 0 || f.Limit > 1000 {
+		f.Limit = 200
 	}
-	where, args := "1 = 1", []any{}
+	where, args := []string{"1 = 1"}, []any{}
 	if !user.IsAdmin() {
-		where, args = "user_id = ?", []any{user.ID}
+		where, args = append(where, "user_id = ?"), append(args, user.ID)
 	}
-	list, err := scanEach(ctx, db.read, scanOneInstance, `SELECT `+instanceColumns+` FROM instances WHERE `+where+` ORDER BY id DESC LIMIT ?`, append(args, limit)...)
+	switch f.Tab {
+	case "":
+	case TabActive:
+		where = append(where, "status IN ('pending', 'running', 'interrupting')")
+	case TabEnded:
+		where = append(where, "status IN ('interrupted', 'stopped', 'failed')")
+	default:
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "tab", "Unknown list %q: active or ended.", f.Tab)
+	}
+	list, err := scanEach(ctx, db.read, scanOneInstance, `SELECT `+instanceColumns+` FROM instances WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ? OFFSET ?`,
+		append(args, f.Limit, max(0, f.Offset))...)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}

@@ -99,7 +99,34 @@ func (db *DB) listNotes(ctx context.Context, query string, args ...any) ([]gpupo
 
 // InApp lists a user's in-app notifications, newest first.
 func (db *DB) InApp(ctx context.Context, userID int64, limit int) ([]gpuportal.Notification, error) {
-	return db.listNotes(ctx, `user_id = ? AND channel = 'app' ORDER BY id DESC LIMIT ?`, userID, limit)
+	return db.InAppPage(ctx, userID, limit, 0)
+}
+
+// InAppPage is a page of a user's in-app notifications, newest first.
+func (db *DB) InAppPage(ctx context.Context, userID int64, limit, offset int) ([]gpuportal.Notification, error) {
+	return db.listNotes(ctx, `user_id = ? AND channel = 'app' ORDER BY id DESC LIMIT ? OFFSET ?`, userID, limit, max(0, offset))
+}
+
+// UnreadCount is how many in-app notifications a user has not seen: those
+// newer than their last visit to the notifications page.
+func (db *DB) UnreadCount(ctx context.Context, userID int64) (int, error) {
+	var n int
+	err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM notifications WHERE user_id = ? AND channel = 'app'
+		AND id > coalesce((SELECT notifications_seen_id FROM users WHERE id = ?), 0)`, userID, userID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("unread notifications: %w", err)
+	}
+	return n, nil
+}
+
+// MarkNotificationsSeen records that the user has seen every in-app
+// notification up to now.
+func (db *DB) MarkNotificationsSeen(ctx context.Context, userID int64) error {
+	return db.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE users SET notifications_seen_id = coalesce((SELECT max(id) FROM notifications WHERE user_id = ? AND channel = 'app'), 0)
+			WHERE id = ?`, userID, userID)
+		return err
+	})
 }
 
 // Outbox lists email and SMS notifications for admins, newest first,
@@ -195,4 +222,13 @@ func (db *DB) Prefs(ctx context.Context, userID int64) (NotificationPrefs, error
 func (db *DB) SetPrefs(ctx context.Context, userID int64, p NotificationPrefs) error {
 	_, err := db.write.ExecContext(ctx, `UPDATE users SET notify_email = ?, notify_sms = ? WHERE id = ?`, p.Email, p.SMS, userID)
 	return err
+}
+
+// NotificationsSeenUpTo is the last in-app notification the user has seen.
+func (db *DB) NotificationsSeenUpTo(ctx context.Context, userID int64) (int64, error) {
+	var id int64
+	if err := db.read.QueryRowContext(ctx, `SELECT notifications_seen_id FROM users WHERE id = ?`, userID).Scan(&id); err != nil {
+		return 0, fmt.Errorf("notifications seen: %w", err)
+	}
+	return id, nil
 }

@@ -325,8 +325,18 @@ func scanReservation(row interface{ Scan(...any) error }) (*gpuportal.Reservatio
 type ReservationFilter struct {
 	Status  string    // one status, or "" for all
 	StartAt time.Time // only those starting at this time, unless zero
-	Limit   int       // default 200, at most 1000
+	// Tab: "upcoming" (confirmed and active, soonest first) or "past"
+	// (completed and cancelled, latest first); "" for all, latest first.
+	Tab    string
+	Limit  int // default 200, at most 1000
+	Offset int
 }
+
+// Reservation list tabs.
+const (
+	TabUpcoming = "upcoming"
+	TabPast     = "past"
+)
 
 // Reservations lists the user's reservations (an admin's: everybody's),
 // latest start first.
@@ -349,8 +359,18 @@ func (db *DB) Reservations(ctx context.Context, user *gpuportal.User, f Reservat
 	if !f.StartAt.IsZero() {
 		where, args = append(where, "start_at = ?"), append(args, unix(f.StartAt))
 	}
+	order := "start_at DESC, id DESC"
+	switch f.Tab {
+	case "":
+	case TabUpcoming:
+		where, order = append(where, "status IN ('confirmed', 'active')"), "start_at, id"
+	case TabPast:
+		where = append(where, "status IN ('completed', 'cancelled')")
+	default:
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "tab", "Unknown list %q: upcoming or past.", f.Tab)
+	}
 	list, err := scanEach(ctx, db.read, scanReservation, `SELECT `+reservationColumns+` FROM reservations WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY start_at DESC, id DESC LIMIT ?`, append(args, f.Limit)...)
+		` ORDER BY `+order+` LIMIT ? OFFSET ?`, append(args, f.Limit, max(0, f.Offset))...)
 	if err != nil {
 		return nil, fmt.Errorf("list reservations: %w", err)
 	}

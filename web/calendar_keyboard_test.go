@@ -119,8 +119,10 @@ func TestBrowserTypedHoursMoveTheWeek(t *testing.T) {
 		}
 	}
 	typeIn := func(testid, value string) chromedp.Action[chromedp.Void] {
+		// As a person would, after the form the last answer swapped in is
+		// wired (htmx does so as the swap settles).
 		return chromedp.Evaluate[chromedp.Void](`(() => { const el = document.querySelector('[data-testid="` + testid + `"]');
-			el.value = "` + value + `"; el.dispatchEvent(new Event("change", {bubbles: true})); })()`)
+			htmx.process(el.form); el.value = "` + value + `"; el.dispatchEvent(new Event("change", {bubbles: true})); })()`)
 	}
 	run(
 		chromedp.Navigate(e.srv.URL+"/calendar?model=a100-80g&region=cd-1&week=2026-12-01"),
@@ -132,6 +134,7 @@ func TestBrowserTypedHoursMoveTheWeek(t *testing.T) {
 	}
 	run(typeIn("start-date", "2026-12-10"), typeIn("start-hour", "9"))
 	waitJS(t, ctx, `(document.querySelector('[data-testid="week-label"]') || {textContent: ""}).textContent.startsWith("2026-12-07")`)
+	waitJS(t, ctx, `document.querySelector('[data-testid="start"]').value === "2026-12-10T09:00" && (document.querySelector('[data-testid="quote-hint"]') || {textContent: ""}).textContent.includes("last hour")`)
 	run(typeIn("end-date", "2026-12-10"), typeIn("end-hour", "13"))
 	run(chromedp.WaitVisible(chromedp.CSS(`[data-testid="quote"]`)))
 	if got := textOf(t, ctx, `[data-testid="quote"]`); !strings.Contains(got, "2026-12-10") || !strings.Contains(got, "09:00 – 13:00") {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"gpuportal"
 	"gpuportal/i18n"
+	"gpuportal/store"
 	"gpuportal/web/templates"
 )
 
@@ -18,9 +20,23 @@ func (s *Server) instancesPage(c echo.Context, form templates.LaunchForm) (templ
 	if err != nil {
 		return p, err
 	}
-	if p.Instances, err = s.db.Instances(c.Request().Context(), currentUser(c), 0); err != nil {
+	tab, err := tabParam(c, store.TabActive, store.TabEnded)
+	if err != nil {
 		return p, err
 	}
+	page := pageParam(c)
+	list, err := s.db.InstanceList(c.Request().Context(), currentUser(c), store.InstanceFilter{Tab: tab, Limit: listPageSize + 1, Offset: (page - 1) * listPageSize})
+	if err != nil {
+		return p, err
+	}
+	p.Instances = list[:min(len(list), listPageSize)]
+	lang := reqOf(c).lang
+	p.Pager = pagerFor(c, page, len(list) > listPageSize)
+	p.Tabs = []templates.Tab{
+		{Label: i18n.T(lang, "Active"), URL: "/instances", Current: tab == store.TabActive},
+		{Label: i18n.T(lang, "Ended"), URL: "/instances?tab=ended", Current: tab == store.TabEnded},
+	}
+	p.ListURL = fmt.Sprintf("/instances/list?tab=%s&page=%d", tab, page)
 	return p, nil
 }
 
@@ -92,7 +108,12 @@ func (s *Server) handleInstancesPage(c echo.Context) error {
 }
 
 func (s *Server) handleInstanceList(c echo.Context) error {
-	list, err := s.db.Instances(c.Request().Context(), currentUser(c), 0)
+	tab, err := tabParam(c, store.TabActive, store.TabEnded)
+	if err != nil {
+		return err
+	}
+	page := pageParam(c)
+	list, err := s.db.InstanceList(c.Request().Context(), currentUser(c), store.InstanceFilter{Tab: tab, Limit: listPageSize, Offset: (page - 1) * listPageSize})
 	if err != nil {
 		return err
 	}

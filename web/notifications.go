@@ -4,6 +4,7 @@ package web
 // and the admins' outbox (what was sent by email and SMS, and resending).
 
 import (
+	"fmt"
 	"gpuportal"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"gpuportal/i18n"
+	"gpuportal/store"
 	"gpuportal/web/templates"
 )
 
@@ -43,12 +45,57 @@ func (s *Server) apiResend(c echo.Context) error {
 
 // --- pages ---
 
+// handleNotificationsPage lists the user's notifications a page at a
+// time, marks those not seen before, and counts them all seen from now.
 func (s *Server) handleNotificationsPage(c echo.Context) error {
-	list, err := s.db.InApp(c.Request().Context(), currentUser(c).ID, 200)
+	ctx, u := c.Request().Context(), currentUser(c)
+	page := pageParam(c)
+	list, err := s.db.InAppPage(ctx, u.ID, listPageSize+1, (page-1)*listPageSize)
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.Notifications(s.renderNotes(c, list)))
+	more := len(list) > listPageSize
+	list = list[:min(len(list), listPageSize)]
+	seen, err := s.db.NotificationsSeenUpTo(ctx, u.ID)
+	if err != nil {
+		return err
+	}
+	rows := s.renderNotes(c, list)
+	for k := range rows {
+		rows[k].Unread = rows[k].N.ID > seen
+		rows[k].Link = noteLink(rows[k].N)
+	}
+	if err := s.db.MarkNotificationsSeen(ctx, u.ID); err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Notifications(rows, pagerFor(c, page, more)))
+}
+
+// noteLink is the page a notification is about.
+func noteLink(n gpuportal.Notification) string {
+	p := n.Params
+	switch {
+	case p.ReservationID != 0:
+		return fmt.Sprintf("/reservations/%d", p.ReservationID)
+	case p.JobID != 0:
+		return fmt.Sprintf("/jobs/%d", p.JobID)
+	case p.InstanceID != 0:
+		return fmt.Sprintf("/instances?tab=%s", instanceTabFor(n))
+	case p.EntryID != 0:
+		return "/waitlist"
+	case n.Kind == gpuportal.NoteBalanceLow || n.Kind == gpuportal.NoteBalanceStop:
+		return "/ledger"
+	}
+	return ""
+}
+
+// instanceTabFor is where an instance a notification names is listed:
+// restarts and interruptions are about instances still under way.
+func instanceTabFor(n gpuportal.Notification) string {
+	if n.Kind == gpuportal.NoteInstanceRestarted || n.Kind == gpuportal.NoteSpotInterruption {
+		return store.TabActive
+	}
+	return store.TabEnded
 }
 
 func (s *Server) handleOutboxPage(c echo.Context) error {

@@ -45,9 +45,12 @@ func (s *Server) apiAudit(c echo.Context) error {
 
 func (s *Server) handleAuditPage(c echo.Context) error {
 	f := auditFilter(c)
+	page := pageParam(c)
+	f.Limit, f.Offset = listPageSize+1, (page-1)*listPageSize
 	list, err := s.db.Audit(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.Audit(templates.AuditPage{Entries: list, Filter: f}))
+	more := len(list) > listPageSize
+	return s.render(c, http.StatusOK, templates.Audit(templates.AuditPage{Entries: list[:min(len(list), listPageSize)], Filter: f, Pager: pagerFor(c, page, more)}))
 }

@@ -39,6 +39,9 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 		if b, err := s.db.Balance(c.Request().Context(), r.user); err == nil {
 			v.Available = &b.Available
 		}
+		if n, err := s.db.UnreadCount(c.Request().Context(), r.user.ID); err == nil {
+			v.Unread = n
+		}
 	}
 	if models, err := s.db.Models(c.Request().Context()); err == nil {
 		v.ModelNames = make(map[string]string, len(models))

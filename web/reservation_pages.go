@@ -85,7 +85,12 @@ func mondayOf(t time.Time) time.Time {
 // quotePanel prices what the booking form asks for, or says what is missing.
 func (s *Server) quotePanel(c echo.Context, get func(string) string, model, region string) templates.QuotePanel {
 	lang := reqOf(c).lang
-	q := templates.QuotePanel{Model: model, Region: region, Count: 1, Start: hourValue(get, "start"), End: hourValue(get, "end")}
+	q := templates.QuotePanel{Model: model, Region: region, Count: 1, Start: hourValue(get, "start"), End: hourValue(get, "end"), Typed: map[string]string{}}
+	for _, f := range []string{"start_date", "start_hour", "end_date", "end_hour"} {
+		if v := get(f); v != "" {
+			q.Typed[f] = v
+		}
+	}
 	if get("count") != "" {
 		q.Count = atoiOr(get("count"), 0)
 	}
@@ -241,26 +246,27 @@ func (s *Server) reservationRows(c echo.Context, list []gpuportal.Reservation) (
 }
 
 func (s *Server) handleReservationsPage(c echo.Context) error {
-	list, err := s.db.Reservations(c.Request().Context(), currentUser(c), store.ReservationFilter{Limit: 1000})
+	tab, err := tabParam(c, store.TabUpcoming, store.TabPast)
 	if err != nil {
 		return err
 	}
+	page := pageParam(c)
+	list, err := s.db.Reservations(c.Request().Context(), currentUser(c), store.ReservationFilter{Tab: tab, Limit: listPageSize + 1, Offset: (page - 1) * listPageSize})
+	if err != nil {
+		return err
+	}
+	more := len(list) > listPageSize
+	list = list[:min(len(list), listPageSize)]
 	rows, err := s.reservationRows(c, list)
 	if err != nil {
 		return err
 	}
-	p := templates.ReservationsPage{AllUsers: currentUser(c).IsAdmin()}
-	// The list comes latest start first: upcoming reads best soonest first.
-	for i := len(rows) - 1; i >= 0; i-- {
-		if st := rows[i].R.Status; st == gpuportal.ReservationConfirmed || st == gpuportal.ReservationActive {
-			p.Upcoming = append(p.Upcoming, rows[i])
-		}
-	}
-	for _, row := range rows {
-		if st := row.R.Status; st == gpuportal.ReservationCompleted || st == gpuportal.ReservationCancelled {
-			p.Past = append(p.Past, row)
-		}
-	}
+	lang := reqOf(c).lang
+	p := templates.ReservationsPage{Rows: rows, Past: tab == store.TabPast, AllUsers: currentUser(c).IsAdmin(), Pager: pagerFor(c, page, more),
+		Tabs: []templates.Tab{
+			{Label: i18n.T(lang, "Upcoming and active"), URL: "/reservations", Current: tab == store.TabUpcoming},
+			{Label: i18n.T(lang, "Past and cancelled"), URL: "/reservations?tab=past", Current: tab == store.TabPast},
+		}}
 	return s.render(c, http.StatusOK, templates.Reservations(p))
 }
 
@@ -312,7 +318,7 @@ func (s *Server) handleCancelForm(c echo.Context) error {
 		return err
 	}
 	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Reservation #%d is cancelled: fee %s, refund %s.", r.ID, r.Fee.String(), r.Refund.String()))
-	return redirect(c, "/reservations")
+	return redirect(c, "/reservations?tab=past") // where it is listed now
 }
 
 // hourValue is the form's start or end as "2006-01-02T15:04" (site time):

@@ -31,6 +31,8 @@ type View struct {
 	// ModelNames names the catalog's models by id (a page shows names,
 	// never ids).
 	ModelNames map[string]string
+	// Unread is how many in-app notifications the user has not seen.
+	Unread int
 }
 
 // ModelName is a model's name, or its id when the catalog has none.

@@ -1,0 +1,3 @@
+-- The last in-app notification a user has seen (the navigation's unread
+-- count is what came after it).
+ALTER TABLE users ADD COLUMN notifications_seen_id BIGINT NOT NULL DEFAULT 0;
