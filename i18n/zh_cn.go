@@ -813,4 +813,13 @@ var zhCN = map[string]string{
 	"Pages":                              "分页",
 	"new":                                "新",
 	"Open":                               "打开",
+	// The API reference page.
+	"API reference": "API 参考",
+	"JSON under /api/v1, with an API token (Authorization: Bearer …) or your session. The full description, with every request and answer:": "/api/v1 下的 JSON 接口，使用 API 令牌（Authorization: Bearer …）或您的会话。完整说明（含每个请求与应答）：",
+	"(OpenAPI 3.1).":           "（OpenAPI 3.1）。",
+	"(no sign-in needed)":      "（无需登录）",
+	"Accounts":                 "账户",
+	"Catalog and availability": "目录与可用性",
+	"Money":                    "资金",
+	"Agents":                   "节点代理",
 }

@@ -63,7 +63,8 @@ type browser struct {
 func (e *testEnv) browser() *browser {
 	jar, _ := cookiejar.New(nil)
 	return &browser{t: e.t, base: e.srv.URL, http: &http.Client{
-		Jar: jar,
+		Jar:       jar,
+		Transport: validatingTransport{e.t, http.DefaultTransport},
 		// Stop at redirects so tests see the 303 and where it goes.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
@@ -157,7 +158,7 @@ func (e *testEnv) apiCall(method, path, token string, body string) (int, string)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Transport: validatingTransport{e.t, http.DefaultTransport}}).Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

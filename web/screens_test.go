@@ -30,6 +30,7 @@ var mainPages = []struct{ name, path string }{
 	{"rates", "/rates?model=a100-80g&region=cd-1"},
 	{"notifications", "/notifications"},
 	{"settings", "/settings"},
+	{"api", "/api"},
 	{"admin", "/admin"},
 	{"admin-policies", "/admin/policies"},
 	{"admin-fleet", "/admin/nodes"},
@@ -186,7 +187,7 @@ func TestBrowserNoRawCodes(t *testing.T) {
 			// What a person reads: the page's text without code, logs and
 			// what they typed themselves.
 			text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
-				const skip = 'code, pre, script, style, textarea, .secret, [data-user-content]', out = [];
+				const skip = 'code, pre, script, style, textarea, .secret, [data-user-content], [lang="en"]:not(html)', out = [];
 				const w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
 				for (let n; (n = w.nextNode());) { if (!n.parentElement.closest(skip)) out.push(n.textContent); }
 				document.querySelectorAll('[title], [aria-label], [placeholder]').forEach(el => {
