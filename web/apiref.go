@@ -11,7 +11,7 @@ import (
 
 // apiOpenAPI serves the API's OpenAPI 3.1 description.
 func (s *Server) apiOpenAPI(c echo.Context) error {
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSONCharsetUTF8, openapi.Document)
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapi.Document)
 }
 
 // handleAPIReference is the reference page: every operation of the
