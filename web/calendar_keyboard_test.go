@@ -41,12 +41,8 @@ func TestBrowserBookWithTheKeyboard(t *testing.T) {
 			run(chromedp.KeyEvent(k))
 		}
 	}
+	run(logInAs(e.srv.URL, "alice@example.com")...)
 	run(
-		chromedp.Navigate(e.srv.URL+"/login"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "alice@example.com"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
-		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
 		chromedp.Navigate(e.srv.URL+"/calendar?model=a100-80g&region=cd-1&week=2026-12-01"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="calendar-grid"]`)),
 	)

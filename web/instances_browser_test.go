@@ -30,12 +30,10 @@ func TestBrowserOutputPanelStaysOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Set(e.clock.Now().Add(80 * 60e9)) // 1 h 20 min later
+	if err := chromedp.Do(ctx, logInAs(e.srv.URL, "alice@example.com")...); err != nil {
+		t.Fatal(err)
+	}
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(e.srv.URL+"/login"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "alice@example.com"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
-		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
 		chromedp.Navigate(e.srv.URL+"/instances"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="log-tail"] summary`)),
 		chromedp.Evaluate[chromedp.Void](`window.listSwaps = 0; document.addEventListener("htmx:afterSwap", e => { if (e.detail.target.id === "instance-list") window.listSwaps++; })`),

@@ -26,12 +26,8 @@ func TestBrowserWhatIfFromThePolicyEditor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	run(logInAs(e.srv.URL, "admin@example.com")...)
 	run(
-		chromedp.Navigate(e.srv.URL+"/login"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "admin@example.com"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
-		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
 		chromedp.Navigate(e.srv.URL+"/admin/policies"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="policy-form"]`)),
 		chromedp.SetValue(chromedp.CSS(`[data-testid="global.spot_discount_percent"]`), "150"),
