@@ -36,7 +36,7 @@ func pagerFor(c echo.Context, page int, more bool) templates.Pager {
 			q.Set("page", strconv.Itoa(n))
 		}
 		if len(q) == 0 {
-			return c.Path()
+			return c.Request().URL.Path
 		}
 		return c.Request().URL.Path + "?" + q.Encode()
 	}

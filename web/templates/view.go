@@ -92,6 +92,19 @@ func weekdayName(t time.Time) string {
 	return [...]string{"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"}[t.Weekday()]
 }
 
+// kindLabel names an instance kind in the reader's language.
+func kindLabel(ctx context.Context, kind string) string {
+	switch kind {
+	case gpuportal.KindSpot:
+		return T(ctx, "Spot")
+	case gpuportal.KindOnDemand:
+		return T(ctx, "On-demand")
+	case gpuportal.KindReserved:
+		return T(ctx, "Reserved")
+	}
+	return kind
+}
+
 // ReasonLabel names an interruption reason in the reader's language.
 func ReasonLabel(ctx context.Context, reason string) string {
 	switch reason {
