@@ -78,7 +78,7 @@ func (s *Server) handleHome(c echo.Context) error {
 // and this month's spend.
 func (s *Server) dashboard(c echo.Context, u *gpuportal.User) (*templates.Dashboard, error) {
 	ctx := c.Request().Context()
-	d := &templates.Dashboard{TopUps: s.cfg.PaymentSecret != ""}
+	d := &templates.Dashboard{TopUps: s.topUpsEnabled()}
 	var err error
 	if d.Balance, err = s.db.Balance(ctx, u); err != nil {
 		return nil, err

@@ -40,7 +40,7 @@ func newTestEnv(t testing.TB) *testEnv {
 	db.Wall = wall // real time of the store too (node liveness, reset links, enrollment expiry)
 	loc, _ := time.LoadLocation("Asia/Shanghai")
 	s, err := New(context.Background(), Config{
-		DB: db, Clock: clock, WallClock: wall, Location: loc, PaymentSecret: testPaymentSecret,
+		DB: db, Clock: clock, WallClock: wall, Location: loc, TestPayments: true, PaymentSecret: testPaymentSecret,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

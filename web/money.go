@@ -43,8 +43,8 @@ func (s *Server) apiCreateTopUp(c echo.Context) error {
 }
 
 func (s *Server) createTopUp(c echo.Context, req gpuportal.TopUpRequest) (*gpuportal.TopUp, error) {
-	if s.cfg.PaymentSecret == "" {
-		return nil, gpuportal.Errorf(gpuportal.ECONFLICT, "Top-ups are not set up on this portal (PORTAL_PAYMENT_SECRET); ask an administrator to credit your account.")
+	if !s.topUpsEnabled() {
+		return nil, gpuportal.Errorf(gpuportal.ECONFLICT, "Top-ups are not set up on this portal; ask an administrator to credit your account.")
 	}
 	t, err := s.db.CreateTopUp(c.Request().Context(), currentUser(c), req)
 	if err == nil {
@@ -122,19 +122,26 @@ func (s *Server) handleTestPayConfirm(c echo.Context) error {
 	return redirect(c, "/ledger")
 }
 
+// topUpOf is the top-up on the test provider's checkout page: the payer's
+// own only — an administrator pays nobody's (they credit, audited).
 func (s *Server) topUpOf(c echo.Context) (*gpuportal.TopUp, error) {
-	if c.Param("provider") != gpuportal.TestPayProvider || s.cfg.PaymentSecret == "" {
+	if c.Param("provider") != gpuportal.TestPayProvider || !s.cfg.TestPayments {
 		return nil, echo.ErrNotFound
 	}
 	id, err := pathID(c)
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.db.TopUp(c.Request().Context(), currentUser(c), id)
-	if err == nil {
-		s.withCheckout(t)
+	user := currentUser(c)
+	t, err := s.db.TopUp(c.Request().Context(), user, id)
+	if err != nil {
+		return nil, err
 	}
-	return t, err
+	if t.UserID != user.ID {
+		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Top-up %d not found.", id)
+	}
+	s.withCheckout(t)
+	return t, nil
 }
 
 // handleTopUpForm starts a top-up from the ledger page and goes to the
@@ -198,7 +205,7 @@ func (s *Server) handleLedgerPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := templates.LedgerPage{Month: month, Kind: kind, Kinds: ledgerKinds, Page: page, TopUps: s.cfg.PaymentSecret != ""}
+	v := templates.LedgerPage{Month: month, Kind: kind, Kinds: ledgerKinds, Page: page, TopUps: s.topUpsEnabled()}
 	if len(entries) > ledgerPageSize {
 		v.More, entries = true, entries[:ledgerPageSize]
 	}

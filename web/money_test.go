@@ -146,3 +146,61 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 }
+
+// (issue 22, item 1) The test provider's confirm button credits money, so
+// it exists only where it was asked for (--demo, --test-payments): a
+// payment secret alone turns on nothing. Where it runs, a payer confirms
+// only their own top-up, and an administrator confirms nobody's.
+func TestTestProviderOnlyWhenAskedForAndOnlyForThePayer(t *testing.T) {
+	e := newTestEnv(t)
+	alice := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	storetest.MustCreatePoorUser(t, e.db, "mallory@example.com", gpuportal.RoleCustomer)
+	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	tok := e.tokenFor(alice)
+	st, body := e.apiCall("POST", "/api/v1/topups", tok, `{"amount_fen":100000000,"provider":"test"}`)
+	if st != 201 {
+		t.Fatalf("top-up = %d %s", st, body)
+	}
+	payURL := decodeObject(t, body)["pay_url"].(string)
+	balance := func() string {
+		_, body := e.apiCall("GET", "/api/v1/balance", tok, "")
+		return body
+	}
+	for _, who := range []string{"mallory@example.com", "admin@example.com"} {
+		b := e.browser()
+		b.login(who, storetest.Password)
+		if p := b.get(payURL); p.status != http.StatusNotFound {
+			t.Errorf("%s sees alice's checkout: %d", who, p.status)
+		}
+		if p := b.post(payURL, nil); p.status != http.StatusNotFound {
+			t.Errorf("%s confirms alice's top-up: %d", who, p.status)
+		}
+	}
+	if !strings.Contains(balance(), `"balance_fen":0`) {
+		t.Fatalf("someone else paid alice's top-up: %s", balance())
+	}
+
+	// The secret is set, test payments are not: no provider, no top-ups,
+	// no checkout page — and the webhook the portal used to sign itself
+	// credits nothing.
+	e.with(func(c *Config) { c.TestPayments = false })
+	if st, body := e.apiCall("POST", "/api/v1/topups", tok, `{"amount_fen":100000000,"provider":"test"}`); st != http.StatusConflict {
+		t.Errorf("top-up without test payments = %d %s", st, body)
+	}
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	if p := b.post(payURL, nil); p.status != http.StatusNotFound {
+		t.Errorf("confirm without test payments = %d", p.status)
+	}
+	id := int64(decodeObject(t, body)["id"].(float64))
+	event := fmt.Sprintf(`{"payment_id":"p-x","topup_id":%d,"amount_fen":100000000,"status":"paid"}`, id)
+	if st, _ := e.postWebhook("test", event, testProvider{testPaymentSecret}.sign([]byte(event))); st != http.StatusNotFound {
+		t.Errorf("test webhook without test payments = %d", st)
+	}
+	if p := b.get("/ledger"); strings.Contains(p.body, `data-testid="topup-form"`) {
+		t.Errorf("the ledger offers a top-up without a provider")
+	}
+	if !strings.Contains(balance(), `"balance_fen":0`) {
+		t.Fatalf("money appeared: %s", balance())
+	}
+}

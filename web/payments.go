@@ -51,12 +51,18 @@ func (p testProvider) sign(body []byte) string {
 }
 
 // provider is the payment provider called name, if this portal has it.
+// The test provider exists only where it was asked for (Config.TestPayments):
+// its checkout is a button that credits money.
 func (s *Server) provider(name string) (PaymentProvider, error) {
-	if s.cfg.PaymentSecret != "" && name == gpuportal.TestPayProvider {
+	if s.cfg.TestPayments && name == gpuportal.TestPayProvider {
 		return testProvider{secret: s.cfg.PaymentSecret}, nil
 	}
 	return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "No payment provider %q here.", name)
 }
+
+// topUpsEnabled reports whether customers can top up through a provider
+// here; otherwise only an administrator's audited credit adds money.
+func (s *Server) topUpsEnabled() bool { return s.cfg.TestPayments }
 
 // withCheckout fills the pay_url of pending top-ups.
 func (s *Server) withCheckout(t *gpuportal.TopUp) {

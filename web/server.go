@@ -6,6 +6,7 @@ package web
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,8 +47,13 @@ type Config struct {
 	// MetricsAllow limits /metrics to these networks (--metrics-allow;
 	// empty: everyone).
 	MetricsAllow []*net.IPNet
-	// PaymentSecret signs payment providers' webhooks
-	// (PORTAL_PAYMENT_SECRET); empty: no top-ups through providers.
+	// TestPayments turns on the built-in test payment provider, whose
+	// checkout page credits a top-up at the press of a button: for the
+	// demo and tests only (--demo, --test-payments), never production.
+	TestPayments bool
+	// PaymentSecret is the key the test provider signs its webhooks with
+	// (PORTAL_PAYMENT_SECRET); with TestPayments and no secret, one is made
+	// up at start.
 	PaymentSecret string
 	// Scheduler is kicked by the store after changes that make something
 	// due; the server asks it whether it leads, and it runs
@@ -94,6 +100,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.Location == nil {
 		cfg.Location = time.UTC
+	}
+	if cfg.TestPayments && cfg.PaymentSecret == "" {
+		cfg.PaymentSecret = rand.Text() + rand.Text()
 	}
 	sessions, err := newSessionStore(ctx, cfg.DB, cfg.Secret)
 	if err != nil {

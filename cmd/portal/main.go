@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -155,6 +154,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	demo := fs.Bool("demo", false, "seed demo accounts and a demo fleet of simulated nodes, and print the logins")
 	demoAgents := fs.String("demo-agent", defaultAgentBinary(), "with --demo: the agent binary that runs the simulated nodes (empty: seed the fleet without agents)")
 	migrate := fs.Bool("migrate", false, "apply pending migrations before serving (a new, empty database is always migrated)")
+	testPayments := fs.Bool("test-payments", envOr(getenv, "PORTAL_TEST_PAYMENTS", "") == "1", "turn on the built-in test payment provider, whose checkout page credits any top-up at the press of a button — for demos and tests only, never with real customers (env PORTAL_TEST_PAYMENTS=1; --demo turns it on)")
 	testClock := fs.Bool("test-clock", false, "use a manual business clock that admins can move (POST /api/v1/admin/clock)")
 	nowFlag := fs.String("now", "", "with --test-clock: start the clock at this RFC 3339 time (default: the real time)")
 	logLevel := fs.String("log-level", envOr(getenv, "PORTAL_LOG_LEVEL", "info"), "debug, info, warn or error (env PORTAL_LOG_LEVEL)")
@@ -179,9 +179,10 @@ environment:
   PORTAL_SMTP_URL         smtp://user:pass@host:port?from=addr&tls=none|starttls|tls — enables email
   PORTAL_SMS_URL          HTTP endpoint receiving {"to","text"} JSON — enables SMS
   PORTAL_SMS_SECRET       signs SMS requests: X-Signature: sha256=<hex HMAC-SHA256 of the body>
-  PORTAL_PAYMENT_SECRET   enables top-ups: payment providers sign their webhooks with it
+  PORTAL_TEST_PAYMENTS    1: the same as --test-payments
+  PORTAL_PAYMENT_SECRET   with --test-payments: the key the test provider signs its webhooks with
                           (X-Signature: sha256=<hex HMAC-SHA256 of the body>), at least 32 bytes;
-                          --demo makes one up when it is not set
+                          made up at start when it is not set. On its own it enables nothing.
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -206,9 +207,14 @@ environment:
 	if paymentSecret != "" && len(paymentSecret) < minSecretBytes {
 		return fmt.Errorf("PORTAL_PAYMENT_SECRET is %d bytes; it must be at least %d", len(paymentSecret), minSecretBytes)
 	}
-	if paymentSecret == "" && *demo {
-		// The demo's test provider needs a secret; nobody else knows it.
-		paymentSecret = rand.Text() + rand.Text()
+	if *demo {
+		*testPayments = true
+	}
+	if *testPayments && !*demo {
+		log.Warn("TEST PAYMENTS ARE ON: any signed-in user can credit their own balance with the test provider's confirm button; never run this with real customers", "flag", "--test-payments")
+	}
+	if paymentSecret != "" && !*testPayments {
+		log.Warn("PORTAL_PAYMENT_SECRET is set but no payment provider uses it: the test provider needs --test-payments; top-ups stay off")
 	}
 	if *enrollTTL <= 0 {
 		return errors.New("--enrollment-token-ttl must be positive")
@@ -269,7 +275,7 @@ environment:
 	sched := scheduler.New(db, clock, gpuportal.RealClock{}, log)
 	srv, err := web.New(ctx, web.Config{
 		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"), Scheduler: sched,
-		TrustedProxies: proxies, MetricsAllow: metricsNets, PublicURL: *publicURL, PaymentSecret: paymentSecret,
+		TrustedProxies: proxies, MetricsAllow: metricsNets, PublicURL: *publicURL, TestPayments: *testPayments, PaymentSecret: paymentSecret,
 	})
 	if err != nil {
 		l.Close()
