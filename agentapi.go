@@ -124,6 +124,11 @@ type DesiredWorkload struct {
 	// GPUPORTAL_TASK_COUNT.
 	Task      *TaskRef      `json:"task,omitempty"`
 	Interrupt *Interruption `json:"interrupt,omitempty"`
+	// Stop: the portal asked for this workload to end (its owner, a job's
+	// cancel, a reservation's end): stop it now, or — when it never
+	// started here — report it exited. The portal lists a stopped workload
+	// until it has applied its exit, so no exit report can be lost.
+	Stop bool `json:"stop,omitempty"`
 }
 
 // TaskRef names a job's task.

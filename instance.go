@@ -260,6 +260,16 @@ func PackAcrossNodes(nodes []FreeGPUs, count int) ([]string, bool) {
 	return out, len(out) == count
 }
 
+// LostAfterHeartbeats is how many heartbeats in a row may leave out a
+// running instance before the portal takes it as lost by its agent and
+// ends it. One miss can be a race (a heartbeat written just before the
+// workload started, read after the push that said it runs); three cannot.
+const LostAfterHeartbeats = 3
+
+// LostWorkloadError is the error an instance gets when its node stopped
+// reporting it.
+const LostWorkloadError = "its node stopped reporting it (the agent lost the workload)"
+
 // WorkloadOutcome is how an instance's run ended, from its agent's report
 // of the exit: interrupted when it had its notice — except a job's task
 // that finished its work (exit 0) during the notice, which succeeded, as

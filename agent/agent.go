@@ -244,7 +244,8 @@ func (a *Agent) enrol(ctx context.Context) error {
 func (a *Agent) heartbeatLoop(ctx context.Context) error {
 	b := backoff{min: 500 * time.Millisecond, max: 30 * time.Second}
 	for ctx.Err() == nil {
-		desired, err := a.client.heartbeat(ctx, a.heartbeat(true))
+		hb := a.heartbeat(true)
+		desired, err := a.client.heartbeat(ctx, hb)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -259,6 +260,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) error {
 			continue
 		}
 		b.reset()
+		a.acknowledge(hb.Workloads)
 		a.reconcile(desired)
 		if desired.RotateToken {
 			a.rotateToken(ctx)
@@ -332,10 +334,26 @@ func (a *Agent) pushLoop(ctx context.Context) {
 		ev := gpuportal.AgentEvents{Workloads: a.statusesLocked()}
 		a.mu.Unlock()
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if err := a.client.events(pctx, ev); err != nil && ctx.Err() == nil {
-			a.log.Warn("event push failed (the next heartbeat carries it)", "err", err)
+		if err := a.client.events(pctx, ev); err != nil {
+			if ctx.Err() == nil {
+				a.log.Warn("event push failed (the next heartbeat carries it)", "err", err)
+			}
+		} else {
+			a.acknowledge(ev.Workloads)
 		}
 		cancel()
+	}
+}
+
+// acknowledge notes the exits a report that the portal answered carried:
+// those workloads may be forgotten once the portal stops listing them.
+func (a *Agent) acknowledge(sent []gpuportal.WorkloadStatus) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, st := range sent {
+		if w := a.workloads[st.InstanceID]; w != nil && st.State == gpuportal.WorkloadExited && w.exited && w.rec.Attempt == st.Attempt {
+			w.acked = true
+		}
 	}
 }
 

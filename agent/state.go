@@ -90,7 +90,10 @@ func writeJSON(path string, v any) error {
 func (a *Agent) persistLocked() {
 	var recs []workloadRecord
 	for _, w := range a.workloads {
-		if !w.exited && w.proc != nil {
+		// Running workloads are re-adopted after a restart; an exit the
+		// portal has not acknowledged is kept too, so that a restarted
+		// agent still reports it (re-adoption finds it gone).
+		if (!w.exited && w.proc != nil) || (w.exited && !w.acked) {
 			recs = append(recs, w.rec)
 		}
 	}

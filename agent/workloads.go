@@ -26,11 +26,15 @@ type workload struct {
 	gpusFree bool
 	errText  string       // why it could not start, or ended abnormally (out of memory)
 	metaSrv  *http.Server // this instance's metadata endpoint
+	// acked: a heartbeat or push carrying this workload's exit was
+	// answered, so the portal has it. An exit is reported until then.
+	acked bool
 }
 
 // reconcile makes the node match the desired state: start what should run,
-// schedule ordered interruptions, stop what should not run, and forget
-// finished workloads the portal no longer lists (it has their report).
+// schedule ordered interruptions, stop what should not run (or is listed
+// with Stop), and forget a finished workload only once the portal has
+// acknowledged its exit and no longer lists it.
 func (a *Agent) reconcile(d gpuportal.AgentDesired) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -43,13 +47,16 @@ func (a *Agent) reconcile(d gpuportal.AgentDesired) {
 	changed := false
 	for id, w := range a.workloads {
 		dw, ok := want[id]
+		current := ok && dw.Attempt == w.rec.Attempt
 		switch {
-		case ok && dw.Attempt == w.rec.Attempt:
+		case current && !dw.Stop:
 			continue
 		case w.exited:
-			a.closeMetadataLocked(w)
-			delete(a.workloads, id) // reported and acknowledged (or superseded)
-			changed = true
+			if !current && w.acked {
+				a.closeMetadataLocked(w)
+				delete(a.workloads, id) // reported, acknowledged and applied (or superseded)
+				changed = true
+			}
 		case !w.rec.StopAsked:
 			// Not (or no longer) wanted here: stop it now, kill it soon.
 			a.log.Info("stopping workload the portal no longer wants", "instance", id)
@@ -62,6 +69,15 @@ func (a *Agent) reconcile(d gpuportal.AgentDesired) {
 	}
 	for _, dw := range d.Workloads {
 		w := a.workloads[dw.InstanceID]
+		if w == nil && dw.Stop {
+			// Stopped before it ever started here: report it ended, so
+			// the portal can end it (nothing ran, nothing was billed).
+			a.workloads[dw.InstanceID] = &workload{rec: workloadRecord{InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs},
+				exited: true, endedAt: now, gpusFree: true}
+			a.pushNow()
+			changed = true
+			continue
+		}
 		if w == nil {
 			if busy := a.gpusBusyLocked(dw.GPUs); busy != "" {
 				a.log.Info("waiting for GPU to be free before starting", "instance", dw.InstanceID, "gpu", busy)
@@ -70,6 +86,9 @@ func (a *Agent) reconcile(d gpuportal.AgentDesired) {
 			a.startLocked(dw)
 			changed = true
 			continue
+		}
+		if w.rec.Attempt != dw.Attempt || dw.Stop {
+			continue // an older attempt's exit still to be acknowledged, or being stopped
 		}
 		if dw.Interrupt == nil && !w.exited && !w.rec.NoticeAt.IsZero() && !w.rec.TermSent && !w.rec.StopAsked {
 			// The portal called the notice off (a top-up arrived in time).

@@ -58,7 +58,7 @@ func (p *planner) place() {
 		case gpuportal.KindReserved:
 			node, gpus, ok = gpuportal.PlaceOnOneNode(freeByNode(pl, func(g GPU) bool { return g.Reservation == i.ReservationID }), i.Count)
 		case gpuportal.KindOnDemand:
-			node, gpus, ok = placeOnDemand(pl, i.Count)
+			node, gpus, ok = placeOnDemand(pl, i.Count, true)
 		default:
 			if spotRoom(pl) >= i.Count {
 				node, gpus, ok = placeSpot(pl, i.Count, i.LastNode)
@@ -129,7 +129,7 @@ func (p *planner) jobs() {
 		kind, node, gpus, ok := gpuportal.KindSpot, "", []string(nil), false
 		if j.Kind == gpuportal.JobHybrid && j.LiveOnDemand < j.OnDemandWorkers {
 			kind = gpuportal.KindOnDemand
-			node, gpus, ok = placeOnDemand(pl, j.GPUsPerTask)
+			node, gpus, ok = placeOnDemand(pl, j.GPUsPerTask, false)
 		}
 		if !ok && jobRoom(pl) >= j.GPUsPerTask {
 			kind = gpuportal.KindSpot

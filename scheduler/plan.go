@@ -36,6 +36,7 @@ type Assignment struct {
 	ReservationID int64
 	GPUs          []string
 	Missing       int
+	Cause         string // why some are missing: gpuportal.Short*
 }
 
 // Outcome is how an instance on a failed node ends.
@@ -220,7 +221,7 @@ func mayPlace(pl *Pool, i PendingInstance) bool {
 	}
 	switch i.Kind {
 	case gpuportal.KindOnDemand:
-		return pl.Healthy-pl.ReservedDay-pl.OnDemand >= i.Count
+		return onDemandFits(pl, i.Count, true)
 	case gpuportal.KindSpot:
 		return spotRoom(pl) >= i.Count
 	}
@@ -234,7 +235,7 @@ func JobMayStart(pl *Pool, j JobQueue, now time.Time) bool {
 	if pl.Healthy-pl.Held < j.GPUsPerTask {
 		return false
 	}
-	if j.Kind == gpuportal.JobHybrid && j.LiveOnDemand < j.OnDemandWorkers && pl.Healthy-pl.ReservedDay-pl.OnDemand >= j.GPUsPerTask {
+	if j.Kind == gpuportal.JobHybrid && j.LiveOnDemand < j.OnDemandWorkers && onDemandFits(pl, j.GPUsPerTask, false) {
 		return true
 	}
 	return jobRoom(pl) >= j.GPUsPerTask

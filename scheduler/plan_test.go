@@ -227,8 +227,11 @@ func TestPlacement(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := tc.pool()
 			tc.pending.Pool = a100
-			if tc.pending.Kind == gpuportal.KindSpot {
+			switch tc.pending.Kind {
+			case gpuportal.KindSpot:
 				pl.SpotWait = tc.pending.Count
+			case gpuportal.KindOnDemand:
+				pl.OnDemandWait = tc.pending.Count // counted since its launch, as the store loads it
 			}
 			s := snapshotOf(pl)
 			s.Pending = []PendingInstance{tc.pending}
@@ -304,6 +307,48 @@ func TestPlacementFairness(t *testing.T) {
 		}
 		if want := []string{gpuportal.KindOnDemand, gpuportal.KindSpot, gpuportal.KindSpot}; !reflect.DeepEqual(kinds, want) {
 			t.Fatalf("kinds = %v, want %v (max_parallel 3)", kinds, want)
+		}
+	})
+	// (issue 22, item 3) On-demand runs until stopped: a hybrid job's
+	// on-demand worker and a pending on-demand launch leave every booked
+	// hour ahead, not only the next day's — a booking three days out of
+	// all but one GPU leaves room for one on-demand GPU, no more.
+	t.Run("on-demand starts leave the whole book ahead", func(t *testing.T) {
+		for _, tc := range []struct {
+			name           string
+			reservedAhead  int
+			wantOnDemand   int // hybrid workers started on-demand
+			pendingPlaced  bool
+			pendingOnDemnd int
+		}{
+			{"nothing booked", 0, 2, true, 1},
+			{"3 of 4 booked in three days", 3, 0, true, 1},
+			{"all 4 booked in three days", 4, 0, false, 1},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				pl := testPool(4, "n1")
+				pl.ReservedAhead = tc.reservedAhead // beyond Booked's next day
+				pl.OnDemandWait = tc.pendingOnDemnd
+				s := snapshotOf(pl)
+				s.Pending = []PendingInstance{{ID: 7, UserID: 11, Pool: a100, Kind: gpuportal.KindOnDemand, Count: 1}}
+				s.Jobs = []JobQueue{{ID: 1, UserID: 10, Pool: a100, Kind: gpuportal.JobHybrid, OnDemandWorkers: 2, GPUsPerTask: 1, MaxParallel: 2,
+					Queued: []QueuedTask{{Index: 0}, {Index: 1}}}}
+				s.Owners[10] = Owner{Available: 1e9, GPURoom: 100}
+				s.Owners[11] = Owner{Available: 1e9, GPURoom: 100}
+				got := Plan(s, t0)
+				if placed := len(got.Place) == 1; placed != tc.pendingPlaced {
+					t.Fatalf("pending on-demand launch placed = %v, want %v", placed, tc.pendingPlaced)
+				}
+				onDemand := 0
+				for _, task := range got.Tasks {
+					if task.Kind == gpuportal.KindOnDemand {
+						onDemand++
+					}
+				}
+				if onDemand != tc.wantOnDemand {
+					t.Fatalf("%d hybrid workers on-demand, want %d (tasks %+v)", onDemand, tc.wantOnDemand, got.Tasks)
+				}
+			})
 		}
 	})
 }

@@ -81,10 +81,22 @@ func placeSpot(pl *Pool, count int, avoid string) (string, []string, bool) {
 	return gpuportal.PlaceOnOneNode(freeByNode(pl, unreserved), count)
 }
 
+// onDemandFits applies gpuportal.OnDemandFits to the pool: counted says
+// the count GPUs are already among the on-demand GPUs waiting for a place
+// (a pending launch, checked when it was made); a hybrid job's on-demand
+// worker is not.
+func onDemandFits(pl *Pool, count int, counted bool) bool {
+	onDemand := pl.OnDemand + pl.OnDemandWait
+	if counted {
+		onDemand -= count
+	}
+	return gpuportal.OnDemandFits(gpuportal.BookableGPUs(pl.Healthy, pl.Policy.ReservablePercent), onDemand, count, pl.ReservedAhead)
+}
+
 // placeOnDemand finds count free GPUs on one node for an on-demand
-// instance, which must not take what reservations of the next day need.
-func placeOnDemand(pl *Pool, count int) (string, []string, bool) {
-	if pl.Healthy-pl.ReservedDay-pl.OnDemand < count {
+// instance, which must not take what any booked hour ahead needs.
+func placeOnDemand(pl *Pool, count int, counted bool) (string, []string, bool) {
+	if !onDemandFits(pl, count, counted) {
 		return "", nil, false
 	}
 	return gpuportal.PlaceOnOneNode(freeByNode(pl, unreserved), count)

@@ -43,7 +43,11 @@ func (p *planner) lostWork() {
 	}
 	for _, r := range p.s.Reservations {
 		if r.Status == gpuportal.ReservationActive && r.Lost > 0 && r.End.After(p.now) {
-			p.out.Replace = append(p.out.Replace, p.assign(r, r.Lost))
+			as := p.assign(r, r.Lost)
+			if as.Missing > 0 {
+				as.Cause = gpuportal.ShortNodeFailure
+			}
+			p.out.Replace = append(p.out.Replace, as)
 		}
 	}
 }
@@ -55,7 +59,7 @@ func (p *planner) assign(r Reservation, want int) Assignment {
 	a := Assignment{ReservationID: r.ID}
 	pl := p.s.Pools[r.Pool]
 	if pl == nil {
-		a.Missing = want
+		a.Missing, a.Cause = want, gpuportal.ShortCauseUnknownGPU
 		return a
 	}
 	spot := map[int64]bool{}
@@ -101,7 +105,23 @@ func (p *planner) assign(r Reservation, want int) Assignment {
 	}
 	a.GPUs = gpus
 	a.Missing = want - len(gpus)
+	if a.Missing > 0 {
+		a.Cause = shortfallCause(pl, spot)
+	}
 	return a
+}
+
+// shortfallCause says why a reservation starting now could not get all
+// its GPUs: some are held by instances that are not spot (on-demand or
+// another reservation's, which must not happen and is named so), or there
+// are simply fewer healthy GPUs than were booked.
+func shortfallCause(pl *Pool, spot map[int64]bool) string {
+	for _, g := range pl.GPUs {
+		if g.Reservation == 0 && g.Holder != 0 && !spot[g.Holder] {
+			return gpuportal.ShortStillInUse
+		}
+	}
+	return gpuportal.ShortOutOfService
 }
 
 // reminders tells owners StartReminderLead before their reservation

@@ -58,12 +58,15 @@ type Pool struct {
 	Booked map[int64]int
 	// Derived from Booked by the planner (see derive).
 	ReservedSoon int // most GPUs reserved in any hour of the spot horizon
-	ReservedDay  int // most GPUs reserved in any hour of the next 24 h
-	OnDemand     int // GPUs of placed on-demand instances
-	OnDemandWait int // GPUs of on-demand instances waiting for a place
-	Spot         int // GPUs of placed spot instances without notice
-	JobTaskSpot  int // of those, job tasks' (they give way to spot launches)
-	SpotWait     int // GPUs of spot instances (not job tasks) waiting for a place
+	// ReservedAhead is the most GPUs reserved in any hour from now on, the
+	// whole book (loaded by the store; at least what Booked shows): what
+	// on-demand starts must leave.
+	ReservedAhead int
+	OnDemand      int // GPUs of placed on-demand instances
+	OnDemandWait  int // GPUs of on-demand instances waiting for a place
+	Spot          int // GPUs of placed spot instances without notice
+	JobTaskSpot   int // of those, job tasks' (they give way to spot launches)
+	SpotWait      int // GPUs of spot instances (not job tasks) waiting for a place
 	// Leaving is the instances that have their notice: their GPUs are
 	// busy until the deadline and grace are over.
 	Leaving []Leaving
@@ -219,9 +222,9 @@ func reservedWithin(pl *Pool, now time.Time, d time.Duration) int {
 
 // derive sets what the planner reads of the reservation book: the most
 // GPUs booked within the spot horizon (a notice goes out when a booked
-// hour comes within it) and within the next day (what on-demand launches
-// must leave).
+// hour comes within it), and makes sure the book ahead counts at least
+// the next day's hours it holds.
 func derive(pl *Pool, now time.Time) {
 	pl.ReservedSoon = reservedWithin(pl, now, SpotHorizon(pl.Policy))
-	pl.ReservedDay = reservedWithin(pl, now, BookedAhead)
+	pl.ReservedAhead = max(pl.ReservedAhead, reservedWithin(pl, now, BookedAhead))
 }

@@ -112,8 +112,14 @@ func (f *fleet) obey(node string, d gpuportal.AgentDesired, now time.Time) []gpu
 	wanted := map[workKey]bool{}
 	for _, dw := range d.Workloads {
 		key := workKey{dw.InstanceID, dw.Attempt}
-		wanted[key] = true
 		w := f.work[key]
+		if dw.Stop {
+			if w == nil { // stopped before it started: nothing ran
+				reports = append(reports, gpuportal.WorkloadStatus{InstanceID: dw.InstanceID, Attempt: dw.Attempt, State: gpuportal.WorkloadExited, GPUsFree: true})
+			}
+			continue // ended below, as no longer wanted
+		}
+		wanted[key] = true
 		if w == nil {
 			w = &workload{node: node, lifecycle: dw.Lifecycle, gpus: dw.GPUs, job: dw.Task != nil, leftKey: workKeyOf(dw), started: now}
 			left, ok := f.left[w.leftKey]

@@ -287,6 +287,11 @@ func (db *DB) telemetryOnly(ctx context.Context, tx *sql.Tx, nodeID string, hb g
 	} else if err != nil {
 		return 0, err
 	}
+	if lost, err := unreportedWorkloads(ctx, tx, nodeID, hb); err != nil {
+		return 0, err
+	} else if lost {
+		return 0, errCapacityChanges
+	}
 	if len(hb.GPUs) == 0 {
 		return revision, nil
 	}
@@ -326,6 +331,16 @@ func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID 
 	var revision int64
 	if err := db.row(ctx, tx, `SELECT online, revision FROM nodes WHERE id = ?`, nodeID).Scan(&online, &revision); err != nil {
 		return 0, err
+	}
+	healed, err := db.healUnreported(ctx, tx, nodeID, hb)
+	if err != nil {
+		return 0, fmt.Errorf("end workloads the node no longer reports: %w", err)
+	}
+	if healed {
+		if err := bumpNode(ctx, tx, nodeID); err != nil {
+			return 0, err
+		}
+		revision++
 	}
 	healthChanged := !online
 	health := map[string]bool{}
@@ -369,6 +384,97 @@ func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID 
 		return revision, recomputeCapacity(ctx, tx)
 	}
 	return revision, nil
+}
+
+// liveOnNode is a started instance of a node, as the heal reads it.
+type liveOnNode struct {
+	id, attempt, missed int64
+}
+
+func liveInstancesOfNode(ctx context.Context, tx *sql.Tx, nodeID string) ([]liveOnNode, error) {
+	return scanAll(ctx, tx, func(r *sql.Rows, l *liveOnNode) error { return r.Scan(&l.id, &l.attempt, &l.missed) },
+		`SELECT id, attempt, unreported_heartbeats FROM instances WHERE node_id = ? AND status IN ('running', 'interrupting')`, nodeID)
+}
+
+func reportedIn(hb gpuportal.AgentHeartbeat, l liveOnNode) bool {
+	for _, w := range hb.Workloads {
+		if w.InstanceID == l.id && int64(w.Attempt) == l.attempt {
+			return true
+		}
+	}
+	return false
+}
+
+// unreportedWorkloads says whether the heartbeat leaves out a started
+// instance of the node, or reports one that was missed before: either
+// way the heal (under the writer lock) has something to write.
+func unreportedWorkloads(ctx context.Context, tx *sql.Tx, nodeID string, hb gpuportal.AgentHeartbeat) (bool, error) {
+	live, err := liveInstancesOfNode(ctx, tx, nodeID)
+	if err != nil {
+		return false, err
+	}
+	for _, l := range live {
+		if reported := reportedIn(hb, l); !reported || l.missed > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// healUnreported counts the heartbeats that leave out each started
+// instance of the node and ends those missed LostAfterHeartbeats times in
+// a row: an agent that lost a workload (its exit report lost, its state
+// gone) must not leave it billing forever with its GPUs held. It is billed
+// up to the first heartbeat that missed it; its GPUs wait, out of service,
+// until the node shows them idle (as after any exit the agent could not
+// see clean). It reports whether it ended any.
+func (db *DB) healUnreported(ctx context.Context, tx *sql.Tx, nodeID string, hb gpuportal.AgentHeartbeat) (bool, error) {
+	live, err := liveInstancesOfNode(ctx, tx, nodeID)
+	if err != nil {
+		return false, err
+	}
+	now := db.now()
+	ended := false
+	for _, l := range live {
+		if reportedIn(hb, l) {
+			if l.missed > 0 {
+				if _, err := tx.ExecContext(ctx, `UPDATE instances SET unreported_heartbeats = 0, unreported_at = NULL WHERE id = ?`, l.id); err != nil {
+					return false, err
+				}
+			}
+			continue
+		}
+		if l.missed+1 < gpuportal.LostAfterHeartbeats {
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET unreported_heartbeats = unreported_heartbeats + 1, unreported_at = coalesce(unreported_at, ?) WHERE id = ?`, unix(now), l.id); err != nil {
+				return false, err
+			}
+			continue
+		}
+		var since sql.NullInt64
+		var stopAsked bool
+		i, err := scanInstance(tx.QueryRowContext(ctx, `SELECT `+instanceColumns+`, unreported_at, stop_requested_at IS NOT NULL FROM instances WHERE id = ?`, l.id), &since, &stopAsked)
+		if err != nil {
+			return false, err
+		}
+		until := now
+		if since.Valid {
+			until = fromUnix(since.Int64)
+		}
+		outcome := gpuportal.WorkloadOutcome(i, stopAsked, gpuportal.WorkloadStatus{Error: gpuportal.LostWorkloadError})
+		if i.Kind != gpuportal.KindReserved {
+			if err := holdBusyGPUs(ctx, tx, i); err != nil {
+				return false, err
+			}
+		}
+		if err := db.finishAttempt(ctx, tx, i, outcome, nil, gpuportal.LostWorkloadError, stopAsked, until); err != nil {
+			return false, err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET unreported_heartbeats = 0, unreported_at = NULL WHERE id = ?`, l.id); err != nil {
+			return false, err
+		}
+		ended = true
+	}
+	return ended, nil
 }
 
 // NodeRevision returns a node's desired-state revision.

@@ -92,7 +92,7 @@ func (a *applier) assign(ctx context.Context, as scheduler.Assignment) error {
 	if err != nil {
 		return err
 	}
-	return a.db.shortReservation(ctx, a.tx, r, as.Missing, a.now)
+	return a.db.shortReservation(ctx, a.tx, r, as.Missing, as.Cause, a.now)
 }
 
 func (a *applier) lostWork(ctx context.Context, plan scheduler.Decisions) error {
@@ -204,7 +204,38 @@ func (a *applier) place(ctx context.Context, plan scheduler.Decisions) error {
 	return nil
 }
 
+// onDemandStillFits checks an on-demand start again in the tick's
+// transaction (gpuportal.OnDemandFits over the whole book): the planner
+// decided on the same rule, but a start that would short a booking must
+// never be written. A start that no longer fits is skipped (it waits).
+func (a *applier) onDemandStillFits(ctx context.Context, model, region string, count int) (bool, error) {
+	policies, err := a.db.policies(ctx, a.tx)
+	if err != nil {
+		return false, err
+	}
+	err = a.db.checkOnDemandFits(ctx, a.tx, model, region, count, policies.For(model), a.now)
+	if gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 func (a *applier) placeOne(ctx context.Context, pl scheduler.Placement) error {
+	var kind, model, region string
+	if err := a.db.row(ctx, a.tx, `SELECT kind, model_id, region_id FROM instances WHERE id = ?`, pl.InstanceID).Scan(&kind, &model, &region); err != nil {
+		return err
+	}
+	if kind == gpuportal.KindOnDemand {
+		// Counted among the on-demand GPUs since its launch: 0 more.
+		ok, err := a.onDemandStillFits(ctx, model, region, 0)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			a.res.Placed-- // not applied: it waits
+			return nil
+		}
+	}
 	for _, g := range pl.GPUs {
 		if _, err := a.db.execTx(ctx, a.tx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g, pl.InstanceID); err != nil {
 			return err
@@ -253,6 +284,16 @@ func (a *applier) startTask(ctx context.Context, t scheduler.TaskStart) error {
 	j, err := jobFor(ctx, a.tx, nil, t.JobID)
 	if err != nil {
 		return err
+	}
+	if t.Kind == gpuportal.KindOnDemand {
+		ok, err := a.onDemandStillFits(ctx, j.Model, j.Region, j.GPUsPerTask)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			a.res.TasksStarted-- // not applied: the task stays queued
+			return nil
+		}
 	}
 	var id int64
 	if err := a.db.row(ctx, a.tx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, status, node_id, attempt,

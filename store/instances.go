@@ -318,20 +318,24 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	if err := db.read.QueryRowContext(ctx, `SELECT revision, heartbeat_seconds, rotate_token FROM nodes WHERE id = ?`, nodeID).Scan(&d.Revision, &d.HeartbeatSeconds, &d.RotateToken); err != nil {
 		return d, fmt.Errorf("node revision: %w", err)
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+`, notice_wall_at, grace_seconds FROM instances
-		WHERE node_id = ? AND status IN ('pending', 'running', 'interrupting') AND stop_requested_at IS NULL ORDER BY id`, nodeID)
+	// Instances asked to stop stay listed (with Stop) until their exit is
+	// applied: dropping them earlier lost the exits of workloads that
+	// ended between two reports, and left them billing forever.
+	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+`, notice_wall_at, grace_seconds, stop_requested_at IS NOT NULL FROM instances
+		WHERE node_id = ? AND status IN ('pending', 'running', 'interrupting') ORDER BY id`, nodeID)
 	if err != nil {
 		return d, fmt.Errorf("desired state: %w", err)
 	}
 	type extra struct {
 		wall  sql.NullInt64
 		grace sql.NullInt64
+		stop  bool
 	}
 	var list []*gpuportal.Instance
 	var extras []extra
 	for rows.Next() {
 		var x extra
-		i, err := scanInstance(rows, &x.wall, &x.grace)
+		i, err := scanInstance(rows, &x.wall, &x.grace, &x.stop)
 		if err != nil {
 			rows.Close()
 			return d, err
@@ -355,11 +359,12 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	}
 	wallNow := db.Wall.Now()
 	for k, i := range list {
-		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, Image: i.Image, CheckpointKey: i.CheckpointKey}
+		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, Image: i.Image, CheckpointKey: i.CheckpointKey,
+			Stop: extras[k].stop}
 		if i.JobID != nil {
 			dw.Task = &gpuportal.TaskRef{JobID: *i.JobID, Index: *i.TaskIndex, Count: taskCounts[*i.JobID]}
 		}
-		if i.Status == gpuportal.InstanceInterrupting && i.Interruption != nil {
+		if i.Status == gpuportal.InstanceInterrupting && i.Interruption != nil && !dw.Stop {
 			// The notice counts in real time from when it was issued, so a
 			// test clock moved ahead does not eat it.
 			notice := i.Interruption.Deadline.Sub(i.Interruption.NoticeAt)

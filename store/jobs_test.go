@@ -194,8 +194,8 @@ func TestCancelJob(t *testing.T) {
 	}
 	for _, n := range []string{"n-1"} {
 		d, _ := db.DesiredFor(ctx, n)
-		if len(d.Workloads) != 0 {
-			t.Fatalf("the node still runs %d of its tasks", len(d.Workloads))
+		if len(notStopping(d)) != 0 {
+			t.Fatalf("the node still runs %d of its tasks", len(notStopping(d)))
 		}
 	}
 	for _, i := range runningTasks(t, db, u, j.ID) {

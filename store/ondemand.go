@@ -54,8 +54,21 @@ func (db *DB) reservableNow(ctx context.Context, q queryer, model, region string
 	return max(0, gpuportal.BookableGPUs(healthy, policy.ReservablePercent)-onDemand), nil
 }
 
-// checkOnDemandFits refuses an on-demand launch of count GPUs that would
-// take GPUs a booked hour ahead needs, naming the first such hour.
+// mostReservedFrom is the most GPUs of a model in a region booked in any
+// hour from now on.
+func mostReservedFrom(ctx context.Context, db *DB, q queryer, model, region string, now time.Time) (int, error) {
+	var most int
+	if err := db.row(ctx, q, `SELECT coalesce(max(reserved), 0) FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ?`,
+		model, region, unix(now.Truncate(time.Hour))).Scan(&most); err != nil {
+		return 0, fmt.Errorf("most GPUs booked ahead: %w", err)
+	}
+	return most, nil
+}
+
+// checkOnDemandFits refuses an on-demand start of count GPUs that would
+// take GPUs a booked hour ahead needs (gpuportal.OnDemandFits), naming
+// the first such hour. count 0 checks a start already counted among the
+// on-demand GPUs (a pending launch being placed).
 func (db *DB) checkOnDemandFits(ctx context.Context, tx *sql.Tx, model, region string, count int, policy gpuportal.Policy, now time.Time) error {
 	if db.dialect == "postgres" {
 		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM capacity WHERE model_id = ? AND region_id = ? FOR UPDATE`, model, region); err != nil {
@@ -70,22 +83,23 @@ func (db *DB) checkOnDemandFits(ctx context.Context, tx *sql.Tx, model, region s
 	if err != nil {
 		return err
 	}
-	room := gpuportal.BookableGPUs(healthy, policy.ReservablePercent) - onDemand - count
-	if room < 0 {
-		return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "Only %d %s GPUs can run on-demand now; %d asked for.", max(0, room+count), model, count)
+	bookable := gpuportal.BookableGPUs(healthy, policy.ReservablePercent)
+	if !gpuportal.OnDemandFits(bookable, onDemand, count, 0) {
+		return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "Only %d %s GPUs can run on-demand now; %d asked for.", max(0, bookable-onDemand), model, count)
 	}
+	most, err := mostReservedFrom(ctx, db, tx, model, region, now)
+	if err != nil {
+		return err
+	}
+	if gpuportal.OnDemandFits(bookable, onDemand, count, most) {
+		return nil
+	}
+	room := bookable - onDemand - count
 	var hour int64
 	err = db.row(ctx, tx, `SELECT hour FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND reserved > ? ORDER BY hour LIMIT 1`,
 		model, region, unix(now.Truncate(time.Hour)), room).Scan(&hour)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	} else if err != nil {
+	if err != nil {
 		return fmt.Errorf("check booked hours: %w", err)
-	}
-	var most int
-	if err := db.row(ctx, tx, `SELECT coalesce(max(reserved), 0) FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ?`,
-		model, region, unix(now.Truncate(time.Hour))).Scan(&most); err != nil {
-		return err
 	}
 	return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "An on-demand instance of %d GPUs would take GPUs booked from %s (%s) on; %d can run on-demand beside the bookings.",
 		count, fromUnix(hour).In(db.Location).Format("2006-01-02 15:04"), db.Location.String(), max(0, room+count-most))

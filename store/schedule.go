@@ -109,8 +109,9 @@ func (db *DB) stopReservedInstances(ctx context.Context, tx *sql.Tx, reservation
 }
 
 // shortReservation records that a reservation lacks missing GPUs from now on
-// and refunds their share of the hours left.
-func (db *DB) shortReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.Reservation, missing int, now time.Time) error {
+// and refunds their share of the hours left, saying why (cause:
+// gpuportal.Short*).
+func (db *DB) shortReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.Reservation, missing int, cause string, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET short_gpus = short_gpus + ? WHERE id = ?`, missing, r.ID); err != nil {
 		return err
 	}
@@ -118,14 +119,14 @@ func (db *DB) shortReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.Res
 	hoursLeft := int((left + time.Hour - 1) / time.Hour)
 	refund := r.Price * gpuportal.Fen(missing*hoursLeft) / gpuportal.Fen(r.Count*r.Hours())
 	if err := db.notify(ctx, tx, r.UserID, gpuportal.NoteReservationShorted, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region,
-		Count: r.Count, Start: r.Start, End: r.End, Missing: missing, Refund: refund}); err != nil {
+		Count: r.Count, Start: r.Start, End: r.End, Missing: missing, Refund: refund, Reason: cause}); err != nil {
 		return err
 	}
 	if refund <= 0 {
 		return nil
 	}
 	return db.addLedger(ctx, tx, r.UserID, now, "refund", -refund, &r.ID,
-		fmt.Sprintf("Reservation #%d: %d GPUs could not be provided for the last %d h (node failure): refund", r.ID, missing, hoursLeft))
+		fmt.Sprintf("Reservation #%d: %d GPUs could not be provided for the last %d h (%s): refund", r.ID, missing, hoursLeft, gpuportal.ShortfallCauseText(cause)))
 }
 
 // scanEach reads every row of a query through a scanner that returns the

@@ -35,6 +35,18 @@ func (f fakeAgent) runAll() {
 	}
 }
 
+// notStopping is what a node is asked to keep running: the workloads its
+// desired state lists without Stop.
+func notStopping(d gpuportal.AgentDesired) []gpuportal.DesiredWorkload {
+	var out []gpuportal.DesiredWorkload
+	for _, w := range d.Workloads {
+		if !w.Stop {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // exit reports an instance's workload as ended (after SIGTERM).
 func (f fakeAgent) exit(i *gpuportal.Instance) {
 	f.t.Helper()
@@ -259,11 +271,11 @@ func TestReservedInstances(t *testing.T) {
 			t.Fatalf("instance GPU %s is not the reservation's", g)
 		}
 	}
-	// The reservation ends: the instance is asked to stop (dropped from
-	// its node's desired state).
+	// The reservation ends: the instance is asked to stop (listed with
+	// Stop until its exit is reported).
 	tick(t, db, clock, start.Add(4*time.Hour))
 	d, _ := db.DesiredFor(ctx, i.Node)
-	if len(d.Workloads) != 0 {
+	if len(d.Workloads) != 1 || len(notStopping(d)) != 0 {
 		t.Fatalf("desired after the reservation ended: %+v", d.Workloads)
 	}
 }

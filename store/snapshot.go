@@ -83,6 +83,9 @@ func (db *DB) loadPool(ctx context.Context, q queryer, key scheduler.PoolKey, no
 	for _, h := range booked {
 		pl.Booked[h.at] = h.reserved
 	}
+	if pl.ReservedAhead, err = mostReservedFrom(ctx, db, q, key.Model, key.Region, now); err != nil {
+		return nil, err
+	}
 	return pl, nil
 }
 

@@ -1,0 +1,167 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"gpuportal"
+	"gpuportal/store"
+	"gpuportal/store/storetest"
+)
+
+// (issue 22, item 2) The portal heals by itself: a running instance that
+// its node's heartbeats stop reporting (its agent lost it) is ended after
+// gpuportal.LostAfterHeartbeats of them, billed up to the first heartbeat
+// that missed it; its GPUs are out of service until the node shows them
+// idle. One missed heartbeat (a race) changes nothing.
+func TestInstanceItsNodeStopsReportingIsEnded(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	nodes := storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	inst, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 2, Command: "train"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, clock.Now())
+	fakeAgent{t, db}.runAll()
+	inst = getInstance(t, db, inst.ID)
+	if inst.Status != gpuportal.InstanceRunning {
+		t.Fatalf("instance is %s", inst.Status)
+	}
+	wall := storetest.Epoch
+	heartbeat := func(reported bool, memoryUsed int) {
+		t.Helper()
+		wall = wall.Add(10 * time.Second)
+		hb := gpuportal.AgentHeartbeat{HeartbeatSeconds: 10}
+		for _, g := range nodes[0].GPUs {
+			s := gpuportal.GPUSample{UUID: g.UUID, Healthy: true}
+			for _, ig := range inst.GPUs {
+				if ig == g.UUID {
+					s.MemoryUsedMiB = memoryUsed
+				}
+			}
+			hb.GPUs = append(hb.GPUs, s)
+		}
+		if reported {
+			hb.Workloads = []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: inst.Attempt, State: gpuportal.WorkloadRunning}}
+		}
+		if _, err := db.RecordHeartbeat(ctx, nodes[0].ID, hb, wall); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := *inst.StartedAt
+	clock.Set(started.Add(3 * time.Minute))
+	heartbeat(true, 30000)
+	heartbeat(false, 30000) // one miss, then reported again: a race, not a loss
+	heartbeat(true, 30000)
+	for range gpuportal.LostAfterHeartbeats - 1 {
+		heartbeat(false, 30000)
+	}
+	if got := getInstance(t, db, inst.ID); got.Status != gpuportal.InstanceRunning {
+		t.Fatalf("ended after %d misses: %s", gpuportal.LostAfterHeartbeats-1, got.Status)
+	}
+	lostAt := clock.Now() // the first miss of the run that counts
+	clock.Set(lostAt.Add(20 * time.Minute))
+	heartbeat(false, 30000)
+	got := getInstance(t, db, inst.ID)
+	if got.Status != gpuportal.InstanceFailed || got.Error != gpuportal.LostWorkloadError || len(got.GPUs) != 0 {
+		t.Fatalf("lost instance = %s %q, GPUs %v", got.Status, got.Error, got.GPUs)
+	}
+	want := gpuportal.RunCost(inst.PricePerGPU, inst.Count, 3) // billed to the first miss, not to now
+	if got.Cost != want {
+		t.Fatalf("lost instance cost %s, want %s (3 minutes)", got.Cost, want)
+	}
+	clock.Set(clock.Now().Add(time.Hour))
+	if later := getInstance(t, db, inst.ID); later.Cost != want {
+		t.Fatalf("billed after it ended: %s", later.Cost)
+	}
+	healthy := func() int {
+		ns, _ := db.Nodes(ctx)
+		n := 0
+		for _, g := range ns[0].GPUs {
+			if g.Healthy {
+				n++
+			}
+		}
+		return n
+	}
+	if n := healthy(); n != 6 {
+		t.Fatalf("%d GPUs in service while the lost workload's memory is still on its two", n)
+	}
+	heartbeat(false, 0) // NVML shows them idle
+	if n := healthy(); n != 8 {
+		t.Fatalf("%d GPUs in service after they showed idle", n)
+	}
+}
+
+// (issue 22, item 3) A hybrid job's on-demand workers leave every booked
+// hour ahead, as a direct on-demand launch does: with the node booked
+// whole three days out, the workers run spot (and give way), so the
+// booking gets all its GPUs; a refund for GPUs that are truly missing
+// says why, not "node failure".
+func TestHybridOnDemandWorkersLeaveTheWholeBook(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	booker := storetest.MustCreateUser(t, db, "b@example.com", gpuportal.RoleCustomer)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	start := clock.Now().Truncate(time.Hour).Add(72 * time.Hour)
+	res, err := db.Book(ctx, booker, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 8, Start: start, End: start.Add(4 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x"}); gpuportal.ErrorCode(err) != gpuportal.ECAPACITY {
+		t.Fatalf("a direct on-demand launch beside the full booking: %v", err)
+	}
+	if _, err := db.CreateJob(ctx, u, gpuportal.JobRequest{Name: "h", Model: "a100-80g", Region: "cd-1", GPUsPerTask: 1, Tasks: 4, Command: "x",
+		MaxParallel: 4, Kind: gpuportal.JobHybrid, OnDemandWorkers: 4}); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, clock.Now())
+	list, err := db.InstanceList(ctx, u, store.InstanceFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 4 {
+		t.Fatalf("%d job instances, want 4", len(list))
+	}
+	for _, in := range list {
+		if in.Kind != gpuportal.KindSpot {
+			t.Fatalf("a hybrid worker started %s beside a booking of every GPU", in.Kind)
+		}
+	}
+
+	// Two GPUs fail before the start: the refund names the cause.
+	ns, _ := db.Nodes(ctx)
+	hb := gpuportal.AgentHeartbeat{HeartbeatSeconds: 10}
+	for k, g := range ns[0].GPUs {
+		hb.GPUs = append(hb.GPUs, gpuportal.GPUSample{UUID: g.UUID, Healthy: k >= 2})
+	}
+	if _, err := db.RecordHeartbeat(ctx, ns[0].ID, hb, storetest.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	fakeAgent{t, db}.runAll()
+	for _, in := range list {
+		fakeAgent{t, db}.exit(getInstance(t, db, in.ID))
+	}
+	tick(t, db, clock, start)
+	entries, err := db.LedgerPage(ctx, booker.ID, store.LedgerFilter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range entries {
+		if e.Kind == gpuportal.LedgerRefund && e.ReservationID != nil && *e.ReservationID == res.ID {
+			found = true
+			if !strings.Contains(e.Description, "GPUs out of service") || strings.Contains(e.Description, "node failure") {
+				t.Fatalf("refund says %q", e.Description)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no refund for the 2 missing GPUs: %+v", entries)
+	}
+}
