@@ -29,6 +29,14 @@ func NewBalance(balance, held, creditLimit, burnPerHour Fen, now time.Time) Bala
 	return b
 }
 
+// LaunchFunds is what must be available for a launch (or a job's first
+// task): an hour of its own price and an hour of everything of the
+// owner's already running or waiting to start — counting the launch alone
+// let ¥2.40 start twelve GPUs one after another.
+func LaunchFunds(launchHour, runningHour, pendingHour Fen) Fen {
+	return launchHour + runningHour + pendingHour
+}
+
 // LowBalanceWarning is how long before running out a customer is told.
 const LowBalanceWarning = 30 * time.Minute
 

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -71,6 +72,30 @@ func TestMetadataEndpoint(t *testing.T) {
 	}
 	if st, _, _ := do(srv2, "GET", "/latest/meta-data/instance-id", map[string]string{tokenHeader: tok}); st != 401 {
 		t.Fatalf("another instance's token = %d", st)
+	}
+	// (issue 22, item 19) A token request through a proxy is refused, as
+	// on EC2.
+	if st, _, _ := do(srv1, "PUT", "/latest/api/token", map[string]string{tokenTTLHeader: "60", "X-Forwarded-For": "10.1.2.3"}); st != 403 {
+		t.Fatalf("token through a proxy = %d", st)
+	}
+	// A token past its TTL is refused; a forged expiry breaks the signature.
+	short := newMetadataServer(m.lookup)
+	at := time.Now()
+	short.now = func() time.Time { return at }
+	shortSrv := httptest.NewServer(short.forInstance(41))
+	defer shortSrv.Close()
+	_, tok1, _ := do(shortSrv, "PUT", "/latest/api/token", map[string]string{tokenTTLHeader: "1"})
+	if st, _, _ := do(shortSrv, "GET", "/latest/meta-data/instance-id", map[string]string{tokenHeader: tok1}); st != 200 {
+		t.Fatalf("fresh token = %d", st)
+	}
+	exp, sig, _ := strings.Cut(tok1, ".")
+	n, _ := strconv.ParseInt(exp, 10, 64)
+	if st, _, _ := do(shortSrv, "GET", "/latest/meta-data/instance-id", map[string]string{tokenHeader: strconv.FormatInt(n+3600, 10) + "." + sig}); st != 401 {
+		t.Fatalf("token with a forged expiry = %d", st)
+	}
+	at = at.Add(2 * time.Second)
+	if st, _, _ := do(shortSrv, "GET", "/latest/meta-data/instance-id", map[string]string{tokenHeader: tok1}); st != 401 {
+		t.Fatalf("expired token = %d", st)
 	}
 	// After the notice: JSON with the deadline in UTC, seconds precision.
 	views[41] = metadataView{instanceID: "41", lifecycle: "spot", deadline: time.Date(2026, 12, 1, 16, 22, 0, 500, time.FixedZone("CST", 8*3600))}

@@ -1,14 +1,16 @@
 package agent
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -36,34 +38,32 @@ type metadataView struct {
 }
 
 // metadataServer holds what every instance's endpoint shares: the view of
-// each instance and the IMDSv2 tokens issued (each valid for its own
-// instance only).
+// each instance, and the key its IMDSv2 tokens are signed with. Tokens are
+// stateless — "<expiry>.<HMAC of instance id and expiry>" — so a workload
+// asking for millions of them costs the agent nothing to keep, and no lock
+// is shared between tenants; a token is valid for its own instance only.
 type metadataServer struct {
 	lookup func(instanceID int64) (metadataView, bool)
 	now    func() time.Time
-
-	mu     sync.Mutex
-	tokens map[string]tokenGrant // IMDSv2 tokens
-}
-
-type tokenGrant struct {
-	instanceID int64
-	expires    time.Time
+	key    []byte // signs tokens; new at every agent start
 }
 
 func newMetadataServer(lookup func(int64) (metadataView, bool)) *metadataServer {
-	return &metadataServer{lookup: lookup, now: time.Now, tokens: map[string]tokenGrant{}}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return &metadataServer{lookup: lookup, now: time.Now, key: key}
+}
+
+// tokenFor signs an instance's token valid until expires (Unix seconds).
+func (m *metadataServer) tokenFor(id, expires int64) string {
+	mac := hmac.New(sha256.New, m.key)
+	fmt.Fprintf(mac, "%d.%d", id, expires)
+	return strconv.FormatInt(expires, 10) + "." + hex.EncodeToString(mac.Sum(nil))
 }
 
 // forInstance is the handler of one instance's endpoint.
 func (m *metadataServer) forInstance(id int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, id) })
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func (m *metadataServer) serve(w http.ResponseWriter, r *http.Request, id int64) {
@@ -133,31 +133,31 @@ func (m *metadataServer) issueToken(w http.ResponseWriter, r *http.Request, id i
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	// As on EC2: a token request that came through a proxy (it says so
+	// with X-Forwarded-For) is refused, so a proxy the workload runs
+	// cannot hand tokens to whoever reaches it.
+	if _, proxied := r.Header["X-Forwarded-For"]; proxied {
+		http.Error(w, "forbidden: token requests through a proxy (X-Forwarded-For) are refused", http.StatusForbidden)
+		return
+	}
 	ttl, err := strconv.Atoi(r.Header.Get(tokenTTLHeader))
 	if err != nil || ttl < 1 || ttl > maxTokenTTL {
 		http.Error(w, "missing or invalid "+tokenTTLHeader+" (1 to 21600)", http.StatusBadRequest)
 		return
 	}
-	tok := randomHex(24)
-	now := m.now()
-	m.mu.Lock()
-	for k, g := range m.tokens {
-		if now.After(g.expires) {
-			delete(m.tokens, k)
-		}
-	}
-	m.tokens[tok] = tokenGrant{instanceID: id, expires: now.Add(time.Duration(ttl) * time.Second)}
-	m.mu.Unlock()
+	tok := m.tokenFor(id, m.now().Add(time.Duration(ttl)*time.Second).Unix())
 	w.Header().Set(tokenTTLHeader, strconv.Itoa(ttl))
 	w.Header().Set("Content-Type", "text/plain")
 	_, _ = w.Write([]byte(tok))
 }
 
 func (m *metadataServer) validToken(tok string, id int64) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	g, ok := m.tokens[tok]
-	return ok && g.instanceID == id && m.now().Before(g.expires)
+	exp, _, ok := strings.Cut(tok, ".")
+	expires, err := strconv.ParseInt(exp, 10, 64)
+	if !ok || err != nil || m.now().Unix() >= expires {
+		return false
+	}
+	return hmac.Equal([]byte(tok), []byte(m.tokenFor(id, expires)))
 }
 
 // metadataView answers an instance's metadata endpoint.

@@ -230,9 +230,10 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 				return err
 			}
 		}
-		// A launch needs an hour of its price available.
+		// A launch needs an hour of its price available, beside an hour
+		// of what already runs.
 		if price > 0 {
-			if err := db.requireAvailable(ctx, tx, user.ID, price*gpuportal.Fen(req.Count), now); err != nil {
+			if err := db.requireLaunchFunds(ctx, tx, user.ID, price*gpuportal.Fen(req.Count), now); err != nil {
 				return err
 			}
 		}

@@ -74,15 +74,21 @@ func insufficient(need, available gpuportal.Fen) error {
 		need.String(), max(available, 0).String(), (need - max(available, 0)).String())
 }
 
-// requireAvailable checks that amount is available without taking it (a
-// launch needs an hour of its price).
-func (db *DB) requireAvailable(ctx context.Context, tx *sql.Tx, userID int64, amount gpuportal.Fen, now time.Time) error {
+// requireLaunchFunds checks that what is available pays an hour of a new
+// launch (hour) beside an hour of everything the user already runs or
+// waits to run (gpuportal.LaunchFunds).
+func (db *DB) requireLaunchFunds(ctx context.Context, tx *sql.Tx, userID int64, hour gpuportal.Fen, now time.Time) error {
 	b, err := db.balanceIn(ctx, tx, userID, now)
 	if err != nil {
 		return err
 	}
-	if b.Available < amount {
-		return insufficient(amount, b.Available)
+	var pending gpuportal.Fen
+	if err := db.row(ctx, tx, `SELECT coalesce(sum(price_fen * count), 0) FROM instances WHERE user_id = ? AND status = 'pending'
+		AND kind IN ('spot', 'on_demand') AND stop_requested_at IS NULL`, userID).Scan(&pending); err != nil {
+		return fmt.Errorf("pending instances: %w", err)
+	}
+	if need := gpuportal.LaunchFunds(hour, b.BurnPerHour, pending); b.Available < need {
+		return insufficient(need, b.Available)
 	}
 	return nil
 }

@@ -76,14 +76,16 @@ func (db *DB) setPassword(ctx context.Context, userID int64, password string, ex
 // no error (the form must not reveal which accounts exist); without email
 // configured the user is pointed to an admin, who can issue the link.
 func (db *DB) RequestPasswordReset(ctx context.Context, email string) error {
+	// Asked before the account is looked up: the answer must be the same
+	// for an address that has an account and one that has none.
+	if !db.Channels[gpuportal.ChannelEmail] {
+		return gpuportal.Errorf(gpuportal.ECONFLICT, "This portal cannot send email; please ask an administrator for a password reset link.")
+	}
 	u, err := db.UserByEmail(ctx, email)
 	if gpuportal.ErrorCode(err) == gpuportal.ENOTFOUND {
 		return nil
 	} else if err != nil {
 		return err
-	}
-	if !db.Channels[gpuportal.ChannelEmail] {
-		return gpuportal.Errorf(gpuportal.ECONFLICT, "This portal cannot send email; please ask an administrator for a password reset link.")
 	}
 	return db.inTx(ctx, func(tx *sql.Tx) error {
 		token, expires, err := db.newPasswordReset(ctx, tx, u.ID, 0)

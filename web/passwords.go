@@ -39,7 +39,16 @@ type passwordChange struct {
 }
 
 func (s *Server) changePassword(c echo.Context, in passwordChange) error {
+	// The current password is a login's secret: guessing it is limited
+	// like logging in.
+	ip, email := c.RealIP(), currentUser(c).Email
+	if err := s.limiter.checkLoginAllowed(ip, email); err != nil {
+		return err
+	}
 	u, err := s.db.ChangePassword(c.Request().Context(), currentUser(c).ID, in.Current, in.Password)
+	if gpuportal.ErrorField(err) == "current_password" {
+		s.limiter.loginFailed(ip, email)
+	}
 	if err != nil {
 		return err
 	}

@@ -556,3 +556,31 @@ func TestEnsureAdminKeepsSessionsUnlessThePasswordChanges(t *testing.T) {
 		t.Fatalf("a new admin password left the session: %d", p.status)
 	}
 }
+
+// (issue 22, items 12 and 13) The current-password check of a password
+// change is limited like a login: after five wrong guesses even the right
+// one is refused for a while. A reset request without email answers the
+// same for an account that exists and one that does not.
+func TestPasswordChangeGuessesLimitedAndResetsDoNotEnumerate(t *testing.T) {
+	e := newTestEnv(t)
+	u := storetest.MustCreateUser(t, e.db, "a@example.com", gpuportal.RoleCustomer)
+	tok := e.tokenFor(u)
+	for k := range loginFailsPerUser {
+		if st, body := e.apiCall(http.MethodPost, "/api/v1/auth/password", tok, `{"current_password":"wrong-guess-`+fmt.Sprint(k)+`","password":"a-new-password-1"}`); st != http.StatusBadRequest {
+			t.Fatalf("guess %d = %d %s", k, st, body)
+		}
+	}
+	if st, body := e.apiCall(http.MethodPost, "/api/v1/auth/password", tok, `{"current_password":"`+storetest.Password+`","password":"a-new-password-1"}`); st != http.StatusTooManyRequests {
+		t.Fatalf("the right password after %d wrong guesses = %d %s", loginFailsPerUser, st, body)
+	}
+	e.wall.Set(e.wall.Now().Add(loginWindow + time.Minute))
+	if st, body := e.apiCall(http.MethodPost, "/api/v1/auth/password", tok, `{"current_password":"`+storetest.Password+`","password":"a-new-password-1"}`); st != http.StatusOK {
+		t.Fatalf("the right password once the window passed = %d %s", st, body)
+	}
+
+	known, _ := e.apiCall(http.MethodPost, "/api/v1/auth/password-reset", "", `{"email":"a@example.com"}`)
+	unknown, _ := e.apiCall(http.MethodPost, "/api/v1/auth/password-reset", "", `{"email":"nobody@example.com"}`)
+	if known != unknown {
+		t.Fatalf("reset without email: %d for an account, %d for none", known, unknown)
+	}
+}

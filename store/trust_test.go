@@ -165,3 +165,35 @@ func TestHybridOnDemandWorkersLeaveTheWholeBook(t *testing.T) {
 		t.Fatalf("no refund for the 2 missing GPUs: %+v", entries)
 	}
 }
+
+// (issue 22, item 14) A launch needs an hour of its price beside an hour
+// of what already runs or waits: with the money for one spot GPU-hour a
+// customer starts one GPU, not twelve one after another.
+func TestLaunchFundsCountWhatAlreadyRuns(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
+	u := storetest.MustCreatePoorUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	spot := gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x"}
+	first, err := db.Launch(ctx, u, spot)
+	if gpuportal.ErrorCode(err) != gpuportal.EFUNDS {
+		t.Fatalf("a launch from ¥0: %v", err)
+	}
+	if _, err := db.Credit(ctx, nil, u.ID, gpuportal.CreditRequest{Amount: 300, Note: "a little"}); err != nil {
+		t.Fatal(err)
+	}
+	if first, err = db.Launch(ctx, u, spot); err != nil { // the spot GPU-hour is ¥2.40: ¥3 pays one
+		t.Fatal(err)
+	}
+	if _, err := db.Launch(ctx, u, spot); gpuportal.ErrorCode(err) != gpuportal.EFUNDS {
+		t.Fatalf("a second GPU while the first waits to start: %v", err)
+	}
+	tick(t, db, clock, clock.Now())
+	fakeAgent{t, db}.runAll()
+	if got := getInstance(t, db, first.ID); got.Status != gpuportal.InstanceRunning {
+		t.Fatalf("first is %s", got.Status)
+	}
+	if _, err := db.Launch(ctx, u, spot); gpuportal.ErrorCode(err) != gpuportal.EFUNDS {
+		t.Fatalf("a second GPU beside the running one: %v", err)
+	}
+}
