@@ -23,25 +23,41 @@ func CalendarHost(publicURL string) string {
 }
 
 // ReservationICS renders one reservation as a VCALENDAR with one VEVENT,
-// lines ended by CRLF (RFC 5545 §3.1). Its UID is
-// reservation-<id>@<host>; host comes from CalendarHost.
-func ReservationICS(r *Reservation, m *Model, host string) string {
+// lines ended by CRLF (RFC 5545 §3.1). Its UID is reservation-<id>@<host>
+// (host from CalendarHost of publicURL); SEQUENCE, LAST-MODIFIED and
+// DTSTAMP move with every change, so calendars that imported it take a
+// cancellation (RFC 5545 §3.8.7.4); an alarm rings an hour before the
+// start, and URL leads back to the reservation.
+func ReservationICS(r *Reservation, m *Model, publicURL string) string {
 	cal := ics.NewCalendar()
 	cal.SetMethod(ics.MethodPublish)
 	cal.SetProductId("-//gpuportal//reservations//EN")
-	ev := cal.AddEvent(fmt.Sprintf("reservation-%d@%s", r.ID, host))
+	ev := cal.AddEvent(fmt.Sprintf("reservation-%d@%s", r.ID, CalendarHost(publicURL)))
+	modified := r.ModifiedAt
+	if modified.IsZero() {
+		modified = r.CreatedAt
+	}
 	ev.SetCreatedTime(r.CreatedAt)
-	ev.SetDtStampTime(r.CreatedAt)
+	ev.SetDtStampTime(modified)
+	ev.SetLastModifiedAt(modified)
+	ev.SetSequence(r.Sequence)
 	ev.SetStartAt(r.Start.UTC())
 	ev.SetEndAt(r.End.UTC())
 	ev.SetSummary(fmt.Sprintf("%d × %s (%s) — reservation #%d", r.Count, m.Name, r.Region, r.ID))
 	ev.SetDescription(fmt.Sprintf("gpuportal reservation #%d: %d × %s (%s) in region %s, %s to %s UTC, price %s. Status: %s.",
 		r.ID, r.Count, m.Name, m.ID, r.Region, r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339), r.Price, r.Status))
 	ev.SetLocation("Region " + r.Region)
+	if u, err := url.Parse(publicURL); err == nil && u.IsAbs() {
+		ev.SetURL(u.JoinPath("reservations", fmt.Sprint(r.ID)).String())
+	}
 	if r.Status == ReservationCancelled {
 		ev.SetStatus(ics.ObjectStatusCancelled)
 	} else {
 		ev.SetStatus(ics.ObjectStatusConfirmed)
+		alarm := ev.AddAlarm()
+		alarm.SetAction(ics.ActionDisplay)
+		alarm.SetTrigger("-PT1H")
+		alarm.SetProperty(ics.ComponentPropertyDescription, fmt.Sprintf("Reservation #%d starts in 1 hour", r.ID))
 	}
 	return cal.Serialize(ics.WithNewLine("\r\n"))
 }

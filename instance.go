@@ -36,7 +36,14 @@ const (
 	ReasonFairShare = "fair_share"
 	// ReasonBalance: the owner's balance ran out (metadata action "stop").
 	ReasonBalance = "balance"
+	// ReasonReservationEnd: a reserved instance's reservation ends; its
+	// metadata says "stop" at the end, as EC2 does for Capacity Blocks.
+	ReasonReservationEnd = "reservation_end"
 )
+
+// ReservedStopNotice is how long before its reservation's end a reserved
+// instance's metadata says it will be stopped then.
+const ReservedStopNotice = 30 * time.Minute
 
 // MaxGPUsPerInstance: an instance runs on one node.
 const MaxGPUsPerInstance = 8

@@ -23,6 +23,14 @@ const (
 	NoteJobFailed          = "job_failed"
 )
 
+// NoteKinds is every notification kind: each must render in every
+// language (a test fails for one without its message).
+var NoteKinds = []string{
+	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
+	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
+	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed,
+}
+
 // Notification channels.
 const (
 	ChannelApp   = "app"
@@ -54,6 +62,7 @@ type NoteParams struct {
 	JobID         int64     `json:"job_id,omitempty"`
 	JobName       string    `json:"job_name,omitempty"`
 	Tasks         []int     `json:"tasks,omitempty"` // a failed job's failed tasks
+	Kind          string    `json:"kind,omitempty"`  // an instance's kind (spot, on_demand, reserved)
 	// Token is a password reset link's secret (NotePasswordReset only).
 	Token string `json:"token,omitempty"`
 }

@@ -38,6 +38,11 @@ type Reservation struct {
 	CancelledAt       *time.Time         `json:"cancelled_at,omitempty"`
 	Fee               *Fen               `json:"fee_fen,omitempty"`
 	Refund            *Fen               `json:"refund_fen,omitempty"`
+	// Sequence counts the changes a calendar must take (a cancellation,
+	// an extension), ModifiedAt is the last one: the .ics's SEQUENCE and
+	// LAST-MODIFIED.
+	Sequence   int       `json:"-"`
+	ModifiedAt time.Time `json:"-"`
 }
 
 // Hours returns the reservation's length in hours.

@@ -147,5 +147,5 @@ func (d *Dispatcher) ics(ctx context.Context, reservationID int64) (Attachment, 
 		return Attachment{}, err
 	}
 	return Attachment{Name: fmt.Sprintf("reservation-%d.ics", r.ID), ContentType: gpuportal.ICSContentType,
-		Data: []byte(gpuportal.ReservationICS(r, m, gpuportal.CalendarHost(d.BaseURL)))}, nil
+		Data: []byte(gpuportal.ReservationICS(r, m, d.BaseURL))}, nil
 }

@@ -78,8 +78,18 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		m.SMS = T("gpuportal: reservation #%d ends at %s, save your work.", p.ReservationID, when(p.End))
 	case gpuportal.NoteSpotInterruption:
 		link += "/instances"
+		at := p.Deadline.In(loc).Format("2006-01-02 15:04:05")
+		if p.Kind != "" && p.Kind != gpuportal.KindSpot {
+			// An on-demand instance stopped because the balance ran out
+			// is no spot interruption.
+			m.Subject = T("Instance #%d will be stopped", p.InstanceID)
+			lines = []string{T("Instance #%d (%s) is stopped at %s (%s): %s.", p.InstanceID, what, at, zone, T(p.Reason)),
+				T("Save your work now; its metadata endpoint shows the same time.")}
+			m.SMS = T("gpuportal: instance #%d is stopped at %s. Save your work.", p.InstanceID, p.Deadline.In(loc).Format("15:04:05"))
+			break
+		}
 		m.Subject = T("Spot instance #%d will be interrupted", p.InstanceID)
-		lines = []string{T("Instance #%d (%s) gets SIGTERM at %s (%s), reason: %s.", p.InstanceID, what, p.Deadline.In(loc).Format("2006-01-02 15:04:05"), zone, T(p.Reason)),
+		lines = []string{T("Instance #%d (%s) gets SIGTERM at %s (%s), reason: %s.", p.InstanceID, what, at, zone, T(p.Reason)),
 			T("Save a checkpoint now; its metadata endpoint shows the same deadline.")}
 		m.SMS = T("gpuportal: spot instance #%d gets SIGTERM at %s. Checkpoint now.", p.InstanceID, p.Deadline.In(loc).Format("15:04:05"))
 	case gpuportal.NoteInstanceRestarted:
@@ -90,18 +100,23 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 	case gpuportal.NoteReservationShorted:
 		link += fmt.Sprintf("/reservations/%d", p.ReservationID)
 		m.Subject = T("Reservation #%d lost %d GPUs", p.ReservationID, p.Missing)
-		lines = []string{T("A node failure took %d GPUs of reservation #%d and no replacement was free; %s is refunded for the hours left.", p.Missing, p.ReservationID, p.Refund.String())}
-		m.SMS = T("gpuportal: reservation #%d lost %d GPUs to a node failure; %s refunded.", p.ReservationID, p.Missing, p.Refund.String())
+		if p.Reason == "" || p.Reason == gpuportal.ShortNodeFailure {
+			lines = []string{T("A node failure took %d GPUs of reservation #%d and no replacement was free; %s is refunded for the hours left.", p.Missing, p.ReservationID, p.Refund.String())}
+			m.SMS = T("gpuportal: reservation #%d lost %d GPUs to a node failure; %s refunded.", p.ReservationID, p.Missing, p.Refund.String())
+			break
+		}
+		lines = []string{T("%d GPUs of reservation #%d could not be provided (%s); %s is refunded for the hours left.", p.Missing, p.ReservationID, T(gpuportal.ShortfallCauseText(p.Reason)), p.Refund.String())}
+		m.SMS = T("gpuportal: reservation #%d is short of %d GPUs; %s refunded.", p.ReservationID, p.Missing, p.Refund.String())
 	case gpuportal.NoteJobSucceeded:
 		link += fmt.Sprintf("/jobs/%d", p.JobID)
 		m.Subject = T("Job %s succeeded", p.JobName)
 		lines = []string{T("Job %s (#%d): all %d tasks succeeded.", p.JobName, p.JobID, p.Count)}
-		m.SMS = T("gpuportal: job %s succeeded (%d tasks).", p.JobName, p.Count)
+		m.SMS = T("gpuportal: job #%d succeeded (%d tasks).", p.JobID, p.Count)
 	case gpuportal.NoteJobUnpaid:
 		link += "/ledger"
 		m.Subject = T("Job %s is waiting for money", p.JobName)
 		lines = []string{T("Job %s (#%d) starts no more tasks: your balance cannot pay for another. Top up and it carries on.", p.JobName, p.JobID)}
-		m.SMS = T("gpuportal: job %s waits for a top-up.", p.JobName)
+		m.SMS = T("gpuportal: job #%d waits for a top-up.", p.JobID)
 	case gpuportal.NoteJobFailed:
 		link += fmt.Sprintf("/jobs/%d", p.JobID)
 		failed := make([]string, len(p.Tasks))
@@ -111,7 +126,25 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		m.Subject = T("Job %s failed", p.JobName)
 		lines = []string{T("Job %s (#%d) ended: %d of its %d tasks failed after every attempt.", p.JobName, p.JobID, len(p.Tasks), p.Count),
 			T("Failed tasks: %s.", strings.Join(failed, ", "))}
-		m.SMS = T("gpuportal: job %s failed, %d of %d tasks failed.", p.JobName, len(p.Tasks), p.Count)
+		m.SMS = T("gpuportal: job #%d failed, %d of %d tasks failed.", p.JobID, len(p.Tasks), p.Count)
+	case gpuportal.NoteAutoBookUnpaid:
+		link += "/ledger"
+		m.Subject = T("GPUs freed for your waitlist request, but your balance cannot pay")
+		lines = []string{T("%s in %s from %s to %s (%s) could be booked for you, but what is available in your balance does not pay for it.", what, p.Region, when(p.Start), when(p.End), zone),
+			T("Top up and it is booked at the next chance, if the GPUs are still free.")}
+		m.SMS = T("gpuportal: your waitlist request for %s from %s could be booked; top up to book it.", what, when(p.Start))
+	case gpuportal.NoteBalanceLow:
+		link += "/ledger"
+		m.Subject = T("Your balance runs out at %s", when(p.RunsOutAt))
+		lines = []string{T("At what your instances cost now, the %s available runs out at %s (%s).", p.Available.String(), when(p.RunsOutAt), zone),
+			T("Top up, or your spot and on-demand instances get the stop notice then; reservations are paid and are not touched.")}
+		m.SMS = T("gpuportal: your balance runs out at %s; top up to keep your instances.", when(p.RunsOutAt))
+	case gpuportal.NoteBalanceStop:
+		link += "/ledger"
+		m.Subject = T("Your balance ran out: %d instances are being stopped", p.Count)
+		lines = []string{T("Your balance ran out (available: %s), so %d of your spot and on-demand instances got the stop notice.", p.Available.String(), p.Count),
+			T("Reservations are paid and are not touched. Top up before the notice ends to keep them.")}
+		m.SMS = T("gpuportal: balance ran out, %d instances get the stop notice. Top up to keep them.", p.Count)
 	case gpuportal.NotePasswordReset:
 		link += "/password-reset/" + p.Token
 		m.Subject = T("Reset your gpuportal password")

@@ -115,7 +115,7 @@ func (db *DB) seedReservation(ctx context.Context, tx *sql.Tx, userID int64, m g
 	// Early enough to be free: demo customers keep their credit.
 	at := q.Start.Add(-30 * time.Hour)
 	fee, refund := gpuportal.CancellationFee(q.Total, policy.CancellationTiers, q.Start, at)
-	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ? WHERE id = ?`, unix(at), fee, refund, fee > 0, id); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ?, sequence = sequence + 1, modified_at = ? WHERE id = ?`, unix(at), fee, refund, fee > 0, unix(at), id); err != nil {
 		return err
 	}
 	if err := db.addLedger(ctx, tx, userID, at, "refund", -q.Total, &id, fmt.Sprintf("Reservation #%d cancelled: price returned", id)); err != nil {

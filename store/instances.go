@@ -313,6 +313,10 @@ func bumpNode(ctx context.Context, tx *sql.Tx, nodeID string) error {
 	return err
 }
 
+// reservedStopGraceSeconds is how long a reserved instance has between
+// SIGTERM at its reservation's end and SIGKILL.
+const reservedStopGraceSeconds = 30
+
 // DesiredFor is what a node should run now.
 func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDesired, error) {
 	d := gpuportal.AgentDesired{Workloads: []gpuportal.DesiredWorkload{}}
@@ -358,7 +362,19 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 			taskCounts[*i.JobID] = n
 		}
 	}
-	wallNow := db.Wall.Now()
+	wallNow, now := db.Wall.Now(), db.now()
+	reservationEnds := map[int64]time.Time{}
+	for _, i := range list {
+		if i.ReservationID != nil {
+			if _, ok := reservationEnds[*i.ReservationID]; !ok {
+				var end int64
+				if err := db.read.QueryRowContext(ctx, `SELECT end_at FROM reservations WHERE id = ?`, *i.ReservationID).Scan(&end); err != nil {
+					return d, fmt.Errorf("reservation of instance %d: %w", i.ID, err)
+				}
+				reservationEnds[*i.ReservationID] = fromUnix(end)
+			}
+		}
+	}
 	for k, i := range list {
 		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, Image: i.Image, CheckpointKey: i.CheckpointKey,
 			Stop: extras[k].stop}
@@ -377,6 +393,11 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 				action = "stop"
 			}
 			dw.Interrupt = &gpuportal.Interruption{Action: action, DeadlineInSeconds: max(0, notice.Seconds()), GraceSeconds: int(extras[k].grace.Int64), Reason: i.Interruption.Reason}
+		}
+		if i.Kind == gpuportal.KindReserved && i.ReservationID != nil && !dw.Stop {
+			if left := reservationEnds[*i.ReservationID].Sub(now); left <= gpuportal.ReservedStopNotice {
+				dw.Interrupt = &gpuportal.Interruption{Action: "stop", DeadlineInSeconds: max(0, left.Seconds()), GraceSeconds: reservedStopGraceSeconds, Reason: gpuportal.ReasonReservationEnd}
+			}
 		}
 		d.Workloads = append(d.Workloads, dw)
 	}
@@ -539,7 +560,7 @@ func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, 
 	// A job's tasks are queued again by themselves; the job page counts
 	// their interruptions instead of a message for each.
 	if i.JobID == nil {
-		if err := db.notify(ctx, tx, i.UserID, gpuportal.NoteSpotInterruption, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Deadline: deadline, Reason: reason}); err != nil {
+		if err := db.notify(ctx, tx, i.UserID, gpuportal.NoteSpotInterruption, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Deadline: deadline, Reason: reason, Kind: i.Kind}); err != nil {
 			return err
 		}
 	}

@@ -294,17 +294,22 @@ func (db *DB) checkCredit(ctx context.Context, q queryer, userID int64, p gpupor
 	return nil
 }
 
-const reservationColumns = `id, user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, cancelled_at, fee_fen, refund_fen`
+const reservationColumns = `id, user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, cancelled_at, fee_fen, refund_fen, sequence, modified_at`
 
 func scanReservation(row interface{ Scan(...any) error }) (*gpuportal.Reservation, error) {
 	var r gpuportal.Reservation
 	var start, end, created int64
 	var quoteJSON, tiersJSON string
-	var cancelled, fee, refund sql.NullInt64
-	if err := row.Scan(&r.ID, &r.UserID, &r.Model, &r.Region, &r.Count, &start, &end, &r.Status, &r.Price, &quoteJSON, &tiersJSON, &created, &cancelled, &fee, &refund); err != nil {
+	var cancelled, fee, refund, modified sql.NullInt64
+	if err := row.Scan(&r.ID, &r.UserID, &r.Model, &r.Region, &r.Count, &start, &end, &r.Status, &r.Price, &quoteJSON, &tiersJSON, &created, &cancelled, &fee, &refund,
+		&r.Sequence, &modified); err != nil {
 		return nil, err
 	}
 	r.Start, r.End, r.CreatedAt = fromUnix(start), fromUnix(end), fromUnix(created)
+	r.ModifiedAt = r.CreatedAt
+	if modified.Valid {
+		r.ModifiedAt = fromUnix(modified.Int64)
+	}
 	r.CancelledAt = fromNullUnix(cancelled)
 	if fee.Valid {
 		f, rf := gpuportal.Fen(fee.Int64), gpuportal.Fen(refund.Int64)
@@ -451,8 +456,9 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 		}
 		now := db.now()
 		p := gpuportal.PreviewCancellation(r, now)
-		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = 'cancelled', cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ? WHERE id = ?`,
-			unix(now), p.Fee, p.Refund, p.Late, r.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = 'cancelled', cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ?,
+			sequence = sequence + 1, modified_at = ? WHERE id = ?`,
+			unix(now), p.Fee, p.Refund, p.Late, unix(now), r.ID); err != nil {
 			return fmt.Errorf("cancel reservation: %w", err)
 		}
 		if err := db.bookedHours(ctx, tx, r.UserID, -r.Count*r.Hours()); err != nil {

@@ -271,6 +271,17 @@ func TestReservedInstances(t *testing.T) {
 			t.Fatalf("instance GPU %s is not the reservation's", g)
 		}
 	}
+	// (issue 22, item 18) Half an hour before the end its metadata says
+	// "stop" at the end, as EC2 says for a Capacity Block; not before.
+	clock.Set(start.Add(3*time.Hour + 20*time.Minute))
+	if d, _ := db.DesiredFor(ctx, i.Node); d.Workloads[0].Interrupt != nil {
+		t.Fatalf("stop notice 40 min before the end: %+v", d.Workloads[0].Interrupt)
+	}
+	clock.Set(start.Add(3*time.Hour + 30*time.Minute))
+	if d, _ := db.DesiredFor(ctx, i.Node); d.Workloads[0].Interrupt == nil || d.Workloads[0].Interrupt.Action != "stop" ||
+		d.Workloads[0].Interrupt.DeadlineInSeconds != 1800 || d.Workloads[0].Interrupt.Reason != gpuportal.ReasonReservationEnd {
+		t.Fatalf("no stop notice 30 min before the end: %+v", d.Workloads[0].Interrupt)
+	}
 	// The reservation ends: the instance is asked to stop (listed with
 	// Stop until its exit is reported).
 	tick(t, db, clock, start.Add(4*time.Hour))

@@ -137,7 +137,7 @@ func (s *Server) handleICS(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body := gpuportal.ReservationICS(r, m, gpuportal.CalendarHost(s.cfg.PublicURL))
+	body := gpuportal.ReservationICS(r, m, s.cfg.PublicURL)
 	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="reservation-%d.ics"`, r.ID))
 	return c.Blob(http.StatusOK, gpuportal.ICSContentType, []byte(body))
 }

@@ -352,6 +352,7 @@ func TestIdempotencyKey(t *testing.T) {
 
 func TestICS(t *testing.T) {
 	e := newTestEnv(t)
+	e.with(func(c *Config) { c.PublicURL = "https://portal.example" })
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
 	_, body := e.apiCall("POST", "/api/v1/reservations", tok, bookBody("a100-80g", 3, at(1, 10), at(1, 14)))
@@ -383,6 +384,43 @@ func TestICS(t *testing.T) {
 	summary := ev.GetProperty(ics.ComponentPropertySummary).Value
 	if !end.Equal(time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)) || !strings.Contains(summary, "3 × NVIDIA A100 80GB") || !strings.Contains(summary, "cd-1") {
 		t.Fatalf("event = %v %q", end, summary)
+	}
+	// (issue 22, item 17) An alarm an hour before, a link back, and a
+	// revision calendars can follow: cancelled, the same UID comes with
+	// STATUS:CANCELLED, a higher SEQUENCE and a later DTSTAMP and
+	// LAST-MODIFIED (RFC 5545 §3.8.7.4), so an imported copy takes it.
+	if alarms := ev.Alarms(); len(alarms) != 1 || alarms[0].GetProperty(ics.ComponentPropertyTrigger).Value != "-PT1H" {
+		t.Fatalf("alarms = %+v", alarms)
+	}
+	if u := ev.GetProperty(ics.ComponentPropertyUrl); u == nil || !strings.HasSuffix(u.Value, fmt.Sprintf("/reservations/%d", r.ID)) {
+		t.Fatalf("URL = %+v", u)
+	}
+	seq0, stamp0 := ev.GetProperty(ics.ComponentPropertySequence).Value, ev.GetProperty(ics.ComponentPropertyDtstamp).Value
+	e.clock.Set(e.clock.Now().Add(time.Hour))
+	if st, body := e.apiCall("POST", fmt.Sprintf("/api/v1/reservations/%d/cancel", r.ID), tok, ""); st != 200 {
+		t.Fatalf("cancel = %d %s", st, body)
+	}
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err = ics.ParseCalendar(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := cal.Events()[0]
+	if after.Id() != ev.Id() || after.GetProperty(ics.ComponentPropertyStatus).Value != "CANCELLED" {
+		t.Fatalf("cancelled event: UID %q status %q", after.Id(), after.GetProperty(ics.ComponentPropertyStatus).Value)
+	}
+	if seq := after.GetProperty(ics.ComponentPropertySequence).Value; seq <= seq0 {
+		t.Fatalf("SEQUENCE %s after the cancellation, %s before", seq, seq0)
+	}
+	if stamp := after.GetProperty(ics.ComponentPropertyDtstamp).Value; stamp <= stamp0 {
+		t.Fatalf("DTSTAMP %s after the cancellation, %s before", stamp, stamp0)
+	}
+	if lm := after.GetProperty(ics.ComponentPropertyLastModified); lm == nil || lm.Value <= stamp0 {
+		t.Fatalf("LAST-MODIFIED = %+v", lm)
 	}
 }
 
