@@ -93,6 +93,7 @@ const (
 	WaitlistExpireEntry = "expire_entry" // the window started while it waited
 	WaitlistOffer       = "offer"        // capacity freed: held for the claim window
 	WaitlistBook        = "book"         // capacity freed for an auto_book entry
+	WaitlistUnpaid      = "unpaid"       // capacity freed for an auto_book entry its owner cannot pay: told once, nothing held
 )
 
 // WaitlistAction is one decision about a waitlist entry.

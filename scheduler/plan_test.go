@@ -533,3 +533,23 @@ func TestBackToBackReservationsShareGPUs(t *testing.T) {
 		t.Fatalf("interrupted %+v: the reserved instance is stopped with its reservation, not interrupted", got.Interrupt)
 	}
 }
+
+// (issue 22, item 9) An entry its owner cannot pay holds nothing: the
+// freed GPUs go to the next entry that fits and can pay; an auto-book
+// entry that cannot pay is told, and holds nothing either.
+func TestWaitlistPassesOverEntriesThatCannotPay(t *testing.T) {
+	h := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Hour) }
+	pl := testPool(4, "n1")
+	s := snapshotOf(pl)
+	s.FreeHours[a100] = map[int64]int{h(2).Unix(): 4, h(3).Unix(): 4}
+	s.Waitlist = []WaitEntry{
+		{ID: 1, UserID: 1, Pool: a100, Count: 4, Start: h(2), End: h(4), Status: gpuportal.WaitWaiting, Price: 12800, Available: 0},
+		{ID: 2, UserID: 2, Pool: a100, Count: 4, Start: h(2), End: h(4), Status: gpuportal.WaitWaiting, AutoBook: true, Price: 12800, Available: 100},
+		{ID: 3, UserID: 3, Pool: a100, Count: 4, Start: h(2), End: h(4), Status: gpuportal.WaitWaiting, Price: 12800, Available: 12800},
+	}
+	got := Plan(s, t0).Waitlist
+	want := []WaitlistAction{{EntryID: 2, Action: WaitlistUnpaid}, {EntryID: 3, Action: WaitlistOffer, Expires: t0.Add(30 * time.Minute)}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("waitlist = %+v, want %+v", got, want)
+	}
+}

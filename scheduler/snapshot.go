@@ -189,6 +189,10 @@ type WaitEntry struct {
 	Status       string
 	OfferExpires time.Time
 	AutoBook     bool
+	// Price is what the entry's window costs at today's prices, Available
+	// what its owner has to spend: an entry its owner cannot pay holds no
+	// capacity (it would keep it from those who can).
+	Price, Available gpuportal.Fen
 }
 
 // Hours lists the whole hours of [start, end).

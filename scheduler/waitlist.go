@@ -7,8 +7,9 @@ import (
 // waitlist expires offers whose claim window passed (their capacity goes
 // back) and entries whose window started, then offers freed capacity to the
 // earliest entries that now fit (first fit: a later, smaller entry may fit
-// where an earlier one does not), holding it for the claim window — or
-// books it at once for auto_book entries.
+// where an earlier one does not) and whose owners can pay for them,
+// holding it for the claim window — or books it at once for auto_book
+// entries.
 func (p *planner) waitlist() {
 	free := p.s.FreeHours
 	for _, w := range p.s.Waitlist {
@@ -27,6 +28,12 @@ func (p *planner) waitlist() {
 	for _, w := range p.s.Waitlist {
 		if w.Status != gpuportal.WaitWaiting || !w.Start.After(p.now) || !fits(free[w.Pool], w) {
 			continue
+		}
+		if w.Available < w.Price {
+			if w.AutoBook {
+				p.out.Waitlist = append(p.out.Waitlist, WaitlistAction{EntryID: w.ID, Action: WaitlistUnpaid})
+			}
+			continue // the next entry that fits gets the capacity
 		}
 		for _, h := range Hours(w.Start, w.End) {
 			free[w.Pool][h.Unix()] -= w.Count

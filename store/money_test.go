@@ -376,11 +376,26 @@ func TestUnpaidAutoBookAndJobs(t *testing.T) {
 	poor := storetest.MustCreatePoorUser(t, db, "poor@example.com", gpuportal.RoleCustomer)
 	start := storetest.Epoch.Truncate(time.Hour).Add(26 * time.Hour)
 	window := gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 8, Start: start, End: start.Add(4 * time.Hour)}
+	q0, err := db.Quote(ctx, window)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r, err := db.Book(ctx, rich, window)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// (issue 22, item 9) Joining needs the money for the window now; the
+	// poor customer had it, then spent it.
+	if _, err := db.JoinWaitlist(ctx, poor, window, true); gpuportal.ErrorCode(err) != gpuportal.EFUNDS {
+		t.Fatalf("join from ¥0: %v", err)
+	}
+	topUp(t, db, poor, q0.Total)
 	if _, err := db.JoinWaitlist(ctx, poor, window, true); err != nil {
+		t.Fatal(err)
+	}
+	later := window
+	later.Start, later.End = window.Start.AddDate(0, 0, 7), window.End.AddDate(0, 0, 7) // the same price a week on
+	if _, err := db.Book(ctx, poor, later); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Cancel(ctx, rich, r.ID); err != nil {
@@ -401,13 +416,13 @@ func TestUnpaidAutoBookAndJobs(t *testing.T) {
 	if unpaid != 1 {
 		t.Fatalf("%d unpaid notices: %+v", unpaid, notes)
 	}
-	if list, _ := db.Reservations(ctx, poor, store.ReservationFilter{Limit: 10}); len(list) != 0 {
+	if list, _ := db.Reservations(ctx, poor, store.ReservationFilter{Limit: 10}); len(list) != 1 { // the week after's
 		t.Fatalf("booked without money: %+v", list)
 	}
 	q, _ := db.Quote(ctx, window)
 	topUp(t, db, poor, q.Total)
 	tick(t, db, clock, at.Add(time.Minute))
-	if list, _ := db.Reservations(ctx, poor, store.ReservationFilter{Limit: 10}); len(list) != 1 {
+	if list, _ := db.Reservations(ctx, poor, store.ReservationFilter{Limit: 10}); len(list) != 2 {
 		t.Fatalf("not booked after the top-up: %+v", list)
 	}
 	// The money is spent: a job of theirs starts nothing.

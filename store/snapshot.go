@@ -542,6 +542,22 @@ func (db *DB) loadWaitlist(ctx context.Context, q queryer, now time.Time, s *sch
 		}
 		s.FreeHours[key] = free
 	}
+	available := map[int64]gpuportal.Fen{}
+	for k := range entries {
+		w := &entries[k]
+		pl := s.Pools[w.Pool]
+		w.Price = gpuportal.QuoteFor(pl.Model, w.Count, w.Start, w.End, pl.Policy, db.Location).Total
+		a, seen := available[w.UserID]
+		if !seen {
+			b, err := db.balanceIn(ctx, q, w.UserID, now)
+			if err != nil {
+				return err
+			}
+			a = b.Available
+			available[w.UserID] = a
+		}
+		w.Available = a
+	}
 	s.Waitlist = entries
 	return nil
 }

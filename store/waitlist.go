@@ -44,6 +44,21 @@ func (db *DB) JoinWaitlist(ctx context.Context, user *gpuportal.User, req gpupor
 		if err := db.checkWaitlistQuota(ctx, tx, user.ID); err != nil {
 			return err
 		}
+		// An entry holds capacity for its owner when it frees: only one
+		// who could pay for it now may join (402 otherwise), and the
+		// planner passes over entries their owners cannot pay then.
+		model, _, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
+		if err != nil {
+			return err
+		}
+		q := gpuportal.QuoteFor(*model, req.Count, req.Start, req.End, policy, db.Location)
+		b, err := db.balanceIn(ctx, tx, user.ID, db.now())
+		if err != nil {
+			return err
+		}
+		if b.Available < q.Total {
+			return insufficient(q.Total, b.Available)
+		}
 		var id int64
 		if err := tx.QueryRowContext(ctx, `INSERT INTO waitlist_entries (user_id, model_id, region_id, count, start_at, end_at, auto_book, status, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, 'waiting', ?) RETURNING id`, user.ID, req.Model, req.Region, req.Count, unix(req.Start), unix(req.End), autoBook, unix(db.now())).Scan(&id); err != nil {
@@ -174,6 +189,32 @@ func (db *DB) expireOffer(ctx context.Context, tx *sql.Tx, w *gpuportal.Waitlist
 	return db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistExpired, gpuportal.NoteParams{EntryID: w.ID, Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
 }
 
+// noteAutoBookUnpaid tells the owner of an auto_book entry, once, that
+// capacity freed but their balance cannot pay: it stays waiting (a top-up
+// lets the next tick book it). An account that never paid anything in is
+// not messaged about money (a ¥0 account is no way to send messages).
+func (db *DB) noteAutoBookUnpaid(ctx context.Context, tx *sql.Tx, w *gpuportal.WaitlistEntry, params gpuportal.NoteParams) error {
+	if w.Note == unpaidNote {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET note = ? WHERE id = ?`, unpaidNote, w.ID); err != nil {
+		return err
+	}
+	paid, err := everPaidIn(ctx, tx, w.UserID)
+	if err != nil || !paid {
+		return err
+	}
+	return db.notify(ctx, tx, w.UserID, gpuportal.NoteAutoBookUnpaid, params)
+}
+
+// everPaidIn reports whether money ever reached the user's balance (a
+// top-up or an administrator's credit).
+func everPaidIn(ctx context.Context, q queryer, userID int64) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM ledger_entries WHERE user_id = ? AND kind IN ('topup', 'credit') AND amount_fen < 0`, userID).Scan(&n)
+	return n > 0, err
+}
+
 // waitlist carries out the planner's waitlist decisions: expiries, offers
 // (the capacity is held for the claim window) and auto_book bookings.
 func (a *applier) waitlist(ctx context.Context, plan scheduler.Decisions) error {
@@ -208,15 +249,8 @@ func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry,
 			return err
 		})
 		if gpuportal.ErrorCode(err) == gpuportal.EFUNDS {
-			// The user cannot pay for it now: it stays waiting (a top-up
-			// lets the next tick book it), and they are told once.
-			if w.Note == unpaidNote {
-				return nil
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET note = ? WHERE id = ?`, unpaidNote, w.ID); err != nil {
-				return err
-			}
-			return db.notify(ctx, tx, w.UserID, gpuportal.NoteAutoBookUnpaid, params)
+			a.res.Offers--
+			return db.noteAutoBookUnpaid(ctx, tx, w, params)
 		}
 		if code := gpuportal.ErrorCode(err); code == gpuportal.EPOLICY || code == gpuportal.EINVALID || code == gpuportal.ECAPACITY {
 			// Not bookable for this user now (credit, lead time), or a
@@ -232,6 +266,8 @@ func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry,
 		}
 		params.ReservationID, params.Price = r.ID, r.Price
 		return db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistBooked, params)
+	case scheduler.WaitlistUnpaid:
+		return db.noteAutoBookUnpaid(ctx, tx, w, params)
 	case scheduler.WaitlistOffer:
 		_, policy, err := db.catalogEntry(ctx, tx, w.Model, w.Region)
 		if err != nil {
