@@ -36,6 +36,8 @@ const (
 	ReasonFairShare = "fair_share"
 	// ReasonBalance: the owner's balance ran out (metadata action "stop").
 	ReasonBalance = "balance"
+	// ReasonAccountDisabled: an administrator disabled the owner's account.
+	ReasonAccountDisabled = "account_disabled"
 	// ReasonReservationEnd: a reserved instance's reservation ends; its
 	// metadata says "stop" at the end, as EC2 does for Capacity Blocks.
 	ReasonReservationEnd = "reservation_end"
@@ -265,6 +267,29 @@ func PackAcrossNodes(nodes []FreeGPUs, count int) ([]string, bool) {
 		}
 	}
 	return out, len(out) == count
+}
+
+// CountsForRates reports whether an interruption for reason is one of the
+// spot capacity the published rates count: the platform needing the GPUs
+// (a booking, an on-demand launch, a failed node, an administrator) — not
+// a job task giving way, a stop for lack of money or a disabled account.
+func CountsForRates(reason string) bool {
+	switch reason {
+	case ReasonReservation, ReasonOnDemand, ReasonNodeFailure, ReasonAdmin:
+		return true
+	}
+	return false
+}
+
+// AutoRestarts reports whether an instance whose run ended with outcome is
+// started again: an auto_restart instance interrupted by the platform is —
+// not one stopped because its owner's money ran out or their account was
+// disabled.
+func AutoRestarts(i *Instance, outcome string, ownerDisabled bool) bool {
+	if outcome != InstanceInterrupted || !i.AutoRestart || ownerDisabled {
+		return false
+	}
+	return i.Interruption == nil || (i.Interruption.Reason != ReasonBalance && i.Interruption.Reason != ReasonAccountDisabled)
 }
 
 // LostAfterHeartbeats is how many heartbeats in a row may leave out a

@@ -846,4 +846,5 @@ var zhCN = map[string]string{
 	"no GPUs of this model in the region":  "该地域没有此型号的 GPU",
 	"node failure":                         "节点故障",
 	"reservation_end":                      "预留结束",
+	"account_disabled":                     "账户已停用",
 }

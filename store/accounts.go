@@ -120,8 +120,8 @@ type AccountUpdate struct {
 }
 
 // UpdateAccount sets a user's credit limit, quotas or disabled state.
-// Disabling ends their sessions and tokens' use, and gives their spot and
-// on-demand instances the stop notice. Audited.
+// Disabling ends their sessions and tokens' use and stops everything the
+// account runs (closeDownAccount). Audited.
 func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID int64, up AccountUpdate) (*gpuportal.Account, error) {
 	if !actor.IsAdmin() {
 		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
@@ -160,12 +160,8 @@ func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID i
 				if _, err := tx.ExecContext(ctx, `UPDATE users SET disabled_at = ?, session_version = session_version + 1 WHERE id = ?`, unix(now), userID); err != nil {
 					return err
 				}
-				policies, err := db.policies(ctx, tx)
-				if err != nil {
-					return err
-				}
-				if _, err := db.stopInstancesOf(ctx, tx, userID, gpuportal.ReasonAdmin, now, policies, &nodes); err != nil {
-					return err
+				if err := db.closeDownAccount(ctx, tx, userID, now, &nodes); err != nil {
+					return fmt.Errorf("stop what the disabled account runs: %w", err)
 				}
 			} else if _, err := tx.ExecContext(ctx, `UPDATE users SET disabled_at = NULL WHERE id = ?`, userID); err != nil {
 				return err
@@ -183,6 +179,56 @@ func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID i
 	db.wake(ctx, nodes...)
 	db.Kick(ctx)
 	return adminUser(ctx, db.read, db, userID)
+}
+
+// closeDownAccount stops everything a disabled account runs or would
+// start: its spot and on-demand instances get the stop notice (no
+// auto-restart after it), its reserved instances stop now, its jobs are
+// cancelled and its waitlist entries (offers too, their hold given back).
+// Its confirmed reservations stay booked and paid, holding their GPUs with
+// nothing running on them; an administrator cancels them if the account
+// stays closed (docs/operators: "Disabling an account").
+func (db *DB) closeDownAccount(ctx context.Context, tx *sql.Tx, userID int64, now time.Time, nodes *[]string) error {
+	policies, err := db.policies(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if _, err := db.stopInstancesOf(ctx, tx, userID, gpuportal.ReasonAccountDisabled, now, policies, nodes); err != nil {
+		return err
+	}
+	reserved, err := scanAll(ctx, tx, func(r *sql.Rows, id *int64) error { return r.Scan(id) },
+		`SELECT DISTINCT reservation_id FROM instances WHERE user_id = ? AND kind = 'reserved' AND status IN ('pending', 'running') AND stop_requested_at IS NULL`, userID)
+	if err != nil {
+		return err
+	}
+	for _, id := range reserved {
+		if err := db.stopReservedInstances(ctx, tx, id, now, nodes); err != nil {
+			return err
+		}
+	}
+	jobs, err := scanAll(ctx, tx, func(r *sql.Rows, id *int64) error { return r.Scan(id) },
+		`SELECT id FROM jobs WHERE user_id = ? AND status IN ('queued', 'running')`, userID)
+	if err != nil {
+		return err
+	}
+	for _, id := range jobs {
+		jobNodes, err := db.cancelJob(ctx, tx, id, now)
+		if err != nil {
+			return err
+		}
+		*nodes = append(*nodes, jobNodes...)
+	}
+	offers, err := scanEach(ctx, tx, scanWait, `SELECT `+waitColumns+` FROM waitlist_entries WHERE user_id = ? AND status = 'offered'`, userID)
+	if err != nil {
+		return err
+	}
+	for _, w := range offers {
+		if err := releaseCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count); err != nil {
+			return err
+		}
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'cancelled', note = 'account disabled' WHERE user_id = ? AND status IN ('waiting', 'offered')`, userID)
+	return err
 }
 
 func accountAudit(u *gpuportal.Account) map[string]any {

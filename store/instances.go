@@ -508,9 +508,11 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 	if err := recordRunEnd(ctx, tx, i, now); err != nil {
 		return err
 	}
-	// A run stopped because its owner's balance ran out does not restart.
-	restart := outcome == gpuportal.InstanceInterrupted && i.AutoRestart && (i.Interruption == nil || i.Interruption.Reason != gpuportal.ReasonBalance)
-	if restart {
+	var disabled bool
+	if err := db.row(ctx, tx, `SELECT disabled_at IS NOT NULL FROM users WHERE id = ?`, i.UserID).Scan(&disabled); err != nil {
+		return fmt.Errorf("owner of instance %d: %w", i.ID, err)
+	}
+	if gpuportal.AutoRestarts(i, outcome, disabled) {
 		_, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'pending', last_node_id = node_id, node_id = NULL, started_at = NULL, billed_minutes = billed_minutes + ?, cost_fen = cost_fen + ?,
 			restarts = restarts + 1, exit_code = ?, error = ? WHERE id = ?`, minutes, cost, code, errText, i.ID)
 		if err != nil {
@@ -551,7 +553,7 @@ func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, 
 	// A job task giving way to other spot work, or a stop for lack of
 	// balance, is not an interruption of spot capacity: the published rates
 	// leave them out.
-	if reason != gpuportal.ReasonFairShare && reason != gpuportal.ReasonBalance {
+	if gpuportal.CountsForRates(reason) {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO interruptions (instance_id, user_id, model_id, region_id, gpus, notice_at, deadline_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			i.ID, i.UserID, i.Model, i.Region, i.Count, unix(now), unix(deadline), reason); err != nil {
 			return err

@@ -246,31 +246,8 @@ func (db *DB) CancelJob(ctx context.Context, user *gpuportal.User, id int64) (*g
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = 'cancelled' WHERE id = ?`, j.ID); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE job_tasks SET status = 'cancelled', finished_at = ? WHERE job_id = ? AND status = 'queued'`, unix(now), j.ID); err != nil {
-			return err
-		}
-		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT coalesce(node_id, '') FROM instances WHERE job_id = ? AND status IN ('pending', 'running', 'interrupting') AND stop_requested_at IS NULL`, j.ID)
-		if err != nil {
-			return err
-		}
-		nodes, err = scanColumn[string](rows, nil)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE instances SET stop_requested_at = ? WHERE job_id = ? AND status IN ('pending', 'running', 'interrupting') AND stop_requested_at IS NULL`, unix(now), j.ID); err != nil {
-			return err
-		}
-		for _, n := range nodes {
-			if n != "" {
-				if err := bumpNode(ctx, tx, n); err != nil {
-					return err
-				}
-			}
-		}
-		return db.settleJob(ctx, tx, j.ID, now)
+		nodes, err = db.cancelJob(ctx, tx, j.ID, now)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -278,6 +255,36 @@ func (db *DB) CancelJob(ctx context.Context, user *gpuportal.User, id int64) (*g
 	db.wake(ctx, nodes...)
 	db.Kick(ctx)
 	return db.Job(ctx, user, id)
+}
+
+// cancelJob cancels a job in tx: its queued tasks are cancelled, its
+// running ones asked to stop; it returns the nodes to tell.
+func (db *DB) cancelJob(ctx context.Context, tx *sql.Tx, jobID int64, now time.Time) ([]string, error) {
+	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = 'cancelled' WHERE id = ?`, jobID); err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE job_tasks SET status = 'cancelled', finished_at = ? WHERE job_id = ? AND status = 'queued'`, unix(now), jobID); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT coalesce(node_id, '') FROM instances WHERE job_id = ? AND status IN ('pending', 'running', 'interrupting') AND stop_requested_at IS NULL`, jobID)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := scanColumn[string](rows, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE instances SET stop_requested_at = ? WHERE job_id = ? AND status IN ('pending', 'running', 'interrupting') AND stop_requested_at IS NULL`, unix(now), jobID); err != nil {
+		return nil, err
+	}
+	for _, n := range nodes {
+		if n != "" {
+			if err := bumpNode(ctx, tx, n); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return nodes, db.settleJob(ctx, tx, jobID, now)
 }
 
 // taskAttemptEnded moves a job's task on when an attempt of it ended:

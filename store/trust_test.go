@@ -197,3 +197,92 @@ func TestLaunchFundsCountWhatAlreadyRuns(t *testing.T) {
 		t.Fatalf("a second GPU beside the running one: %v", err)
 	}
 }
+
+// (issue 22, item 4) Disabling an account stops everything it runs or
+// would start: an auto-restart spot instance is not restarted, job tasks
+// are not queued again (the job is cancelled), its reserved instance
+// stops, its waitlist entries are cancelled. Its confirmed reservation
+// stays (paid).
+func TestDisablingAnAccountStopsEveryKind(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
+	boss := storetest.MustCreateUser(t, db, "boss@example.com", gpuportal.RoleAdmin)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	other := storetest.MustCreateUser(t, db, "o@example.com", gpuportal.RoleCustomer)
+	start := clock.Now().Truncate(time.Hour).Add(time.Hour)
+	res, err := db.Book(ctx, u, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 2, Start: start, End: start.Add(4 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, err := db.Book(ctx, u, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 2, Start: start.Add(48 * time.Hour), End: start.Add(52 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A full window for the waitlist: the other customer books the rest.
+	full := gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 14, Start: start.Add(24 * time.Hour), End: start.Add(28 * time.Hour)}
+	if _, err := db.Book(ctx, other, full); err != nil {
+		t.Fatal(err)
+	}
+	full.Count = 4
+	entry, err := db.JoinWaitlist(ctx, u, full, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, start)
+	spot, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 2, Command: "x", AutoRestart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserved, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindReserved, Count: 2, Command: "x", ReservationID: &res.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := db.CreateJob(ctx, u, gpuportal.JobRequest{Name: "j", Model: "a100-80g", Region: "cd-1", GPUsPerTask: 1, Tasks: 10, Command: "x", MaxParallel: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, start.Add(time.Minute))
+	agent := fakeAgent{t, db}
+	agent.runAll()
+	disabled := true
+	if _, err := db.UpdateAccount(ctx, boss, u.ID, store.AccountUpdate{Disabled: &disabled}); err != nil {
+		t.Fatal(err)
+	}
+	// The agents do what they are told: every workload of the account ends.
+	for range 3 {
+		list, _ := db.InstanceList(ctx, admin, store.InstanceFilter{Limit: 100})
+		for _, in := range list {
+			if in.UserID == u.ID && (in.Status == gpuportal.InstanceRunning || in.Status == gpuportal.InstanceInterrupting) {
+				agent.exit(getInstance(t, db, in.ID))
+			}
+		}
+		tick(t, db, clock, clock.Now().Add(3*time.Minute))
+		agent.runAll()
+	}
+	list, _ := db.InstanceList(ctx, admin, store.InstanceFilter{Limit: 100})
+	for _, in := range list {
+		if in.UserID != u.ID {
+			continue
+		}
+		switch in.Status {
+		case gpuportal.InstancePending, gpuportal.InstanceRunning, gpuportal.InstanceInterrupting:
+			t.Errorf("instance %d (%s) is %s after the account was disabled", in.ID, in.Kind, in.Status)
+		}
+	}
+	if got := getInstance(t, db, spot.ID); got.Restarts != 0 {
+		t.Errorf("the auto-restart spot instance restarted %d times", got.Restarts)
+	}
+	if got := getInstance(t, db, reserved.ID); got.Status != gpuportal.InstanceStopped {
+		t.Errorf("reserved instance is %s", got.Status)
+	}
+	if j, _ := db.Job(ctx, admin, job.ID); j.Status != gpuportal.JobCancelled {
+		t.Errorf("job is %s", j.Status)
+	}
+	if w, _ := db.Waitlist(ctx, admin); len(w) == 0 || w[0].ID != entry.ID || w[0].Status != gpuportal.WaitCancelled {
+		t.Errorf("waitlist = %+v", w)
+	}
+	if r, _ := db.Reservation(ctx, admin, later.ID); r.Status != gpuportal.ReservationConfirmed {
+		t.Errorf("the confirmed reservation is %s", r.Status)
+	}
+}
