@@ -1,6 +1,7 @@
 package gpuportal
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 )
@@ -153,14 +154,30 @@ type Quotas struct {
 	MaxRunningGPUs     int `json:"max_running_gpus"`
 	MaxBookedGPUHours  int `json:"max_booked_gpu_hours"`
 	MaxWaitlistEntries int `json:"max_waitlist_entries"`
+	// MaxQueuedTasks bounds the tasks of a user's jobs not yet finished
+	// (queued or running): each is a row the scheduler reads.
+	MaxQueuedTasks int `json:"max_queued_tasks"`
 }
 
 // DefaultQuotas are the platform's defaults; admins override per user.
-var DefaultQuotas = Quotas{MaxRunningGPUs: 32, MaxBookedGPUHours: 5000, MaxWaitlistEntries: 10}
+var DefaultQuotas = Quotas{MaxRunningGPUs: 32, MaxBookedGPUHours: 5000, MaxWaitlistEntries: 10, MaxQueuedTasks: 10_000}
+
+// UnmarshalJSON reads quotas; max_queued_tasks, which came later, is the
+// default when a client leaves it out.
+func (q *Quotas) UnmarshalJSON(b []byte) error {
+	type plain Quotas
+	p := plain{MaxQueuedTasks: DefaultQuotas.MaxQueuedTasks}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*q = Quotas(p)
+	return nil
+}
 
 // Validate checks quotas an admin sets.
 func (q Quotas) Validate() error {
-	if q.MaxRunningGPUs < 0 || q.MaxRunningGPUs > 100_000 || q.MaxBookedGPUHours < 0 || q.MaxBookedGPUHours > 100_000_000 || q.MaxWaitlistEntries < 0 || q.MaxWaitlistEntries > 10_000 {
+	if q.MaxRunningGPUs < 0 || q.MaxRunningGPUs > 100_000 || q.MaxBookedGPUHours < 0 || q.MaxBookedGPUHours > 100_000_000 || q.MaxWaitlistEntries < 0 || q.MaxWaitlistEntries > 10_000 ||
+		q.MaxQueuedTasks < 0 || q.MaxQueuedTasks > 1_000_000 {
 		return FieldErrorf(EINVALID, "quotas", "Quotas are whole numbers, 0 or more.")
 	}
 	return nil

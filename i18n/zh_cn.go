@@ -847,4 +847,7 @@ var zhCN = map[string]string{
 	"node failure":                         "节点故障",
 	"reservation_end":                      "预留结束",
 	"account_disabled":                     "账户已停用",
+	"Job tasks waiting or running":         "排队或运行中的作业任务",
+	"Your quota is %d job tasks waiting or running; you have %d.":               "您的配额为 %d 个排队或运行中的作业任务；您已有 %d 个。",
+	"Too many jobs submitted in the last hour. Please try again in %d minutes.": "过去一小时提交的作业过多，请 %d 分钟后再试。",
 }

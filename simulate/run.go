@@ -152,7 +152,7 @@ func (s *sim) setUp(ctx context.Context) error {
 			}
 		}
 	}
-	quotas := gpuportal.Quotas{MaxRunningGPUs: 100_000, MaxBookedGPUHours: 100_000_000, MaxWaitlistEntries: 10_000}
+	quotas := gpuportal.Quotas{MaxRunningGPUs: 100_000, MaxBookedGPUHours: 100_000_000, MaxWaitlistEntries: 10_000, MaxQueuedTasks: 1_000_000}
 	for c := range s.opt.Scenario.Customers {
 		u, err := s.db.CreateLoginlessUser(ctx, fmt.Sprintf("customer-%d@simulate.invalid", c+1), fmt.Sprintf("Customer %d", c+1), gpuportal.RoleCustomer)
 		if err != nil {

@@ -16,8 +16,8 @@ import (
 
 // quotasOf is a user's quotas: their overrides, else the defaults.
 func (db *DB) quotasOf(ctx context.Context, q queryer, userID int64) (gpuportal.Quotas, error) {
-	var gpus, hours, entries sql.NullInt64
-	err := db.row(ctx, q, `SELECT max_running_gpus, max_booked_gpu_hours, max_waitlist_entries FROM users WHERE id = ?`, userID).Scan(&gpus, &hours, &entries)
+	var gpus, hours, entries, tasks sql.NullInt64
+	err := db.row(ctx, q, `SELECT max_running_gpus, max_booked_gpu_hours, max_waitlist_entries, max_queued_tasks FROM users WHERE id = ?`, userID).Scan(&gpus, &hours, &entries, &tasks)
 	if err != nil {
 		return gpuportal.Quotas{}, fmt.Errorf("quotas: %w", err)
 	}
@@ -30,6 +30,9 @@ func (db *DB) quotasOf(ctx context.Context, q queryer, userID int64) (gpuportal.
 	}
 	if entries.Valid {
 		out.MaxWaitlistEntries = int(entries.Int64)
+	}
+	if tasks.Valid {
+		out.MaxQueuedTasks = int(tasks.Int64)
 	}
 	return out, nil
 }
@@ -96,6 +99,24 @@ func (db *DB) bookedHours(ctx context.Context, tx *sql.Tx, userID int64, delta i
 	return err
 }
 
+// checkQueuedTaskQuota: the unfinished tasks of the user's jobs, plus
+// tasks more, stay within their quota.
+func (db *DB) checkQueuedTaskQuota(ctx context.Context, q queryer, userID int64, tasks int) error {
+	quotas, err := db.quotasOf(ctx, q, userID)
+	if err != nil {
+		return err
+	}
+	var open int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM job_tasks t JOIN jobs j ON j.id = t.job_id
+		WHERE j.user_id = ? AND j.status IN ('queued', 'running') AND t.status IN ('queued', 'running')`, userID).Scan(&open); err != nil {
+		return err
+	}
+	if open+tasks > quotas.MaxQueuedTasks {
+		return gpuportal.FieldErrorf(gpuportal.EPOLICY, "quota", "Your quota is %d job tasks waiting or running; you have %d.", quotas.MaxQueuedTasks, open)
+	}
+	return nil
+}
+
 // checkWaitlistQuota: the user's open waitlist entries stay within quota.
 func (db *DB) checkWaitlistQuota(ctx context.Context, q queryer, userID int64) error {
 	quotas, err := db.quotasOf(ctx, q, userID)
@@ -150,8 +171,8 @@ func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID i
 			}
 		}
 		if q := up.Quotas; q != nil {
-			if _, err := tx.ExecContext(ctx, `UPDATE users SET max_running_gpus = ?, max_booked_gpu_hours = ?, max_waitlist_entries = ? WHERE id = ?`,
-				q.MaxRunningGPUs, q.MaxBookedGPUHours, q.MaxWaitlistEntries, userID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE users SET max_running_gpus = ?, max_booked_gpu_hours = ?, max_waitlist_entries = ?, max_queued_tasks = ? WHERE id = ?`,
+				q.MaxRunningGPUs, q.MaxBookedGPUHours, q.MaxWaitlistEntries, q.MaxQueuedTasks, userID); err != nil {
 				return err
 			}
 		}

@@ -103,7 +103,7 @@ func TestDisabledAccount(t *testing.T) {
 	if _, err := db.UserByAPIToken(ctx, token); gpuportal.ErrorCode(err) != gpuportal.EUNAUTHORIZED {
 		t.Fatalf("a disabled account's token: %v", err)
 	}
-	if got := getInstance(t, db, inst.ID); got.Status != gpuportal.InstanceInterrupting || got.Interruption.Reason != gpuportal.ReasonAdmin {
+	if got := getInstance(t, db, inst.ID); got.Status != gpuportal.InstanceInterrupting || got.Interruption.Reason != gpuportal.ReasonAccountDisabled {
 		t.Fatalf("its instance: %+v", got)
 	}
 	if _, err := db.UpdateAccount(ctx, boss, u.ID, store.AccountUpdate{Disabled: &no}); err != nil {

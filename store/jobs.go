@@ -52,8 +52,23 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 	}
 	var id int64
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		model, _, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
+		model, policy, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
 		if err != nil {
+			return err
+		}
+		if err := db.lockAccount(ctx, tx, user.ID); err != nil {
+			return err
+		}
+		if err := db.checkQueuedTaskQuota(ctx, tx, user.ID, req.Tasks); err != nil {
+			return err
+		}
+		// A job needs the money for its first task-hour (at the spot
+		// price), as a launch does: a ¥0 account queues nothing.
+		price := policy.SpotPriceOf(*model)
+		if req.Kind == gpuportal.JobHybrid && req.OnDemandWorkers > 0 {
+			price = model.ListPrice // its first task runs on-demand
+		}
+		if err := db.requireLaunchFunds(ctx, tx, user.ID, price*gpuportal.Fen(req.GPUsPerTask), db.now()); err != nil {
 			return err
 		}
 		image, err := imageForLaunch(ctx, tx, req.Image)
@@ -176,14 +191,15 @@ func (db *DB) jobFigures(ctx context.Context, j *jobRow) error {
 }
 
 // JobTasks lists a job's tasks in order.
-func (db *DB) JobTasks(ctx context.Context, user *gpuportal.User, id int64) ([]gpuportal.JobTask, error) {
-	if _, err := jobFor(ctx, db.read, user, id); err != nil {
-		return nil, err
+func (db *DB) JobTasks(ctx context.Context, user *gpuportal.User, id int64, limit, offset int) ([]gpuportal.JobTask, int, error) {
+	j, err := jobFor(ctx, db.read, user, id)
+	if err != nil {
+		return nil, 0, err
 	}
 	rows, err := db.read.QueryContext(ctx, `SELECT t.task_index, t.status, t.attempts, t.failures, t.interruptions, t.instance_id, t.exit_code, i.started_at, t.finished_at
-		FROM job_tasks t LEFT JOIN instances i ON i.id = t.instance_id WHERE t.job_id = ? ORDER BY t.task_index`, id)
+		FROM job_tasks t LEFT JOIN instances i ON i.id = t.instance_id WHERE t.job_id = ? ORDER BY t.task_index LIMIT ? OFFSET ?`, id, limit, offset)
 	if err != nil {
-		return nil, fmt.Errorf("job %d tasks: %w", id, err)
+		return nil, 0, fmt.Errorf("job %d tasks: %w", id, err)
 	}
 	defer rows.Close()
 	out := []gpuportal.JobTask{}
@@ -191,7 +207,7 @@ func (db *DB) JobTasks(ctx context.Context, user *gpuportal.User, id int64) ([]g
 		var t gpuportal.JobTask
 		var inst, exit, started, finished sql.NullInt64
 		if err := rows.Scan(&t.Index, &t.Status, &t.Attempts, &t.Failures, &t.Interruptions, &inst, &exit, &started, &finished); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if inst.Valid {
 			t.InstanceID = &inst.Int64
@@ -203,7 +219,7 @@ func (db *DB) JobTasks(ctx context.Context, user *gpuportal.User, id int64) ([]g
 		t.StartedAt, t.FinishedAt = fromNullUnix(started), fromNullUnix(finished)
 		out = append(out, t)
 	}
-	return out, rows.Err()
+	return out, j.Tasks.Total, rows.Err()
 }
 
 // TaskAttempts lists the instances that ran one task of a job, oldest first.

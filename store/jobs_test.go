@@ -25,7 +25,7 @@ func (f fakeAgent) finish(i *gpuportal.Instance, code int) {
 // runningTasks lists the job's live attempts (placed instances).
 func runningTasks(t *testing.T, db *store.DB, u *gpuportal.User, jobID int64) []*gpuportal.Instance {
 	t.Helper()
-	tasks, err := db.JobTasks(context.Background(), u, jobID)
+	tasks, _, err := db.JobTasks(context.Background(), u, jobID, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestJobRetriesThenFails(t *testing.T) {
 	if got.Status != gpuportal.JobFailed || got.Tasks.Succeeded != 4 || got.Tasks.Failed != 1 || got.EndedAt == nil {
 		t.Fatalf("job at the end: %s %+v", got.Status, got.Tasks)
 	}
-	tasks, _ := db.JobTasks(ctx, u, j.ID)
+	tasks, _, _ := db.JobTasks(ctx, u, j.ID, 1000, 0)
 	if tasks[0].Status != gpuportal.TaskFailed || tasks[0].Attempts != 2 || tasks[0].Failures != 2 || *tasks[0].ExitCode != 1 {
 		t.Errorf("task 0: %+v", tasks[0])
 	}
@@ -151,7 +151,7 @@ func TestInterruptedTaskIsQueuedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent.exit(getInstance(t, db, first.ID))
-	tasks, _ := db.JobTasks(ctx, u, j.ID)
+	tasks, _, _ := db.JobTasks(ctx, u, j.ID, 1000, 0)
 	if tasks[0].Status != gpuportal.TaskQueued || tasks[0].Failures != 0 || tasks[0].Interruptions != 1 {
 		t.Fatalf("after the interruption: %+v", tasks[0])
 	}
@@ -298,7 +298,7 @@ func TestJobsShareTheFleet(t *testing.T) {
 		u  *gpuportal.User
 		id int64
 	}{{a, ja.ID}, {b, jb.ID}} {
-		tasks, _ := db.JobTasks(ctx, j.u, j.id)
+		tasks, _, _ := db.JobTasks(ctx, j.u, j.id, 1000, 0)
 		for _, task := range tasks {
 			if task.InstanceID == nil || task.Status != gpuportal.TaskRunning {
 				continue

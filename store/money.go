@@ -74,21 +74,32 @@ func insufficient(need, available gpuportal.Fen) error {
 		need.String(), max(available, 0).String(), (need - max(available, 0)).String())
 }
 
+// launchRoom is what a user has left for new launches: what is
+// available less an hour of everything they already run or wait to run
+// (gpuportal.LaunchFunds with nothing new).
+func (db *DB) launchRoom(ctx context.Context, q queryer, userID int64, now time.Time) (room, available gpuportal.Fen, err error) {
+	b, err := db.balanceIn(ctx, q, userID, now)
+	if err != nil {
+		return 0, 0, err
+	}
+	var pending gpuportal.Fen
+	if err := db.row(ctx, q, `SELECT coalesce(sum(price_fen * count), 0) FROM instances WHERE user_id = ? AND status = 'pending'
+		AND kind IN ('spot', 'on_demand') AND stop_requested_at IS NULL`, userID).Scan(&pending); err != nil {
+		return 0, 0, fmt.Errorf("pending instances: %w", err)
+	}
+	return b.Available - gpuportal.LaunchFunds(0, b.BurnPerHour, pending), b.Available, nil
+}
+
 // requireLaunchFunds checks that what is available pays an hour of a new
 // launch (hour) beside an hour of everything the user already runs or
 // waits to run (gpuportal.LaunchFunds).
 func (db *DB) requireLaunchFunds(ctx context.Context, tx *sql.Tx, userID int64, hour gpuportal.Fen, now time.Time) error {
-	b, err := db.balanceIn(ctx, tx, userID, now)
+	room, available, err := db.launchRoom(ctx, tx, userID, now)
 	if err != nil {
 		return err
 	}
-	var pending gpuportal.Fen
-	if err := db.row(ctx, tx, `SELECT coalesce(sum(price_fen * count), 0) FROM instances WHERE user_id = ? AND status = 'pending'
-		AND kind IN ('spot', 'on_demand') AND stop_requested_at IS NULL`, userID).Scan(&pending); err != nil {
-		return fmt.Errorf("pending instances: %w", err)
-	}
-	if need := gpuportal.LaunchFunds(hour, b.BurnPerHour, pending); b.Available < need {
-		return insufficient(need, b.Available)
+	if room < hour {
+		return insufficient(available-room+hour, available)
 	}
 	return nil
 }

@@ -425,13 +425,19 @@ func TestUnpaidAutoBookAndJobs(t *testing.T) {
 	if list, _ := db.Reservations(ctx, poor, store.ReservationFilter{Limit: 10}); len(list) != 2 {
 		t.Fatalf("not booked after the top-up: %+v", list)
 	}
-	// The money is spent: a job of theirs starts nothing.
-	if _, err := db.CreateJob(ctx, poor, gpuportal.JobRequest{Model: "a100-80g", Region: "cd-1", GPUsPerTask: 1, Tasks: 3, Command: "x", MaxParallel: 3}); err != nil {
+	// The money is spent: a job needs its first task-hour to be queued
+	// (issue 22, item 5), and once that is spent it starts no more tasks.
+	job := gpuportal.JobRequest{Model: "a100-80g", Region: "cd-1", GPUsPerTask: 1, Tasks: 3, Command: "x", MaxParallel: 3}
+	if _, err := db.CreateJob(ctx, poor, job); gpuportal.ErrorCode(err) != gpuportal.EFUNDS {
+		t.Fatalf("a job from ¥0: %v", err)
+	}
+	topUp(t, db, poor, 240) // one task-hour
+	if _, err := db.CreateJob(ctx, poor, job); err != nil {
 		t.Fatal(err)
 	}
-	for k := range 2 {
-		if res := tick(t, db, clock, at.Add(time.Duration(2*60+k)*time.Second)); res.TasksStarted != 0 {
-			t.Fatalf("a job started %d tasks on no money", res.TasksStarted)
+	for k, want := range []int{1, 0} {
+		if res := tick(t, db, clock, at.Add(time.Duration(2*60+k)*time.Second)); res.TasksStarted != want {
+			t.Fatalf("tick %d started %d tasks on the money for one, want %d", k, res.TasksStarted, want)
 		}
 	}
 	waiting := 0

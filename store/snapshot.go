@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"gpuportal"
@@ -414,10 +415,24 @@ func (db *DB) loadAccounts(ctx context.Context, q queryer, now time.Time, s *sch
 // a GPU idle at all, their live attempts, next queued tasks and what their
 // owners may still start.
 func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
+	// Only pools with a GPU nobody holds can start a task: a full fleet
+	// (the common case) reads no job at all, however many are queued.
+	var where []string
+	var args []any
+	for key, pl := range s.Pools {
+		if pl.Healthy > pl.Held {
+			where = append(where, `(model_id = ? AND region_id = ?)`)
+			args = append(args, key.Model, key.Region)
+		}
+	}
+	if len(where) == 0 {
+		return nil
+	}
 	jobs, err := scanAll(ctx, q, func(r *sql.Rows, j *scheduler.JobQueue) error {
 		return r.Scan(&j.ID, &j.UserID, &j.Pool.Model, &j.Pool.Region, &j.Kind, &j.GPUsPerTask, &j.MaxParallel, &j.OnDemandWorkers, &j.UnpaidNoted)
 	}, `SELECT id, user_id, model_id, region_id, kind, gpus_per_task, max_parallel, on_demand_workers, unpaid_noted_at IS NOT NULL
-		FROM jobs WHERE status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM job_tasks t WHERE t.status = 'queued' AND t.job_id = jobs.id) ORDER BY id`)
+		FROM jobs WHERE status IN ('queued', 'running') AND (`+strings.Join(where, " OR ")+`)
+		AND EXISTS (SELECT 1 FROM job_tasks t WHERE t.status = 'queued' AND t.job_id = jobs.id) ORDER BY id`, args...)
 	if err != nil {
 		return err
 	}
@@ -473,7 +488,9 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *schedul
 		if _, seen := s.Owners[j.UserID]; seen {
 			continue
 		}
-		b, err := db.balanceIn(ctx, q, j.UserID, now)
+		// What the owner can start tasks with: an hour of each beside an
+		// hour of what already runs and waits (gpuportal.LaunchFunds).
+		money, _, err := db.launchRoom(ctx, q, j.UserID, now)
 		if err != nil {
 			return err
 		}
@@ -485,7 +502,7 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *schedul
 		if err != nil {
 			return err
 		}
-		s.Owners[j.UserID] = scheduler.Owner{Available: b.Available, GPURoom: quotas.MaxRunningGPUs - running}
+		s.Owners[j.UserID] = scheduler.Owner{Available: money, GPURoom: quotas.MaxRunningGPUs - running}
 	}
 	s.Jobs = startable
 	return nil

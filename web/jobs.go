@@ -18,12 +18,21 @@ import (
 
 const jobsPerPage = 20
 
+// createJob submits a job for the signed-in user, at most jobsPerHour an
+// hour (each queues up to 10,000 rows the scheduler reads).
+func (s *Server) createJob(c echo.Context, req gpuportal.JobRequest) (*gpuportal.Job, error) {
+	if wait, blocked := s.limiter.attempt(jobRule(currentUser(c).ID)); blocked {
+		return nil, gpuportal.Errorf(gpuportal.ERATELIMITED, "Too many jobs submitted in the last hour. Please try again in %d minutes.", minutesLeft(wait))
+	}
+	return s.db.CreateJob(c.Request().Context(), currentUser(c), req)
+}
+
 func (s *Server) apiCreateJob(c echo.Context) error {
 	var req gpuportal.JobRequest
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
-	j, err := s.db.CreateJob(c.Request().Context(), currentUser(c), req)
+	j, err := s.createJob(c, req)
 	if err != nil {
 		return err
 	}
@@ -59,10 +68,15 @@ func (s *Server) apiJobTasks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	tasks, err := s.db.JobTasks(c.Request().Context(), currentUser(c), id)
+	limit, offset, err := pageParams(c, maxTasksPage)
 	if err != nil {
 		return err
 	}
+	tasks, total, err := s.db.JobTasks(c.Request().Context(), currentUser(c), id, limit, offset)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("X-Total-Count", strconv.Itoa(total))
 	return c.JSON(http.StatusOK, tasks)
 }
 
@@ -79,6 +93,10 @@ func (s *Server) apiCancelJob(c echo.Context) error {
 }
 
 // pageParams reads ?limit= (1..max, default max) and ?offset= (≥ 0).
+// maxTasksPage is the most tasks one GET /jobs/{id}/tasks answers (and
+// its default): page on with ?offset=; X-Total-Count says how many.
+const maxTasksPage = 1000
+
 func pageParams(c echo.Context, maxLimit int) (limit, offset int, err error) {
 	limit, offset = maxLimit, 0
 	if v := c.QueryParam("limit"); v != "" {
@@ -174,7 +192,7 @@ func (s *Server) handleJobForm(c echo.Context) error {
 	number("on_demand_workers", &form.OnDemandWorkers, i18n.T(lang, "On-demand workers"))
 	var j *gpuportal.Job
 	if err == nil {
-		j, err = s.db.CreateJob(c.Request().Context(), currentUser(c), gpuportal.JobRequest{
+		j, err = s.createJob(c, gpuportal.JobRequest{
 			Name: form.Name, Model: form.Model, Region: form.Region, GPUsPerTask: form.GPUsPerTask, Tasks: form.Tasks, Command: form.Command,
 			Image: form.Image, MaxParallel: form.MaxParallel, Kind: form.Kind, OnDemandWorkers: form.OnDemandWorkers, MaxAttempts: form.MaxAttempts,
 		})
@@ -205,7 +223,7 @@ func (s *Server) jobView(c echo.Context) (templates.JobPage, error) {
 	if err != nil {
 		return templates.JobPage{}, err
 	}
-	tasks, err := s.db.JobTasks(ctx, currentUser(c), id)
+	tasks, _, err := s.db.JobTasks(ctx, currentUser(c), id, maxTasksPage, 0) // the first thousand; the API pages on
 	if err != nil {
 		return templates.JobPage{}, err
 	}

@@ -1,13 +1,17 @@
 package web
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"gpuportal"
+	"gpuportal/store"
 	"gpuportal/store/storetest"
 )
 
@@ -89,5 +93,70 @@ func TestJobForm(t *testing.T) {
 	}
 	if p = b.get("/jobs"); !strings.Contains(p.body, "frames") {
 		t.Fatalf("the list lacks the job:\n%s", p.body)
+	}
+}
+
+// (issue 22, item 5) Jobs cannot flood the scheduler: the tasks a user has
+// waiting or running are bounded by a quota (422 field quota), a job from
+// ¥0 is 402, submitting is rate-limited (429), and a job's tasks come a
+// page at a time with the total in X-Total-Count.
+func TestJobsAreBounded(t *testing.T) {
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	u, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
+	poor := storetest.MustCreatePoorUser(t, e.db, "poor@example.com", gpuportal.RoleCustomer)
+	job := func(tasks int) string {
+		return fmt.Sprintf(`{"name":"flood","model":"a100-80g","region":"cd-1","gpus_per_task":1,"tasks":%d,"command":"x","max_parallel":1,"kind":"spot"}`, tasks)
+	}
+	if st, body := e.apiCall("POST", "/api/v1/jobs", e.tokenFor(poor), job(10)); st != http.StatusPaymentRequired {
+		t.Fatalf("a job from ¥0 = %d %s", st, body)
+	}
+	admin := &gpuportal.User{ID: 0, Role: gpuportal.RoleAdmin}
+	q := storetest.TestQuotas
+	q.MaxQueuedTasks = 100
+	if _, err := e.db.UpdateAccount(context.Background(), admin, u.ID, store.AccountUpdate{Quotas: &q}); err != nil {
+		t.Fatal(err)
+	}
+	st, body := e.apiCall("POST", "/api/v1/jobs", tok, job(60))
+	if st != http.StatusCreated {
+		t.Fatalf("a job of 60 = %d %s", st, body)
+	}
+	id := int64(decodeObject(t, body)["id"].(float64))
+	if st, body := e.apiCall("POST", "/api/v1/jobs", tok, job(41)); st != 422 || !strings.Contains(body, `"field":"quota"`) {
+		t.Fatalf("60 + 41 tasks over a quota of 100 = %d %s", st, body)
+	}
+	// Pages of tasks.
+	req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/jobs/%d/tasks?limit=25&offset=50", e.srv.URL, id), nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []gpuportal.JobTask
+	_ = json.NewDecoder(resp.Body).Decode(&tasks)
+	resp.Body.Close()
+	if len(tasks) != 10 || tasks[0].Index != 50 || resp.Header.Get("X-Total-Count") != "60" {
+		t.Fatalf("page of tasks: %d from %v, total %q", len(tasks), tasks, resp.Header.Get("X-Total-Count"))
+	}
+	if st, _ := e.apiCall("GET", fmt.Sprintf("/api/v1/jobs/%d/tasks?limit=0", id), tok, ""); st != 400 {
+		t.Fatalf("limit=0 = %d", st)
+	}
+	// Rate: jobsPerHour an hour (quota aside).
+	q.MaxQueuedTasks = 10_000
+	if _, err := e.db.UpdateAccount(context.Background(), admin, u.ID, store.AccountUpdate{Quotas: &q}); err != nil {
+		t.Fatal(err)
+	}
+	created := 2 // the job of 60 and the one over the quota count
+	for ; created < jobsPerHour; created++ {
+		if st, body := e.apiCall("POST", "/api/v1/jobs", tok, job(1)); st != http.StatusCreated {
+			t.Fatalf("job %d = %d %s", created+1, st, body)
+		}
+	}
+	if st, body := e.apiCall("POST", "/api/v1/jobs", tok, job(1)); st != http.StatusTooManyRequests {
+		t.Fatalf("job %d in an hour = %d %s", jobsPerHour+1, st, body)
+	}
+	e.wall.Set(e.wall.Now().Add(time.Hour + time.Minute))
+	if st, body := e.apiCall("POST", "/api/v1/jobs", tok, job(1)); st != http.StatusCreated {
+		t.Fatalf("a job an hour later = %d %s", st, body)
 	}
 }

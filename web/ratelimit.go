@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -162,5 +163,12 @@ func (l *limiter) attempt(r rule) (wait time.Duration, blocked bool) {
 }
 
 func signupRule(ip string) rule { return rule{"signup:" + ip, signupsPerIP, signupWindow} }
+
+// jobsPerHour is how many jobs one user may submit an hour.
+const jobsPerHour = 60
+
+func jobRule(userID int64) rule {
+	return rule{"job:" + strconv.FormatInt(userID, 10), jobsPerHour, time.Hour}
+}
 
 func tokenRule(ip string) rule { return rule{"token:" + ip, tokenCreationsPerIP, tokenWindow} }

@@ -117,7 +117,7 @@ func (s *Server) handleAccountForm(c echo.Context) error {
 		return err
 	}
 	var q gpuportal.Quotas
-	for field, into := range map[string]*int{"max_running_gpus": &q.MaxRunningGPUs, "max_booked_gpu_hours": &q.MaxBookedGPUHours, "max_waitlist_entries": &q.MaxWaitlistEntries} {
+	for field, into := range map[string]*int{"max_running_gpus": &q.MaxRunningGPUs, "max_booked_gpu_hours": &q.MaxBookedGPUHours, "max_waitlist_entries": &q.MaxWaitlistEntries, "max_queued_tasks": &q.MaxQueuedTasks} {
 		if *into, err = strconv.Atoi(strings.TrimSpace(c.FormValue(field))); err != nil {
 			return gpuportal.FieldErrorf(gpuportal.EINVALID, "quotas", "Quotas are whole numbers, 0 or more.")
 		}

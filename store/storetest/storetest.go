@@ -166,7 +166,7 @@ func MustCreateUser(tb testing.TB, db *store.DB, email, role string) *gpuportal.
 }
 
 // TestQuotas are MustCreateUser's quotas: more than any test needs.
-var TestQuotas = gpuportal.Quotas{MaxRunningGPUs: 100_000, MaxBookedGPUHours: 100_000_000, MaxWaitlistEntries: 10_000}
+var TestQuotas = gpuportal.Quotas{MaxRunningGPUs: 100_000, MaxBookedGPUHours: 100_000_000, MaxWaitlistEntries: 10_000, MaxQueuedTasks: 1_000_000}
 
 // TestBalance is what MustCreateUser puts in each account: ¥10,000,000.
 const TestBalance gpuportal.Fen = gpuportal.MaxCredit
