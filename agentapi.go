@@ -51,6 +51,11 @@ const (
 	WorkloadExited  = "exited"
 )
 
+// AgentBackoffCap is the longest an agent waits between two tries to
+// reach a portal it lost: a portal that comes back hears every node
+// within it (node liveness gives that much grace after a portal starts).
+const AgentBackoffCap = 30 * time.Second
+
 // WorkloadStatus is what an agent knows about one instance's workload.
 type WorkloadStatus struct {
 	InstanceID int64      `json:"instance_id"`

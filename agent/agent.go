@@ -221,7 +221,7 @@ func (a *Agent) enrol(ctx context.Context) error {
 	for _, d := range a.devices {
 		reg.GPUs = append(reg.GPUs, gpuportal.AgentGPU{UUID: d.UUID, Index: d.Index, Name: d.Name, MemoryTotalMiB: d.MemoryTotalMiB})
 	}
-	b := backoff{min: 500 * time.Millisecond, max: 30 * time.Second}
+	b := backoff{min: 500 * time.Millisecond, max: gpuportal.AgentBackoffCap}
 	for {
 		creds, err := a.client.register(ctx, reg)
 		if err == nil {
@@ -242,7 +242,7 @@ func (a *Agent) enrol(ctx context.Context) error {
 // heartbeatLoop long-polls the portal: each request reports the node and
 // comes back when the desired state changes (or after one heartbeat).
 func (a *Agent) heartbeatLoop(ctx context.Context) error {
-	b := backoff{min: 500 * time.Millisecond, max: 30 * time.Second}
+	b := backoff{min: 500 * time.Millisecond, max: gpuportal.AgentBackoffCap}
 	for ctx.Err() == nil {
 		hb := a.heartbeat(true)
 		desired, err := a.client.heartbeat(ctx, hb)

@@ -87,6 +87,9 @@ func startPortalTB(t testing.TB, testClock bool) *portal {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	sched := scheduler.New(db, clock, gpuportal.RealClock{}, log)
+	// These portals never restart: node-failure tests need not wait out
+	// the grace a restarted portal gives its nodes (see restart_test.go).
+	sched.LivenessGrace = 0
 	s, err := web.New(context.Background(), web.Config{DB: db, Logger: log, Clock: clock, TestClock: manual, Location: storetest.Shanghai, Scheduler: sched})
 	if err != nil {
 		t.Fatal(err)

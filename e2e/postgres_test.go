@@ -77,9 +77,16 @@ var listeningLine = regexp.MustCompile(`portal listening on (http://\S+)`)
 // startPortalProc runs `portal serve` on dsn with a test clock at
 // testClockStart; it is killed when the test ends.
 func startPortalProc(t testing.TB, dsn string) *portalProc {
+	return startPortalProcArgs(t, dsn, "127.0.0.1:0")
+}
+
+// startPortalProcArgs is startPortalProc listening on addr, with extra
+// flags.
+func startPortalProcArgs(t testing.TB, dsn, addr string, extra ...string) *portalProc {
 	t.Helper()
 	p := &portalProc{t: t}
-	p.cmd = exec.Command(buildPortal(t), "serve", "--addr", "127.0.0.1:0", "--db", dsn, "--test-clock", "--now", testClockStart.Format(time.RFC3339), "--timezone", "Asia/Shanghai")
+	args := append([]string{"serve", "--addr", addr, "--db", dsn, "--test-clock", "--now", testClockStart.Format(time.RFC3339), "--timezone", "Asia/Shanghai"}, extra...)
+	p.cmd = exec.Command(buildPortal(t), args...)
 	p.cmd.Env = append(os.Environ(), "PORTAL_ADMIN_EMAIL="+pgAdminEmail, "PORTAL_ADMIN_PASSWORD="+pgAdminPassword, "PORTAL_LOG_LEVEL=info")
 	stdout, _ := p.cmd.StdoutPipe()
 	p.cmd.Stderr = &p.log

@@ -3,14 +3,17 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"gpuportal"
+	"gpuportal/store/storetest"
 )
 
 // counter counts to 200 (0.1 s a step, longer than the 10 s notice),
@@ -151,5 +154,81 @@ func TestAgentRestartReadoptsWorkloads(t *testing.T) {
 	// On-demand stopped early pays the minimum (60 min of 2 × ¥20).
 	if c := p.instance(inst.ID).Cost; c != 4000 {
 		t.Fatalf("cost = %d; want 4000", c)
+	}
+}
+
+// (issue 22, item 20) The portal's own downtime is no node's failure: a
+// portal killed and started again beside a running agent (heartbeat 1 s)
+// keeps the node online and its workload running — the same attempt, not
+// failed, not interrupted — though it hears nothing from the node for its
+// first five seconds. Before, the restarted portal took every node
+// offline within two seconds, since their last heartbeats were old.
+func TestPortalRestartIsNoNodeFailure(t *testing.T) {
+	dir := t.TempDir()
+	dsn, emails := installation(t, filepath.Join(dir, "portal.db"), 0, 1)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	first := startPortalProcArgs(t, dsn, addr)
+	st, body := first.call("POST", "/api/v1/admin/enrollment-tokens", first.admin, `{"region":"cd-1"}`)
+	var enroll struct{ Token string }
+	if st != 201 || json.Unmarshal([]byte(body), &enroll) != nil {
+		t.Fatalf("enrollment token: %d %s", st, body)
+	}
+	ag := startAgentProc(t, first.url, enroll.Token, filepath.Join(dir, "node"), filepath.Join(dir, "ckpt"), "mock:dgxa100", "1s", "")
+	customer := first.logIn(emails[0], storetest.Password)
+	st, body = first.call("POST", "/api/v1/instances", customer, `{"kind":"on_demand","model":"a100-80g","region":"cd-1","count":2,"command":"i=0; while [ $i -lt 3000 ]; do i=$((i+1)); sleep 0.1; done"}`)
+	var inst gpuportal.Instance
+	if st != 201 || json.Unmarshal([]byte(body), &inst) != nil {
+		t.Fatalf("launch: %d %s", st, body)
+	}
+	instanceOn := func(p *portalProc) gpuportal.Instance {
+		var got gpuportal.Instance
+		_, body := p.call("GET", fmt.Sprintf("/api/v1/instances/%d", inst.ID), customer, "")
+		_ = json.Unmarshal([]byte(body), &got)
+		return got
+	}
+	eventually(t, 20*time.Second, "the instance to run", func() bool { return instanceOn(first).Status == gpuportal.InstanceRunning })
+	running := instanceOn(first)
+
+	// The agent is paused over the restart (as if its retries had backed
+	// off past it): the restarted portal hears nothing from the node for
+	// its first seconds — three heartbeats and more.
+	if err := ag.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	first.kill()
+	second := startPortalProcArgs(t, dsn, addr)
+	restarted := time.Now()
+	time.Sleep(5 * time.Second) // the silence being tested, not a wait for a condition
+	if err := ag.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	nodeOf := func() gpuportal.Node {
+		var nodes []gpuportal.Node
+		_, body := second.call("GET", "/api/v1/admin/nodes", second.admin, "")
+		_ = json.Unmarshal([]byte(body), &nodes)
+		for _, n := range nodes {
+			if n.ID == ag.nodeID {
+				return n
+			}
+		}
+		return gpuportal.Node{}
+	}
+	// The agent comes back (its backoff is at most 30 s) and heartbeats
+	// again a few times; all the while the node stays online.
+	eventually(t, 60*time.Second, "three heartbeats after the restart", func() bool {
+		n := nodeOf()
+		if n.State != gpuportal.NodeOnline {
+			t.Fatalf("the node went %s after the portal restarted", n.State)
+		}
+		return n.LastHeartbeatAt != nil && n.LastHeartbeatAt.After(restarted.Add(3*time.Second))
+	})
+	got := instanceOn(second)
+	if got.Status != gpuportal.InstanceRunning || got.Attempt != running.Attempt || got.Interruption != nil {
+		t.Fatalf("after the portal restart the instance is %s (attempt %d, was %d), interruption %+v", got.Status, got.Attempt, running.Attempt, got.Interruption)
 	}
 }

@@ -30,7 +30,7 @@ type Store interface {
 	Tick(ctx context.Context, now time.Time) (TickResult, error)
 	Lead(ctx context.Context) (*Leadership, bool, error)
 	Kicks() <-chan struct{}
-	MarkStaleNodesOffline(ctx context.Context, now time.Time) ([]string, error)
+	MarkStaleNodesOffline(ctx context.Context, now, listeningSince time.Time) ([]string, error)
 	Dialect() string
 }
 
@@ -49,6 +49,12 @@ type Scheduler struct {
 	Clock gpuportal.Clock // business time
 	Wall  gpuportal.Clock // real time (node liveness)
 	Log   *slog.Logger
+	// LivenessGrace is how long, on top of three heartbeats, a node has
+	// after this portal starts leading before missed heartbeats take it
+	// offline: heartbeats that came while no portal listened were never
+	// missed by the node, and an agent that lost the portal retries only
+	// every gpuportal.AgentBackoffCap. Default: that cap.
+	LivenessGrace time.Duration
 
 	mu sync.Mutex // one tick at a time
 	// standby is set while Run waits for another portal's leadership to
@@ -64,7 +70,7 @@ func New(db Store, clock, wall gpuportal.Clock, log *slog.Logger) *Scheduler {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Scheduler{DB: db, Clock: clock, Wall: wall, Log: log}
+	s := &Scheduler{DB: db, Clock: clock, Wall: wall, Log: log, LivenessGrace: gpuportal.AgentBackoffCap}
 	// On PostgreSQL a portal stands by until Run wins the leadership; on
 	// SQLite it is the only portal and always leads.
 	s.standby.Store(db.Dialect() == "postgres")
@@ -122,6 +128,9 @@ func (s *Scheduler) Run(ctx context.Context) {
 // led), then every minute (cron job "tick") and on every kick, and watches
 // node liveness every few seconds, until ctx ends or the leadership is lost.
 func (s *Scheduler) lead(ctx context.Context, lost <-chan struct{}) {
+	// Node liveness counts from when this portal could hear heartbeats:
+	// its own downtime (a restart, a leadership change) is no node's fault.
+	listeningSince := s.Wall.Now().Add(s.LivenessGrace)
 	_, _ = s.Tick(ctx, s.Clock.Now())
 	c := cron.New(cron.WithChain(cron.Recover(cron.DefaultLogger), cron.SkipIfStillRunning(cron.DefaultLogger)))
 	if _, err := c.AddJob("@every 1m", namedJob{"tick", func() { _, _ = s.Tick(ctx, s.Clock.Now()) }}); err != nil {
@@ -142,7 +151,7 @@ func (s *Scheduler) lead(ctx context.Context, lost <-chan struct{}) {
 		case <-s.DB.Kicks():
 			s.kickedTick(ctx, lost)
 		case <-liveness.C:
-			ids, err := s.DB.MarkStaleNodesOffline(ctx, s.Wall.Now())
+			ids, err := s.DB.MarkStaleNodesOffline(ctx, s.Wall.Now(), listeningSince)
 			if err != nil {
 				s.Log.Error("fleet monitor", "err", err)
 				continue

@@ -485,11 +485,15 @@ func (db *DB) NodeRevision(ctx context.Context, nodeID string) (int64, error) {
 }
 
 // MarkStaleNodesOffline takes offline every node that has missed three
-// heartbeats, and returns their ids.
-func (db *DB) MarkStaleNodesOffline(ctx context.Context, now time.Time) ([]string, error) {
+// heartbeats, and returns their ids. Only heartbeats missed while the
+// portal listened count: a node needs three heartbeats' time after
+// listeningSince (when the leading portal could hear it, grace included)
+// without one before it is offline.
+func (db *DB) MarkStaleNodesOffline(ctx context.Context, now, listeningSince time.Time) ([]string, error) {
 	var ids []string
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM nodes WHERE online = 1 AND last_heartbeat_at < ? - 3 * heartbeat_seconds`, now.Unix())
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM nodes WHERE online = 1 AND last_heartbeat_at < ? - 3 * heartbeat_seconds AND ? <= ? - 3 * heartbeat_seconds`,
+			now.Unix(), listeningSince.Unix(), now.Unix())
 		if err != nil {
 			return err
 		}

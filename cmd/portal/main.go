@@ -166,6 +166,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	enrollTTL := fs.Duration("enrollment-token-ttl", defaultTTL, "how long a node enrollment token works (env PORTAL_ENROLLMENT_TOKEN_TTL)")
+	defaultGrace, err := envDuration(getenv, "PORTAL_NODE_LIVENESS_GRACE", gpuportal.AgentBackoffCap)
+	if err != nil {
+		return err
+	}
+	livenessGrace := fs.Duration("node-liveness-grace", defaultGrace, "after the portal starts leading, how long (beyond three heartbeats) nodes have to reach it before missed heartbeats take them offline; at least the agents' retry cap (env PORTAL_NODE_LIVENESS_GRACE)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: portal [serve] [flags]\n\nflags:")
 		fs.PrintDefaults()
@@ -218,6 +223,9 @@ environment:
 	}
 	if *enrollTTL <= 0 {
 		return errors.New("--enrollment-token-ttl must be positive")
+	}
+	if *livenessGrace < 0 {
+		return errors.New("--node-liveness-grace must not be negative")
 	}
 	loc, err := time.LoadLocation(dbf.timezone)
 	if err != nil {
@@ -273,6 +281,7 @@ environment:
 	}
 	dispatcher.BaseURL = *publicURL
 	sched := scheduler.New(db, clock, gpuportal.RealClock{}, log)
+	sched.LivenessGrace = *livenessGrace
 	srv, err := web.New(ctx, web.Config{
 		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"), Scheduler: sched,
 		TrustedProxies: proxies, MetricsAllow: metricsNets, PublicURL: *publicURL, TestPayments: *testPayments, PaymentSecret: paymentSecret,
