@@ -63,8 +63,11 @@ type NoteParams struct {
 	JobName       string    `json:"job_name,omitempty"`
 	Tasks         []int     `json:"tasks,omitempty"` // a failed job's failed tasks
 	Kind          string    `json:"kind,omitempty"`  // an instance's kind (spot, on_demand, reserved)
-	// Token is a password reset link's secret (NotePasswordReset only).
-	Token string `json:"token,omitempty"`
+	// Token is a password reset link's secret (NotePasswordReset only). It
+	// is never stored: the dispatcher makes the link when it sends the
+	// email, so no secret sits in the outbox or the admins' notification
+	// log.
+	Token string `json:"-"`
 }
 
 // Notification is one message to one user on one channel.

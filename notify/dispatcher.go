@@ -115,6 +115,14 @@ func (d *Dispatcher) send(ctx context.Context, n gpuportal.Notification) error {
 	if u, err := d.DB.UserByID(ctx, n.UserID); err == nil && gpuportal.ValidLang(u.Lang) {
 		lang = u.Lang
 	}
+	if n.Kind == gpuportal.NotePasswordReset {
+		// The link is made now: no secret waits in the outbox.
+		token, expires, err := d.DB.PasswordResetLink(ctx, n.UserID)
+		if err != nil {
+			return fmt.Errorf("make the reset link: %w", err)
+		}
+		n.Params.Token, n.Params.Expires = token, expires
+	}
 	m := Render(n, lang, d.BaseURL, d.Location)
 	switch n.Channel {
 	case gpuportal.ChannelEmail:

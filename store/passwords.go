@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -88,17 +87,21 @@ func (db *DB) RequestPasswordReset(ctx context.Context, email string) error {
 		return err
 	}
 	return db.inTx(ctx, func(tx *sql.Tx) error {
-		token, expires, err := db.newPasswordReset(ctx, tx, u.ID, 0)
-		if err != nil {
-			return err
-		}
-		params, err := json.Marshal(gpuportal.NoteParams{Token: token, Expires: expires})
-		if err != nil {
-			return err
-		}
-		// Email only: the link must not sit in the in-app list or an SMS log.
-		return db.addToOutbox(ctx, tx, u.ID, gpuportal.NotePasswordReset, string(params), gpuportal.ChannelEmail, u.Email, "pending")
+		// Email only: the link must not sit in the in-app list or an SMS
+		// log. The row carries no secret: the dispatcher makes the link
+		// (PasswordResetLink) as it sends.
+		return db.addToOutbox(ctx, tx, u.ID, gpuportal.NotePasswordReset, "{}", gpuportal.ChannelEmail, u.Email, "pending")
 	})
+}
+
+// PasswordResetLink makes a one-time reset link for a user now, for the
+// dispatcher to send (its token exists only in the email).
+func (db *DB) PasswordResetLink(ctx context.Context, userID int64) (token string, expires time.Time, err error) {
+	err = db.inTx(ctx, func(tx *sql.Tx) error {
+		token, expires, err = db.newPasswordReset(ctx, tx, userID, 0)
+		return err
+	})
+	return token, expires, err
 }
 
 // IssuePasswordReset lets an admin make a reset link for a user (when the
