@@ -21,6 +21,7 @@ const (
 	NoteBalanceLow         = "balance_low"     // runs out within 30 min at the current burn
 	NoteBalanceStop        = "balance_stop"    // ran out: instances get the stop notice
 	NoteJobFailed          = "job_failed"
+	NoteTokensRevoked      = "api_tokens_revoked" // a password reset (or a change, when asked) ended every API token
 )
 
 // NoteKinds is every notification kind: each must render in every
@@ -28,7 +29,7 @@ const (
 var NoteKinds = []string{
 	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
 	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
-	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed,
+	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked,
 }
 
 // Notification channels.

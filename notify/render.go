@@ -145,6 +145,16 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		lines = []string{T("Your balance ran out (available: %s), so %d of your spot and on-demand instances got the stop notice.", p.Available.String(), p.Count),
 			T("Reservations are paid and are not touched. Top up before the notice ends to keep them.")}
 		m.SMS = T("gpuportal: balance ran out, %d instances get the stop notice. Top up to keep them.", p.Count)
+	case gpuportal.NoteTokensRevoked:
+		link += "/settings#tokens"
+		m.Subject = T("Your API tokens were revoked")
+		because := T("your password was reset")
+		if p.Reason == "password_change" {
+			because = T("you changed your password and asked for it")
+		}
+		lines = []string{T("All %d API tokens of your account were revoked because %s. Scripts that used them need a new token.", p.Count, because),
+			T("If you did not do this, reset your password now and contact support.")}
+		m.SMS = T("gpuportal: your %d API tokens were revoked. If it was not you, reset your password.", p.Count)
 	case gpuportal.NotePasswordReset:
 		link += "/password-reset/" + p.Token
 		m.Subject = T("Reset your gpuportal password")

@@ -30,7 +30,7 @@ func bumpSessions(ctx context.Context, tx *sql.Tx, userID int64) error {
 // ChangePassword sets a new password after checking the current one, and
 // ends every session of the user; the caller starts a fresh one for the
 // browser that made the change.
-func (db *DB) ChangePassword(ctx context.Context, userID int64, current, next string) (*gpuportal.User, error) {
+func (db *DB) ChangePassword(ctx context.Context, userID int64, current, next string, revokeTokens bool) (*gpuportal.User, error) {
 	u, err := db.UserByID(ctx, userID)
 	if err != nil {
 		return nil, err
@@ -38,7 +38,24 @@ func (db *DB) ChangePassword(ctx context.Context, userID int64, current, next st
 	if _, err := db.Authenticate(ctx, u.Email, current); err != nil {
 		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "current_password", "The current password is wrong.")
 	}
-	return db.setPassword(ctx, userID, next, nil)
+	var extra func(tx *sql.Tx) error
+	if revokeTokens {
+		extra = func(tx *sql.Tx) error { return db.endAPITokens(ctx, tx, userID, "password_change") }
+	}
+	return db.setPassword(ctx, userID, next, extra)
+}
+
+// endAPITokens revokes every API token of the user, audits it and tells
+// them (why: password_change or password_reset).
+func (db *DB) endAPITokens(ctx context.Context, tx *sql.Tx, userID int64, why string) error {
+	n, err := db.revokeAllAPITokens(ctx, tx, userID)
+	if err != nil || n == 0 {
+		return err
+	}
+	if err := db.audit(ctx, tx, userID, "account.api_tokens_revoked", fmt.Sprintf("user/%d", userID), nil, map[string]any{"tokens": n, "why": why}); err != nil {
+		return err
+	}
+	return db.notify(ctx, tx, userID, gpuportal.NoteTokensRevoked, gpuportal.NoteParams{Count: int(n), Reason: why})
 }
 
 // setPassword stores a new password hash and bumps the session version,
@@ -171,6 +188,8 @@ func (db *DB) ResetPassword(ctx context.Context, token, password string) (*gpupo
 		if n, _ := res.RowsAffected(); n != 1 {
 			return errResetGone // a second use racing the first
 		}
-		return nil
+		// Whoever needed a reset may have lost more than the password:
+		// every API token ends too.
+		return db.endAPITokens(ctx, tx, u.ID, "password_reset")
 	})
 }

@@ -64,6 +64,17 @@ func (db *DB) RevokeAPIToken(ctx context.Context, userID, tokenID int64) error {
 	return nil
 }
 
+// revokeAllAPITokens revokes every live token of the user in tx and says
+// how many there were.
+func (db *DB) revokeAllAPITokens(ctx context.Context, tx *sql.Tx, userID int64) (int64, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE api_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL`, unix(db.now()), userID)
+	if err != nil {
+		return 0, fmt.Errorf("revoke api tokens: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
 // UserByAPIToken returns the owner of a live token; a wrong or revoked
 // token is unauthorized.
 func (db *DB) UserByAPIToken(ctx context.Context, secret string) (*gpuportal.User, error) {

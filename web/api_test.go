@@ -41,8 +41,17 @@ func TestAPISignupAndTokens(t *testing.T) {
 	if status != 200 || !strings.Contains(body, `"name":"laptop"`) || strings.Contains(body, tok.Token) {
 		t.Fatalf("list = %d %s", status, body)
 	}
-	// A token-authenticated script can mint another token with just a name.
+	// (issue 22, item 11) A token cannot mint more tokens on its own: a
+	// second one needs the account's password, even from a signed-in
+	// script.
 	status, body = e.apiCall(http.MethodPost, "/api/v1/auth/tokens", tok.Token, `{"name":"ci"}`)
+	if status != http.StatusBadRequest || !strings.Contains(body, `"field":"password"`) {
+		t.Fatalf("second token by name alone = %d %s", status, body)
+	}
+	if status, body = e.apiCall(http.MethodPost, "/api/v1/auth/tokens", tok.Token, `{"name":"ci","password":"wrong-password-1"}`); status != http.StatusUnauthorized {
+		t.Fatalf("second token with a wrong password = %d %s", status, body)
+	}
+	status, body = e.apiCall(http.MethodPost, "/api/v1/auth/tokens", tok.Token, `{"name":"ci","password":"a-good-password"}`)
 	if status != http.StatusCreated {
 		t.Fatalf("second token = %d %s", status, body)
 	}

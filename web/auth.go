@@ -154,8 +154,10 @@ type tokenResponse struct {
 	Info  *gpuportal.APIToken `json:"info"`
 }
 
-// apiCreateToken trades an email and password for a new API token, or,
-// for a caller already authenticated, creates one with just a name.
+// apiCreateToken trades an email and password for a new API token. The
+// password is needed even by a caller already signed in (a browser
+// session, or another token: a token must not mint more tokens); the
+// email may then be left out.
 func (s *Server) apiCreateToken(c echo.Context) error {
 	var in tokenRequest
 	if err := bindJSON(c, &in); err != nil {
@@ -164,12 +166,16 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 	if err := s.tokenCreationAllowed(c); err != nil {
 		return err
 	}
-	u := currentUser(c)
-	if in.Email != "" || u == nil {
-		var err error
-		if u, err = s.checkLogin(c, gpuportal.NormalizeEmail(in.Email), in.Password); err != nil {
-			return err
-		}
+	email := gpuportal.NormalizeEmail(in.Email)
+	if u := currentUser(c); email == "" && u != nil {
+		email = u.Email
+	}
+	if in.Password == "" {
+		return gpuportal.FieldErrorf(gpuportal.EINVALID, "password", "Creating a token needs the account's password.")
+	}
+	u, err := s.checkLogin(c, email, in.Password)
+	if err != nil {
+		return err
 	}
 	t, secret, err := s.db.CreateAPIToken(c.Request().Context(), u.ID, in.Name)
 	if err != nil {

@@ -36,6 +36,8 @@ func (s *Server) resetURL(token string) string {
 type passwordChange struct {
 	Current  string `json:"current_password"`
 	Password string `json:"password"`
+	// RevokeAPITokens also ends every API token of the account.
+	RevokeAPITokens bool `json:"revoke_api_tokens,omitempty"`
 }
 
 func (s *Server) changePassword(c echo.Context, in passwordChange) error {
@@ -45,7 +47,7 @@ func (s *Server) changePassword(c echo.Context, in passwordChange) error {
 	if err := s.limiter.checkLoginAllowed(ip, email); err != nil {
 		return err
 	}
-	u, err := s.db.ChangePassword(c.Request().Context(), currentUser(c).ID, in.Current, in.Password)
+	u, err := s.db.ChangePassword(c.Request().Context(), currentUser(c).ID, in.Current, in.Password, in.RevokeAPITokens)
 	if gpuportal.ErrorField(err) == "current_password" {
 		s.limiter.loginFailed(ip, email)
 	}
@@ -61,11 +63,15 @@ func (s *Server) changePassword(c echo.Context, in passwordChange) error {
 }
 
 func (s *Server) handlePasswordForm(c echo.Context) error {
-	err := s.changePassword(c, passwordChange{Current: c.FormValue("current_password"), Password: c.FormValue("password")})
-	if err != nil {
+	in := passwordChange{Current: c.FormValue("current_password"), Password: c.FormValue("password"), RevokeAPITokens: c.FormValue("revoke_api_tokens") == "on"}
+	if err := s.changePassword(c, in); err != nil {
 		return s.settingsFormError(c, err, templates.SettingsPage{}, "pw_")
 	}
-	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Your password has been changed; every other session has been logged out."))
+	done := "Your password has been changed; every other session has been logged out."
+	if in.RevokeAPITokens {
+		done = "Your password has been changed; every other session has been logged out and your API tokens revoked."
+	}
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, done))
 	return redirect(c, "/settings")
 }
 

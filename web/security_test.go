@@ -584,3 +584,67 @@ func TestPasswordChangeGuessesLimitedAndResetsDoNotEnumerate(t *testing.T) {
 		t.Fatalf("reset without email: %d for an account, %d for none", known, unknown)
 	}
 }
+
+// (issue 22, item 11) API tokens do not outlive a lost password: a reset
+// ends every token (audited, the owner told), a change ends them when
+// asked, and the settings page creates a token only with the password.
+func TestTokensEndWithAResetAndNeedThePassword(t *testing.T) {
+	e := newTestEnv(t)
+	u := storetest.MustCreateUser(t, e.db, "a@example.com", gpuportal.RoleCustomer)
+	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	b := e.browser()
+	b.login("a@example.com", storetest.Password)
+	b.get("/settings")
+	if p := b.post("/settings/tokens", url.Values{"name": {"laptop"}}); p.status != http.StatusBadRequest || strings.Contains(p.body, `data-testid="new-token-secret"`) {
+		t.Fatalf("token without the password = %d", p.status)
+	}
+	if p := b.post("/settings/tokens", url.Values{"name": {"laptop"}, "password": {"not-my-password"}}); p.status != http.StatusBadRequest || strings.Contains(p.body, `data-testid="new-token-secret"`) {
+		t.Fatalf("token with a wrong password = %d", p.status)
+	}
+	p := b.post("/settings/tokens", url.Values{"name": {"laptop"}, "password": {storetest.Password}})
+	if p.status != http.StatusCreated || !strings.Contains(p.body, `data-testid="new-token-secret"`) {
+		t.Fatalf("token with the password = %d", p.status)
+	}
+	tok := e.tokenFor(u)
+
+	// A change keeps tokens unless asked; asked, they end.
+	if st, body := e.apiCall(http.MethodPost, "/api/v1/auth/password", tok, `{"current_password":"`+storetest.Password+`","password":"a-new-password-1"}`); st != http.StatusOK {
+		t.Fatalf("change = %d %s", st, body)
+	}
+	if st, _ := e.apiCall(http.MethodGet, "/api/v1/me", tok, ""); st != http.StatusOK {
+		t.Fatalf("a token after a plain change = %d", st)
+	}
+	if st, body := e.apiCall(http.MethodPost, "/api/v1/auth/password", tok, `{"current_password":"a-new-password-1","password":"a-new-password-2","revoke_api_tokens":true}`); st != http.StatusOK {
+		t.Fatalf("change with revoke = %d %s", st, body)
+	}
+	if st, _ := e.apiCall(http.MethodGet, "/api/v1/me", tok, ""); st != http.StatusUnauthorized {
+		t.Fatalf("a token after a change that revoked them = %d", st)
+	}
+
+	// A reset ends every token, is audited and told.
+	tok = e.tokenFor(u)
+	_, body := e.apiCall(http.MethodPost, fmt.Sprintf("/api/v1/admin/users/%d/password-reset", u.ID), adminToken(t, e), "")
+	m := regexp.MustCompile(`/password-reset/(gpr_[A-Za-z0-9_-]+)`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no reset link in %s", body)
+	}
+	if st, body := e.apiCall(http.MethodPost, "/api/v1/auth/password-reset/"+m[1], "", `{"password":"reset-password-1"}`); st != http.StatusOK {
+		t.Fatalf("reset = %d %s", st, body)
+	}
+	if st, _ := e.apiCall(http.MethodGet, "/api/v1/me", tok, ""); st != http.StatusUnauthorized {
+		t.Fatalf("a token after a reset = %d", st)
+	}
+	if _, body := e.apiCall(http.MethodGet, "/api/v1/admin/audit", adminToken(t, e), ""); !strings.Contains(body, "account.api_tokens_revoked") {
+		t.Fatalf("the revocation is not audited: %s", body)
+	}
+	notes, _ := e.db.InApp(context.Background(), u.ID, 10)
+	told := 0
+	for _, n := range notes {
+		if n.Kind == gpuportal.NoteTokensRevoked {
+			told++
+		}
+	}
+	if told != 2 {
+		t.Fatalf("told of %d revocations, want 2", told)
+	}
+}

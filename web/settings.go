@@ -50,6 +50,13 @@ func (s *Server) handleCreateTokenForm(c echo.Context) error {
 	if err := s.tokenCreationAllowed(c); err != nil {
 		return s.settingsFormError(c, err, templates.SettingsPage{}, "token_")
 	}
+	// A token outlives the session: it takes the password, as on the API.
+	if _, err := s.checkLogin(c, currentUser(c).Email, c.FormValue("password")); err != nil {
+		if gpuportal.ErrorCode(err) == gpuportal.EUNAUTHORIZED {
+			err = gpuportal.FieldErrorf(gpuportal.EINVALID, "password", "The password is wrong.")
+		}
+		return s.settingsFormError(c, err, templates.SettingsPage{}, "token_")
+	}
 	t, secret, err := s.db.CreateAPIToken(c.Request().Context(), currentUser(c).ID, c.FormValue("name"))
 	if err != nil {
 		return s.settingsFormError(c, err, templates.SettingsPage{}, "token_")

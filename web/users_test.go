@@ -52,7 +52,7 @@ func TestAdminUsers(t *testing.T) {
 		t.Fatalf("users page:\n%s", p.body)
 	}
 	p := b.post(fmt.Sprintf("/admin/users/%d/account", alice.ID), url.Values{"credit_limit": {"500"}, "max_running_gpus": {"8"}, "max_booked_gpu_hours": {"100"},
-		"max_waitlist_entries": {"2"}, "disabled": {"true"}})
+		"max_waitlist_entries": {"2"}, "max_queued_tasks": {"500"}, "disabled": {"true"}})
 	if p.status != http.StatusSeeOther {
 		t.Fatalf("disable form = %d %s", p.status, p.body)
 	}
