@@ -179,3 +179,10 @@ func (db *DB) BulkSpotHistoryForBenchmark(ctx context.Context, userID int64, mod
 
 // Wake exposes wake to the cross-portal tests.
 func (db *DB) Wake(ctx context.Context, nodeIDs ...string) { db.wake(ctx, nodeIDs...) }
+
+// JournalSizeLimit is the write connection's journal_size_limit (SQLite).
+func (db *DB) JournalSizeLimit(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.write.QueryRowContext(ctx, `PRAGMA journal_size_limit`).Scan(&n)
+	return n, err
+}

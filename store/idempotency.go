@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -53,18 +54,40 @@ func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID int64, key, finger
 			return gpuportal.FieldErrorf(gpuportal.ECONFLICT, "Idempotency-Key", "This Idempotency-Key was already used for a different request.")
 		}
 		if r.Status == 0 {
-			return gpuportal.FieldErrorf(gpuportal.ECONFLICT, "Idempotency-Key", "A request with this Idempotency-Key is still running or did not finish; check the result before retrying with a new key.")
+			return ErrIdempotencyInFlight
 		}
 		stored = &r
 		return nil
 	})
 	if err != nil {
+		if errors.Is(err, ErrIdempotencyInFlight) {
+			return nil, err
+		}
 		if gpuportal.ErrorCode(err) == gpuportal.EINTERNAL {
 			return nil, fmt.Errorf("claim idempotency key: %w", err)
 		}
 		return nil, err
 	}
 	return stored, nil
+}
+
+// ErrIdempotencyInFlight: the first request with this key is still
+// running (or its process died while it ran); wait for its answer with
+// IdempotentAnswer.
+var ErrIdempotencyInFlight = gpuportal.FieldErrorf(gpuportal.ECONFLICT, "Idempotency-Key",
+	"A request with this Idempotency-Key is still running or did not finish; check the result before retrying with a new key.")
+
+// IdempotentAnswer is the stored answer of a claimed key, or nil while
+// its request still runs.
+func (db *DB) IdempotentAnswer(ctx context.Context, userID int64, key string) (*StoredResponse, error) {
+	var r StoredResponse
+	err := db.write.QueryRowContext(ctx, `SELECT status, body FROM idempotency_keys WHERE user_id = ? AND key = ?`, userID, key).Scan(&r.Status, &r.Body)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && r.Status == 0) {
+		return nil, nil // still running (or released: the caller's wait runs out)
+	} else if err != nil {
+		return nil, fmt.Errorf("idempotent answer: %w", err)
+	}
+	return &r, nil
 }
 
 // FinishIdempotencyKey stores the answer to a claimed key.
@@ -76,8 +99,8 @@ func (db *DB) FinishIdempotencyKey(ctx context.Context, userID int64, key string
 	return nil
 }
 
-// ReleaseIdempotencyKey forgets a claimed key whose request failed without
-// effect (a server error), so that a retry runs it again.
+// ReleaseIdempotencyKey forgets a claimed key whose request surely had no
+// effect (503: the store could not write), so that a retry runs it again.
 func (db *DB) ReleaseIdempotencyKey(ctx context.Context, userID int64, key string) error {
 	_, err := db.write.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE user_id = ? AND key = ? AND status = 0`, userID, key)
 	return err

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gpuportal"
@@ -60,6 +61,10 @@ type DB struct {
 	group         *groupCommitter
 	stopListening context.CancelFunc
 	listening     chan struct{}
+
+	// writesFailing is set while writes fail for want of space (see
+	// writehealth.go).
+	writesFailing atomic.Bool
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt // hot statements, prepared once on the write connection
@@ -178,7 +183,11 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock, synchro
 	pragmas := "_pragma=" + url.QueryEscape("busy_timeout(10000)") +
 		"&_pragma=" + url.QueryEscape("journal_mode(WAL)") +
 		"&_pragma=" + url.QueryEscape("foreign_keys(ON)") +
-		"&_pragma=" + url.QueryEscape("synchronous("+synchronous+")") // FULL: a commit is on disk before it is answered (see groupcommit.go)
+		"&_pragma=" + url.QueryEscape("synchronous("+synchronous+")") + // FULL: a commit is on disk before it is answered (see groupcommit.go)
+		// After a checkpoint the WAL is cut back to 64 MiB: without a
+		// limit it keeps its largest size for ever, and a disk that filled
+		// once fills again at once.
+		"&_pragma=" + url.QueryEscape("journal_size_limit(67108864)")
 	// The path is part of a URI: characters that mean something there
 	// (%, ?, #) are escaped.
 	base := "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) + "?" + pragmas
@@ -266,6 +275,10 @@ func (db *DB) inConcurrentTx(ctx context.Context, fn func(tx *sql.Tx) error) err
 // runTx runs fn in a transaction (after taking the writer lock, if asked),
 // up to attempts times while it fails only for meeting another one.
 func (db *DB) runTx(ctx context.Context, writerLock bool, attempts int, fn func(tx *sql.Tx) error) error {
+	return db.noteWrite(db.runTxOnce(ctx, writerLock, attempts, fn))
+}
+
+func (db *DB) runTxOnce(ctx context.Context, writerLock bool, attempts int, fn func(tx *sql.Tx) error) error {
 	defer db.prepareWanted(ctx)
 	if db.group != nil {
 		return db.group.do(ctx, fn)

@@ -95,7 +95,11 @@ func (db *DB) UserByAPIToken(ctx context.Context, secret string) (*gpuportal.Use
 	// Record use at most once a minute: scripts can call many times a second
 	// and a write per request would compete with bookings for the writer.
 	if now := db.now(); !used.Valid || now.Unix()-used.Int64 >= 60 {
-		if _, err := db.write.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = ? WHERE id = ?`, unix(now), tokenID); err != nil {
+		if _, err := db.write.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = ? WHERE id = ?`, unix(now), tokenID); storageFailure(err) {
+			// A full disk must not lock scripts out of reading: "last
+			// used" waits; the request's own writes say 503.
+			db.writesFailing.Store(true)
+		} else if err != nil {
 			return nil, fmt.Errorf("touch api token: %w", err)
 		}
 	}

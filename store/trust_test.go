@@ -286,3 +286,17 @@ func TestDisablingAnAccountStopsEveryKind(t *testing.T) {
 		t.Errorf("the confirmed reservation is %s", r.Status)
 	}
 }
+
+// (issue 22, item 22) SQLite cuts its WAL back to 64 MiB after a
+// checkpoint: without the limit the file kept its largest size for ever,
+// and a disk that had filled once filled again at once.
+func TestWALIsCutBackAfterCheckpoints(t *testing.T) {
+	if storetest.Engine() != "sqlite" {
+		t.Skip("a SQLite setting")
+	}
+	db, _ := storetest.Open(t)
+	n, err := db.JournalSizeLimit(context.Background())
+	if err != nil || n != 64<<20 {
+		t.Fatalf("journal_size_limit = %d, %v", n, err)
+	}
+}

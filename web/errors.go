@@ -24,6 +24,7 @@ var statusOf = map[string]int{
 	gpuportal.EPOLICY:       http.StatusUnprocessableEntity,
 	gpuportal.EFUNDS:        http.StatusPaymentRequired,
 	gpuportal.ERATELIMITED:  http.StatusTooManyRequests,
+	gpuportal.EUNAVAILABLE:  http.StatusServiceUnavailable,
 	gpuportal.EINTERNAL:     http.StatusInternalServerError,
 }
 
@@ -37,6 +38,7 @@ var codeOfStatus = map[int]string{
 	http.StatusRequestEntityTooLarge: gpuportal.EINVALID,
 	http.StatusUnsupportedMediaType:  gpuportal.EINVALID,
 	http.StatusTooManyRequests:       gpuportal.ERATELIMITED,
+	http.StatusServiceUnavailable:    gpuportal.EUNAVAILABLE,
 }
 
 type errorBody struct {

@@ -3,14 +3,17 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	ics "github.com/arran4/golang-ical"
+	"github.com/labstack/echo/v4"
 
 	"gpuportal"
 	"gpuportal/store/storetest"
@@ -327,22 +330,34 @@ func TestIdempotencyKey(t *testing.T) {
 	if s3 != http.StatusConflict || s4 != s3 || b3 != b4 {
 		t.Fatalf("refusal replay: %d / %d", s3, s4)
 	}
-	// Concurrent duplicates book once.
+	// (issue 22, item 24) Concurrent duplicates book once, and every one
+	// of them gets the first answer (they wait for it), not "still
+	// running".
 	var wg sync.WaitGroup
-	codes := make(chan int, 8)
-	for i := 0; i < 8; i++ {
+	type answer struct {
+		status int
+		body   string
+	}
+	answers := make(chan answer, 50)
+	for i := 0; i < 50; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, _, _ := send("k-3", bookBody("a100-80g", 1, at(2, 10), at(2, 14)))
-			codes <- s
+			s, b, _ := send("k-3", bookBody("a100-80g", 1, at(2, 10), at(2, 14)))
+			answers <- answer{s, b}
 		}()
 	}
 	wg.Wait()
-	close(codes)
-	for c := range codes {
-		if c != 201 && c != http.StatusConflict {
-			t.Errorf("concurrent duplicate got %d", c)
+	close(answers)
+	first := ""
+	for a := range answers {
+		if a.status != 201 {
+			t.Errorf("concurrent duplicate got %d %s", a.status, a.body)
+		}
+		if first == "" {
+			first = a.body
+		} else if a.body != first {
+			t.Errorf("concurrent duplicates got different answers:\n%s\n%s", first, a.body)
 		}
 	}
 	if n := e.totalReserved(); n != 2*4+4 {
@@ -536,4 +551,42 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// (issue 22, item 24) A server error's outcome is unknown (the booking may
+// have been committed before the failure): its answer is kept like any
+// other, so a retry never runs the request a second time. Only a 503 —
+// the store wrote nothing — frees the key for a retry.
+func TestIdempotencyKeepsServerErrors(t *testing.T) {
+	e := newTestEnv(t)
+	u := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	for _, tc := range []struct {
+		fail      error
+		wantCalls int
+	}{
+		{errors.New("the answer was lost after the commit"), 1},
+		{gpuportal.Errorf(gpuportal.EUNAVAILABLE, "The database is full."), 2},
+	} {
+		calls := 0
+		h := e.web.idempotent(func(c echo.Context) error {
+			calls++
+			return tc.fail
+		})
+		for range 2 {
+			req := httptest.NewRequest(http.MethodPost, "/api/v1/reservations", strings.NewReader(`{}`))
+			req.Header.Set("Idempotency-Key", "k-"+tc.fail.Error())
+			rec := httptest.NewRecorder()
+			c := e.web.echo.NewContext(req, rec)
+			reqOf(c).user = u
+			if err := h(c); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Code < 500 {
+				t.Fatalf("%v answered %d", tc.fail, rec.Code)
+			}
+		}
+		if calls != tc.wantCalls {
+			t.Errorf("%v: the handler ran %d times for two requests with one key, want %d", tc.fail, calls, tc.wantCalls)
+		}
+	}
 }

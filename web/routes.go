@@ -189,6 +189,9 @@ func (s *Server) handleHealth(c echo.Context) error {
 	if err := s.db.Ping(c.Request().Context()); err != nil {
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 	}
+	if !s.db.WritesHealthy(c.Request().Context()) {
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "database": s.db.Dialect(), "reason": "writes fail: the database disk is full or failing"})
+	}
 	health := map[string]string{"status": "ok", "database": s.db.Dialect()}
 	if s.cfg.Scheduler != nil {
 		health["scheduler"] = "standby" // another portal on the database runs it
