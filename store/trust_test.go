@@ -175,14 +175,14 @@ func TestLaunchFundsCountWhatAlreadyRuns(t *testing.T) {
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
 	u := storetest.MustCreatePoorUser(t, db, "u@example.com", gpuportal.RoleCustomer)
 	spot := gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x"}
-	first, err := db.Launch(ctx, u, spot)
-	if gpuportal.ErrorCode(err) != gpuportal.EFUNDS {
+	if _, err := db.Launch(ctx, u, spot); gpuportal.ErrorCode(err) != gpuportal.EFUNDS {
 		t.Fatalf("a launch from ¥0: %v", err)
 	}
 	if _, err := db.Credit(ctx, nil, u.ID, gpuportal.CreditRequest{Amount: 300, Note: "a little"}); err != nil {
 		t.Fatal(err)
 	}
-	if first, err = db.Launch(ctx, u, spot); err != nil { // the spot GPU-hour is ¥2.40: ¥3 pays one
+	first, err := db.Launch(ctx, u, spot) // the spot GPU-hour is ¥2.40: ¥3 pays one
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Launch(ctx, u, spot); gpuportal.ErrorCode(err) != gpuportal.EFUNDS {
