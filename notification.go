@@ -22,6 +22,8 @@ const (
 	NoteBalanceStop        = "balance_stop"    // ran out: instances get the stop notice
 	NoteJobFailed          = "job_failed"
 	NoteTokensRevoked      = "api_tokens_revoked" // a password reset (or a change, when asked) ended every API token
+	NoteVerifyEmail        = "verify_email"       // email only: the link that verifies the address
+	NoteVerifyPhone        = "verify_phone"       // SMS only: the code that verifies the phone
 )
 
 // NoteKinds is every notification kind: each must render in every
@@ -29,7 +31,7 @@ const (
 var NoteKinds = []string{
 	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
 	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
-	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked,
+	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone,
 }
 
 // Notification channels.
@@ -69,6 +71,9 @@ type NoteParams struct {
 	// email, so no secret sits in the outbox or the admins' notification
 	// log.
 	Token string `json:"-"`
+	// Code is a phone verification code (NoteVerifyPhone only), made as it
+	// is sent and never stored either.
+	Code string `json:"-"`
 }
 
 // Notification is one message to one user on one channel.

@@ -39,6 +39,10 @@ type User struct {
 	SessionVersion int64 `json:"-"`
 	// Disabled: an admin closed the account; it cannot sign in.
 	Disabled bool `json:"disabled,omitempty"`
+	// EmailVerified, PhoneVerified: the address answered its link, the
+	// phone its code; nothing but that is sent to them before.
+	EmailVerified bool `json:"email_verified"`
+	PhoneVerified bool `json:"phone_verified"`
 }
 
 // IsAdmin reports whether the user administers the platform.

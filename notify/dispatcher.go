@@ -115,13 +115,26 @@ func (d *Dispatcher) send(ctx context.Context, n gpuportal.Notification) error {
 	if u, err := d.DB.UserByID(ctx, n.UserID); err == nil && gpuportal.ValidLang(u.Lang) {
 		lang = u.Lang
 	}
-	if n.Kind == gpuportal.NotePasswordReset {
-		// The link is made now: no secret waits in the outbox.
+	// Links and codes are made now: no secret waits in the outbox.
+	switch n.Kind {
+	case gpuportal.NotePasswordReset:
 		token, expires, err := d.DB.PasswordResetLink(ctx, n.UserID)
 		if err != nil {
 			return fmt.Errorf("make the reset link: %w", err)
 		}
 		n.Params.Token, n.Params.Expires = token, expires
+	case gpuportal.NoteVerifyEmail:
+		token, expires, err := d.DB.EmailVerificationLink(ctx, n.UserID)
+		if err != nil {
+			return fmt.Errorf("make the verification link: %w", err)
+		}
+		n.Params.Token, n.Params.Expires = token, expires
+	case gpuportal.NoteVerifyPhone:
+		code, err := d.DB.PhoneVerificationCode(ctx, n.UserID)
+		if err != nil {
+			return fmt.Errorf("make the verification code: %w", err)
+		}
+		n.Params.Code = code
 	}
 	m := Render(n, lang, d.BaseURL, d.Location)
 	switch n.Channel {

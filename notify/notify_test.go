@@ -162,7 +162,6 @@ func newWorld(t *testing.T, gpus int) *world {
 	db, clock := storetest.Open(t)
 	wall := gpuportal.NewManualClock(storetest.Epoch)
 	db.Wall = wall
-	db.Channels = map[string]bool{gpuportal.ChannelEmail: true, gpuportal.ChannelSMS: true}
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, gpus)
 	w := &world{t: t, db: db, clock: clock, wall: wall, box: &mailbox{}, sms: &smsGateway{}, users: map[string]*gpuportal.User{}}
 	w.smtp, _ = smtpServer(t, "127.0.0.1:0", w.box)
@@ -180,12 +179,17 @@ func newWorld(t *testing.T, gpus int) *world {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Money for what they book (the notifications are the subject here).
+		// Money for what they book (the notifications are the subject here),
+		// and their addresses verified (verification is tested on its own).
 		if _, err := db.Credit(context.Background(), nil, u.ID, gpuportal.CreditRequest{Amount: storetest.TestBalance, Note: "test balance"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.SetContactsVerified(context.Background(), u.ID); err != nil {
 			t.Fatal(err)
 		}
 		w.users[name] = u
 	}
+	db.Channels = map[string]bool{gpuportal.ChannelEmail: true, gpuportal.ChannelSMS: true}
 	return w
 }
 

@@ -155,6 +155,17 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		lines = []string{T("All %d API tokens of your account were revoked because %s. Scripts that used them need a new token.", p.Count, because),
 			T("If you did not do this, reset your password now and contact support.")}
 		m.SMS = T("gpuportal: your %d API tokens were revoked. If it was not you, reset your password.", p.Count)
+	case gpuportal.NoteVerifyEmail:
+		link += "/verify-email/" + p.Token
+		m.Subject = T("Verify your email address for gpuportal")
+		lines = []string{T("Open the link below to confirm that this address is yours; until then gpuportal sends nothing else to it. The link works once, until %s (%s).", when(p.Expires), zone),
+			T("If you did not sign up, ignore this email: nothing more will come.")}
+		m.SMS = T("gpuportal: verify your email with the link we sent there.")
+	case gpuportal.NoteVerifyPhone:
+		link += "/settings#profile"
+		m.Subject = T("Your gpuportal verification code")
+		lines = []string{T("Your gpuportal code is %s. It works for 10 minutes.", p.Code)}
+		m.SMS = T("gpuportal code: %s (valid 10 minutes). If you did not ask for it, ignore this message.", p.Code)
 	case gpuportal.NotePasswordReset:
 		link += "/password-reset/" + p.Token
 		m.Subject = T("Reset your gpuportal password")

@@ -74,8 +74,7 @@ func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID int64, key, finger
 // ErrIdempotencyInFlight: the first request with this key is still
 // running (or its process died while it ran); wait for its answer with
 // IdempotentAnswer.
-var ErrIdempotencyInFlight = gpuportal.FieldErrorf(gpuportal.ECONFLICT, "Idempotency-Key",
-	"A request with this Idempotency-Key is still running or did not finish; check the result before retrying with a new key.")
+var ErrIdempotencyInFlight = gpuportal.FieldErrorf(gpuportal.ECONFLICT, "Idempotency-Key", "A request with this Idempotency-Key is still running or did not finish; check the result before retrying with a new key.")
 
 // IdempotentAnswer is the stored answer of a claimed key, or nil while
 // its request still runs.

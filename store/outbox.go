@@ -12,14 +12,31 @@ import (
 )
 
 // notify writes a notification to the outbox in the caller's transaction:
-// an in-app row always, and email/SMS rows as the user's settings and the
-// portal's configured channels allow. The dispatcher sends them later.
+// an in-app row always, and email/SMS rows as the user's settings, their
+// verified contacts, the hourly limit and the portal's configured
+// channels allow. The dispatcher sends them later.
 func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string, p gpuportal.NoteParams) error {
 	var email, phone string
-	var wantEmail, wantSMS bool
-	err := db.row(ctx, tx, `SELECT email, phone, notify_email, notify_sms FROM users WHERE id = ?`, userID).Scan(&email, &phone, &wantEmail, &wantSMS)
+	var wantEmail, wantSMS, emailOK, phoneOK bool
+	err := db.row(ctx, tx, `SELECT email, phone, notify_email, notify_sms, email_verified_at IS NOT NULL, phone_verified_at IS NOT NULL FROM users WHERE id = ?`, userID).
+		Scan(&email, &phone, &wantEmail, &wantSMS, &emailOK, &phoneOK)
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
+	}
+	// Only verified addresses are written to, and at most MessagesPerHour
+	// email and SMS messages an hour: past that it is in-app only.
+	wantEmail, wantSMS = wantEmail && emailOK && db.Channels[gpuportal.ChannelEmail], wantSMS && phoneOK && phone != "" && db.Channels[gpuportal.ChannelSMS]
+	if wantEmail || wantSMS {
+		sent, err := db.messagesSentLastHour(ctx, tx, userID)
+		if err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
+		room := MessagesPerHour - sent
+		wantEmail = wantEmail && room > 0
+		if wantEmail {
+			room--
+		}
+		wantSMS = wantSMS && room > 0
 	}
 	if p.Model != "" && p.ModelName == "" {
 		// Messages name the model as customers know it.
@@ -37,12 +54,12 @@ func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string,
 	if err := add(gpuportal.ChannelApp, "", "sent"); err != nil {
 		return err
 	}
-	if wantEmail && db.Channels[gpuportal.ChannelEmail] {
+	if wantEmail {
 		if err := add(gpuportal.ChannelEmail, email, "pending"); err != nil {
 			return err
 		}
 	}
-	if wantSMS && phone != "" && db.Channels[gpuportal.ChannelSMS] {
+	if wantSMS {
 		if err := add(gpuportal.ChannelSMS, phone, "pending"); err != nil {
 			return err
 		}

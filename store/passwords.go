@@ -98,8 +98,8 @@ func (db *DB) RequestPasswordReset(ctx context.Context, email string) error {
 		return gpuportal.Errorf(gpuportal.ECONFLICT, "This portal cannot send email; please ask an administrator for a password reset link.")
 	}
 	u, err := db.UserByEmail(ctx, email)
-	if gpuportal.ErrorCode(err) == gpuportal.ENOTFOUND {
-		return nil
+	if gpuportal.ErrorCode(err) == gpuportal.ENOTFOUND || (err == nil && !u.EmailVerified) {
+		return nil // the same answer: an unverified address is written nothing
 	} else if err != nil {
 		return err
 	}

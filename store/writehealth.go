@@ -18,8 +18,7 @@ import (
 
 // errWritesFailing is the answer to a write the database refused for
 // want of space.
-var errWritesFailing = gpuportal.Errorf(gpuportal.EUNAVAILABLE,
-	"The portal cannot save changes right now: its database disk is full or failing. Nothing was changed; please try again in a few minutes.")
+var errWritesFailing = gpuportal.Errorf(gpuportal.EUNAVAILABLE, "The portal cannot save changes right now: its database disk is full or failing. Nothing was changed; please try again in a few minutes.")
 
 // SQLite's primary result codes for a disk that is full or failing.
 const (
