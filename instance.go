@@ -292,6 +292,13 @@ func AutoRestarts(i *Instance, outcome string, ownerDisabled bool) bool {
 	return i.Interruption == nil || (i.Interruption.Reason != ReasonBalance && i.Interruption.Reason != ReasonAccountDisabled)
 }
 
+// FenceTimeout is how long an auto-restart instance whose node stopped
+// answering waits for that node to confirm the old attempt gone (or for
+// an administrator to fence the node by revoking its token). Past it, it
+// starts elsewhere in a fresh checkpoint directory: the old attempt may
+// still be writing the old one.
+const FenceTimeout = 15 * time.Minute
+
 // LostAfterHeartbeats is how many heartbeats in a row may leave out a
 // running instance before the portal takes it as lost by its agent and
 // ends it. One miss can be a race (a heartbeat written just before the

@@ -188,8 +188,18 @@ func (db *DB) RotateNodeToken(ctx context.Context, actor *gpuportal.User, nodeID
 // worthless at once: its agent is refused from its next request on and
 // must be enrolled again with a new enrollment token.
 func (db *DB) RevokeNodeToken(ctx context.Context, actor *gpuportal.User, nodeID string) error {
-	return db.nodeTokenChange(ctx, actor, nodeID, "node.revoke_token",
-		`UPDATE nodes SET token_hash = NULL, next_token_hash = NULL, rotate_token = 0, token_revoked_at = ? WHERE id = ?`, unix(db.Wall.Now()), nodeID)
+	if err := db.nodeTokenChange(ctx, actor, nodeID, "node.revoke_token",
+		`UPDATE nodes SET token_hash = NULL, next_token_hash = NULL, rotate_token = 0, token_revoked_at = ? WHERE id = ?`, unix(db.Wall.Now()), nodeID); err != nil {
+		return err
+	}
+	// A node whose token is revoked is fenced: whatever it still runs can
+	// no longer reach the portal for work, and the administrator vouches
+	// for it being gone. Instances waiting on it may restart.
+	if _, err := db.write.ExecContext(ctx, `UPDATE instances SET unconfirmed_node = NULL, unconfirmed_since = NULL WHERE unconfirmed_node = ?`, nodeID); err != nil {
+		return fmt.Errorf("release instances waiting on node %s: %w", nodeID, err)
+	}
+	db.Kick(ctx)
+	return nil
 }
 
 func (db *DB) nodeTokenChange(ctx context.Context, actor *gpuportal.User, nodeID, action, update string, args ...any) error {
@@ -332,6 +342,13 @@ func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID 
 	if err := db.row(ctx, tx, `SELECT online, revision FROM nodes WHERE id = ?`, nodeID).Scan(&online, &revision); err != nil {
 		return 0, err
 	}
+	if !online {
+		// Back from offline: attempts it does not report are gone, so the
+		// instances restarted meanwhile may start (see confirmGone).
+		if err := confirmGone(ctx, tx, nodeID, hb); err != nil {
+			return 0, err
+		}
+	}
 	healed, err := db.healUnreported(ctx, tx, nodeID, hb)
 	if err != nil {
 		return 0, fmt.Errorf("end workloads the node no longer reports: %w", err)
@@ -384,6 +401,29 @@ func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID 
 		return revision, recomputeCapacity(ctx, tx)
 	}
 	return revision, nil
+}
+
+// confirmGone releases the instances waiting for nodeID to confirm that
+// their old attempt is gone: every one its heartbeat does not report. One
+// it still runs is released when its exit is reported (ApplyWorkloadReports).
+func confirmGone(ctx context.Context, tx *sql.Tx, nodeID string, hb gpuportal.AgentHeartbeat) error {
+	waiting, err := scanAll(ctx, tx, func(r *sql.Rows, id *int64) error { return r.Scan(id) },
+		`SELECT id FROM instances WHERE unconfirmed_node = ?`, nodeID)
+	if err != nil {
+		return err
+	}
+	for _, id := range waiting {
+		reported := false
+		for _, w := range hb.Workloads {
+			reported = reported || (w.InstanceID == id && w.State == gpuportal.WorkloadRunning)
+		}
+		if !reported {
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET unconfirmed_node = NULL, unconfirmed_since = NULL WHERE id = ?`, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // liveOnNode is a started instance of a node, as the heal reads it.

@@ -113,6 +113,13 @@ func (a *applier) lostWork(ctx context.Context, plan scheduler.Decisions) error 
 		if err := a.db.finishAttempt(ctx, a.tx, i, o.Status, nil, errText, false, a.now); err != nil {
 			return fmt.Errorf("instance %d: %w", i.ID, err)
 		}
+		// Restarted, it waits for its old node to confirm the old attempt
+		// gone: during a partition that attempt may still run (and write
+		// its checkpoint directory).
+		if _, err := a.db.execTx(ctx, a.tx, `UPDATE instances SET unconfirmed_node = ?, unconfirmed_since = ? WHERE id = ? AND status = 'pending'`,
+			i.Node, a.db.Wall.Now().Unix(), i.ID); err != nil {
+			return fmt.Errorf("instance %d: %w", i.ID, err)
+		}
 	}
 	return nil
 }
@@ -243,6 +250,12 @@ func (a *applier) placeOne(ctx context.Context, pl scheduler.Placement) error {
 	}
 	if _, err := a.db.execTx(ctx, a.tx, `UPDATE instances SET node_id = ?, attempt = attempt + 1, notice_at = NULL, notice_wall_at = NULL, deadline_at = NULL,
 		interrupt_reason = NULL WHERE id = ?`, pl.Node, pl.InstanceID); err != nil {
+		return err
+	}
+	// Its old node never confirmed the last attempt gone (the wait ran
+	// out): this attempt gets a fresh checkpoint directory of its own.
+	if _, err := a.db.execTx(ctx, a.tx, `UPDATE instances SET checkpoint_key = checkpoint_key || '-attempt-' || CAST(attempt AS TEXT), unconfirmed_node = NULL, unconfirmed_since = NULL
+		WHERE id = ? AND unconfirmed_node IS NOT NULL`, pl.InstanceID); err != nil {
 		return err
 	}
 	if pl.Restarted {

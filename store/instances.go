@@ -418,6 +418,15 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 		for _, r := range reports {
 			i, err := scanInstance(tx.QueryRowContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE id = ? AND node_id = ? AND attempt = ?`, r.InstanceID, nodeID, r.Attempt))
 			if errors.Is(err, sql.ErrNoRows) {
+				if r.State == gpuportal.WorkloadExited {
+					// An old attempt's end: an instance restarted while this
+					// node was away may start now.
+					if res, err := tx.ExecContext(ctx, `UPDATE instances SET unconfirmed_node = NULL, unconfirmed_since = NULL WHERE id = ? AND unconfirmed_node = ?`, r.InstanceID, nodeID); err != nil {
+						return err
+					} else if n, _ := res.RowsAffected(); n > 0 {
+						changed = true
+					}
+				}
 				continue
 			} else if err != nil {
 				return err
@@ -542,8 +551,11 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 // interrupt gives a running spot instance its notice: SIGTERM at deadline,
 // SIGKILL grace later. It is recorded for the published rates.
 func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, reason string, now, deadline time.Time, grace int) error {
+	// Only an instance on a node can be given notice: one waiting for a
+	// place (an auto-restart the same tick sent back to pending, say) has
+	// nothing to stop, and would stay "interrupting" with no node for ever.
 	res, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'interrupting', notice_at = ?, notice_wall_at = ?, deadline_at = ?, grace_seconds = ?, interrupt_reason = ?
-		WHERE id = ? AND status IN ('pending', 'running')`, unix(now), db.Wall.Now().Unix(), unix(deadline), grace, reason, i.ID)
+		WHERE id = ? AND status IN ('pending', 'running') AND node_id IS NOT NULL`, unix(now), db.Wall.Now().Unix(), unix(deadline), grace, reason, i.ID)
 	if err != nil {
 		return err
 	}

@@ -336,7 +336,8 @@ func (db *DB) loadPending(ctx context.Context, q queryer, now time.Time, s *sche
 		return r.Scan(&i.ID, &i.UserID, &i.Kind, &i.Pool.Model, &i.Pool.Region, &i.Count, &i.ReservationID, &i.LastNode, &i.Restarts)
 	}, `SELECT id, user_id, kind, model_id, region_id, count, coalesce(reservation_id, 0), coalesce(last_node_id, ''), restarts
 		FROM instances WHERE status = 'pending' AND node_id IS NULL AND stop_requested_at IS NULL
-		ORDER BY CASE kind WHEN 'reserved' THEN 0 WHEN 'on_demand' THEN 1 ELSE 2 END, id`)
+		AND (unconfirmed_node IS NULL OR unconfirmed_since <= ?)
+		ORDER BY CASE kind WHEN 'reserved' THEN 0 WHEN 'on_demand' THEN 1 ELSE 2 END, id`, db.Wall.Now().Add(-gpuportal.FenceTimeout).Unix())
 	if err != nil {
 		return err
 	}

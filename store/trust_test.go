@@ -300,3 +300,110 @@ func TestWALIsCutBackAfterCheckpoints(t *testing.T) {
 		t.Fatalf("journal_size_limit = %d, %v", n, err)
 	}
 }
+
+// (issue 22, item 21) Never two copies of one instance: an auto-restart
+// spot instance whose node stopped answering waits until that node
+// confirms the old attempt gone (it comes back and the attempt has
+// ended), and only then starts elsewhere on the same checkpoint
+// directory; if the node never answers, it starts after
+// gpuportal.FenceTimeout in a fresh directory.
+func TestRestartWaitsUntilTheOldAttemptIsGone(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	wall := gpuportal.NewManualClock(storetest.Epoch)
+	db.Wall = wall
+	nodes := storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	launch := func() *gpuportal.Instance {
+		in, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 8, Command: "x", AutoRestart: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	heartbeat := func(node string, workloads ...gpuportal.WorkloadStatus) {
+		t.Helper()
+		if _, err := db.RecordHeartbeat(ctx, node, gpuportal.AgentHeartbeat{HeartbeatSeconds: 10, Workloads: workloads}, wall.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.ApplyWorkloadReports(ctx, node, workloads); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := launch()
+	tick(t, db, clock, clock.Now())
+	fakeAgent{t, db}.runAll()
+	first = getInstance(t, db, first.ID)
+	lost, other := first.Node, nodes[0].ID
+	if other == lost {
+		other = nodes[1].ID
+	}
+	running := gpuportal.WorkloadStatus{InstanceID: first.ID, Attempt: first.Attempt, State: gpuportal.WorkloadRunning}
+
+	// The node falls silent (a partition); the other heartbeats on.
+	wall.Set(wall.Now().Add(time.Minute))
+	heartbeat(other)
+	if _, err := db.MarkStaleNodesOffline(ctx, wall.Now(), storetest.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		tick(t, db, clock, clock.Now().Add(time.Minute))
+	}
+	if got := getInstance(t, db, first.ID); got.Status != gpuportal.InstancePending || got.Node != "" {
+		t.Fatalf("restarted before its old node confirmed the old attempt gone: %s on %q", got.Status, got.Node)
+	}
+	// The node comes back, still running the old attempt: still waiting.
+	heartbeat(lost, running)
+	tick(t, db, clock, clock.Now().Add(time.Minute))
+	if got := getInstance(t, db, first.ID); got.Node != "" {
+		t.Fatalf("restarted while the old attempt still runs, on %s", got.Node)
+	}
+	// Its agent stops the old attempt and says so: now it starts, on the
+	// same checkpoint directory.
+	code := 143
+	heartbeat(lost, gpuportal.WorkloadStatus{InstanceID: first.ID, Attempt: first.Attempt, State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true})
+	tick(t, db, clock, clock.Now().Add(time.Minute))
+	if got := getInstance(t, db, first.ID); got.Node == "" || got.CheckpointKey != first.CheckpointKey {
+		t.Fatalf("after the confirmation: node %q, checkpoint %q (was %q)", got.Node, got.CheckpointKey, first.CheckpointKey)
+	}
+
+	// A node that never answers again: after the fence timeout the
+	// instance starts elsewhere in a fresh directory.
+	second := launch()
+	tick(t, db, clock, clock.Now().Add(time.Minute))
+	fakeAgent{t, db}.runAll()
+	second = getInstance(t, db, second.ID)
+	dead := second.Node
+	alive := nodes[0].ID
+	if alive == dead {
+		alive = nodes[1].ID
+	}
+	wall.Set(wall.Now().Add(time.Minute))
+	heartbeat(alive, gpuportal.WorkloadStatus{InstanceID: first.ID, Attempt: getInstance(t, db, first.ID).Attempt, State: gpuportal.WorkloadRunning})
+	if _, err := db.MarkStaleNodesOffline(ctx, wall.Now(), storetest.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, clock.Now().Add(time.Minute))
+	if got := getInstance(t, db, second.ID); got.Node != "" || got.Status != gpuportal.InstancePending {
+		t.Fatalf("restarted at once on %s (%s)", got.Node, got.Status)
+	}
+	wall.Set(wall.Now().Add(gpuportal.FenceTimeout + time.Minute))
+	heartbeat(alive)
+	db.Kick(ctx)
+	for range 2 {
+		tick(t, db, clock, clock.Now().Add(time.Minute))
+	}
+	got := getInstance(t, db, second.ID)
+	if got.Status == gpuportal.InstancePending && got.Node == "" {
+		// The first instance still holds the live node's GPUs; stop it.
+		if _, err := db.Stop(ctx, u, first.ID); err != nil {
+			t.Fatal(err)
+		}
+		fakeAgent{t, db}.exit(getInstance(t, db, first.ID))
+		tick(t, db, clock, clock.Now().Add(time.Minute))
+		got = getInstance(t, db, second.ID)
+	}
+	if got.Node == "" || got.CheckpointKey == second.CheckpointKey {
+		t.Fatalf("after the fence timeout: node %q, checkpoint %q (was %q)", got.Node, got.CheckpointKey, second.CheckpointKey)
+	}
+}
