@@ -186,3 +186,6 @@ func (db *DB) JournalSizeLimit(ctx context.Context) (int64, error) {
 	err := db.write.QueryRowContext(ctx, `PRAGMA journal_size_limit`).Scan(&n)
 	return n, err
 }
+
+// LeaderKey is the advisory lock key of the scheduler's leadership.
+func (db *DB) LeaderKey() int64 { return db.leaderKey }

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"gpuportal/scheduler"
 	"hash/fnv"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -189,17 +191,37 @@ func isRetryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
+// connectionLost reports whether a statement failed because the
+// connection to PostgreSQL broke (the server restarted, the backend was
+// terminated, the network dropped). Before the commit that is as safe to
+// run again as a serialization failure: the transaction died with its
+// connection.
+func connectionLost(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// 08: connection exception; 57P01–57P03: the server shut down or
+		// terminated the backend.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "conn closed")
+}
+
 // listen relays other portals' (and this one's) notifications: agent
 // wake-ups to this portal's long polls, kicks to its scheduler. It
 // reconnects after a lost connection and then wakes every long poll, since
 // notifications sent meanwhile are gone.
 func (db *DB) listen(ctx context.Context, ready chan struct{}) {
 	defer close(db.listening)
-	backoff := 100 * time.Millisecond
+	const firstBackoff = 100 * time.Millisecond
+	backoff := firstBackoff
 	for ctx.Err() == nil {
-		err := db.listenOnce(ctx, ready)
+		listened, err := db.listenOnce(ctx, ready)
 		if ctx.Err() != nil {
 			return
+		}
+		if listened {
+			backoff = firstBackoff // it worked until now: a new loss starts the backoff again
 		}
 		slog.Warn("postgres listener lost its connection; reconnecting", "err", err, "in", backoff)
 		db.Wakeups.NotifyAll()
@@ -212,15 +234,17 @@ func (db *DB) listen(ctx context.Context, ready chan struct{}) {
 	}
 }
 
-func (db *DB) listenOnce(ctx context.Context, ready chan struct{}) error {
+// listenOnce listens on one connection until it breaks; listened says
+// whether it got as far as listening.
+func (db *DB) listenOnce(ctx context.Context, ready chan struct{}) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, db.pgConfig)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.Background())
 	for _, ch := range []string{db.wakeupChannel, db.kickChannel} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
-			return err
+			return false, err
 		}
 	}
 	select {
@@ -231,7 +255,7 @@ func (db *DB) listenOnce(ctx context.Context, ready chan struct{}) error {
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		switch n.Channel {
 		case db.wakeupChannel:
@@ -313,6 +337,17 @@ type Leadership = scheduler.Leadership
 // when its connection closes (at once when the process dies; within about
 // half a minute through TCP keepalives when its machine vanishes). On
 // SQLite there is one portal and it always leads. ok is false when another
+// How a leader watches its lock's connection, and how long a new leader
+// waits before it acts (longer than an old leader takes to notice).
+const (
+	leaderPing        = time.Second
+	leaderPingTimeout = 2 * time.Second
+)
+
+// LeaderTakeoverDelay is how long a portal that just took the scheduler
+// lock waits before it schedules anything.
+var LeaderTakeoverDelay = leaderPing + leaderPingTimeout + time.Second
+
 // portal leads.
 func (db *DB) Lead(ctx context.Context) (l *Leadership, ok bool, err error) {
 	if db.dialect != "postgres" {
@@ -335,20 +370,30 @@ func (db *DB) Lead(ctx context.Context) (l *Leadership, ok bool, err error) {
 		conn.Close(context.Background())
 		return nil, false, err
 	}
+	// The lock may have come free only because the old leader's session
+	// was killed a moment ago: that leader stops at its next ping of the
+	// lock's connection (every leaderPing, at most leaderPingTimeout
+	// long). Acting before then would make two leaders.
+	select {
+	case <-ctx.Done():
+		conn.Close(context.Background())
+		return nil, false, ctx.Err()
+	case <-time.After(LeaderTakeoverDelay):
+	}
 	lost, done := make(chan struct{}), make(chan struct{})
 	watchCtx, stopWatching := context.WithCancel(context.Background())
 	go func() {
 		// A leader that cannot reach its session must stop leading: the
 		// server may already have given the lock to another portal.
 		defer close(done)
-		t := time.NewTicker(2 * time.Second)
+		t := time.NewTicker(leaderPing)
 		defer t.Stop()
 		for {
 			select {
 			case <-watchCtx.Done():
 				return
 			case <-t.C:
-				pingCtx, cancel := context.WithTimeout(watchCtx, 5*time.Second)
+				pingCtx, cancel := context.WithTimeout(watchCtx, leaderPingTimeout)
 				err := conn.Ping(pingCtx)
 				cancel()
 				if err != nil && watchCtx.Err() == nil {

@@ -2,8 +2,12 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
+	"os"
 	"testing"
 	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"gpuportal/store"
 	"gpuportal/store/storetest"
@@ -81,5 +85,45 @@ func TestWakeupsAndKicksCrossPortals(t *testing.T) {
 	case <-b.Kicks():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the kick did not reach the other portal")
+	}
+}
+
+// (issue 22, item 23) When the leader's session is killed, the lock is
+// free at once; the portal that takes it acts only once the old leader has
+// surely noticed and stopped: never two leaders at a time.
+func TestNewLeaderWaitsForTheOldOneToStop(t *testing.T) {
+	a, b := openPair(t)
+	ctx := context.Background()
+	old, ok, err := a.Lead(ctx)
+	if err != nil || !ok {
+		t.Fatalf("first Lead = %v, %v", ok, err)
+	}
+	defer old.Release()
+	killer, err := sql.Open("pgx", os.Getenv("PORTAL_TEST_POSTGRES"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer killer.Close()
+	key := a.LeaderKey()
+	var n int
+	if err := killer.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND classid = $1 AND objid = $2 AND objsubid = 1`, uint32(uint64(key)>>32), uint32(uint64(key))).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("terminate the leader's session: %d, %v", n, err)
+	}
+	var lead *store.Leadership
+	for lead == nil {
+		l, ok, err := b.Lead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			lead = l
+		}
+	}
+	defer lead.Release()
+	select {
+	case <-old.Lost:
+	default:
+		t.Fatal("the new leader acts while the old one still believes it leads")
 	}
 }

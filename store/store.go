@@ -272,6 +272,10 @@ func (db *DB) inConcurrentTx(ctx context.Context, fn func(tx *sql.Tx) error) err
 	return db.runTx(ctx, false, 3, fn)
 }
 
+// lostConnectionRetries is how often a transaction cut short by a lost
+// PostgreSQL connection (before its commit) is run again.
+const lostConnectionRetries = 8
+
 // runTx runs fn in a transaction (after taking the writer lock, if asked),
 // up to attempts times while it fails only for meeting another one.
 func (db *DB) runTx(ctx context.Context, writerLock bool, attempts int, fn func(tx *sql.Tx) error) error {
@@ -283,23 +287,52 @@ func (db *DB) runTxOnce(ctx context.Context, writerLock bool, attempts int, fn f
 	if db.group != nil {
 		return db.group.do(ctx, fn)
 	}
+	// Runs cut short by a lost connection are tried again up to
+	// lostConnectionRetries times, beside the attempts for meeting others.
+	lost := 0
+	retryLost := func(err error) bool {
+		if db.dialect != "postgres" || !connectionLost(err) || lost >= lostConnectionRetries || ctx.Err() != nil {
+			return false
+		}
+		lost++
+		return true
+	}
 	for attempt := 1; ; attempt++ {
 		tx, err := db.write.BeginTx(ctx, nil)
 		if err != nil {
+			if retryLost(err) {
+				attempt-- // a pooled connection the server dropped: another one
+				continue
+			}
 			return fmt.Errorf("begin: %w", err)
 		}
 		if writerLock {
 			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, db.writerKey); err != nil {
 				_ = tx.Rollback()
+				if retryLost(err) {
+					attempt--
+					continue
+				}
 				return fmt.Errorf("writer lock: %w", err)
 			}
 		}
+		retryable := false
 		if err = fn(tx); err != nil {
 			_ = tx.Rollback()
+			// Before the commit a broken connection took the transaction
+			// with it: safe to run again.
+			if retryLost(err) {
+				attempt--
+				continue
+			}
+			retryable = isRetryable(err)
 		} else if err = tx.Commit(); err != nil {
+			// A commit that failed for a lost connection may have
+			// committed: never run it twice.
+			retryable = isRetryable(err)
 			err = fmt.Errorf("commit: %w", err)
 		}
-		if err == nil || attempt == attempts || !isRetryable(err) {
+		if err == nil || attempt == attempts || !retryable {
 			return err
 		}
 	}
