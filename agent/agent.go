@@ -43,6 +43,11 @@ type Config struct {
 	Log            *slog.Logger
 	Out            io.Writer // the "agent ready" line goes here
 	HTTPClient     *http.Client
+	// LogCap is the most a workload's log keeps (default DefaultLogCap);
+	// Retention how long ended instances' logs and checkpoint directories
+	// stay (default DefaultRetention).
+	LogCap    int64
+	Retention time.Duration
 	// Clock is the node's real time (default: the system clock): notices
 	// are enforced, and workloads' start and end recorded, in it. Tests
 	// may give another.
@@ -192,7 +197,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// hanging on loops that only a signal would end.
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context){a.cfg.GPUs.Watch, a.enforceLoop, a.pushLoop, a.sampleLoop} {
+	for _, loop := range []func(context.Context){a.cfg.GPUs.Watch, a.enforceLoop, a.pushLoop, a.sampleLoop, a.diskLoop} {
 		wg.Add(1)
 		go func() { defer wg.Done(); loop(loopCtx) }()
 	}

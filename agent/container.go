@@ -52,7 +52,9 @@ type ContainerRuntime struct {
 	MemoryPerGPU int64 // bytes; swap is not allowed on top
 	ShmPerGPU    int64 // bytes
 	PidsPerGPU   int
-	NoFile       int // open files per process
+	NoFile       int   // open files per process
+	TmpPerGPU    int64 // bytes of /tmp and /var/tmp (the root filesystem is read-only)
+	LogMax       int64 // bytes of output the engine keeps (its log rotates past it)
 
 	Log  *slog.Logger
 	OOMs *OOMWatcher // nil: rely on the engine's own OOMKilled flag
@@ -73,6 +75,21 @@ func (r *ContainerRuntime) Name() string { return r.CLI }
 
 func (r *ContainerRuntime) containerName(spec Spec) string {
 	return fmt.Sprintf("gpuportal-%s-%d-%d", spec.Node, spec.InstanceID, spec.Attempt)
+}
+
+// tmpSize is the /tmp of an instance of n GPUs (default 4 GiB a GPU).
+func (r *ContainerRuntime) tmpSize(n int) int64 {
+	if r.TmpPerGPU > 0 {
+		return r.TmpPerGPU * int64(n)
+	}
+	return 4 << 30 * int64(n)
+}
+
+func (r *ContainerRuntime) logMax() int64 {
+	if r.LogMax > 0 {
+		return r.LogMax
+	}
+	return DefaultLogCap
 }
 
 // CreateArgs is the `create` command line for a workload.
@@ -115,13 +132,21 @@ func (r *ContainerRuntime) CreateArgs(spec Spec) []string {
 		"--ulimit", fmt.Sprintf("nproc=%d:%d", pids, pids),
 		"--volume", spec.CheckpointDir+":"+ContainerCheckpointDir+":rw",
 		"--workdir", ContainerCheckpointDir,
+		// Nothing of the node's disk but the checkpoint directory: the
+		// image is read-only, scratch space a sized tmpfs (charged to the
+		// instance's memory).
+		"--read-only",
+		"--tmpfs", "/tmp:rw,mode=1777,size="+strconv.FormatInt(r.tmpSize(n), 10),
+		"--tmpfs", "/var/tmp:rw,mode=1777,size="+strconv.FormatInt(r.tmpSize(n), 10),
 	)
 	if r.CLI == "podman" {
-		// conmon writes the output where the agent keeps every log.
+		// conmon writes the output where the agent keeps every log, and
+		// keeps it under the cap.
 		args = append(args, "--log-driver", "k8s-file", "--log-opt", "path="+spec.LogPath)
 	} else {
 		args = append(args, "--log-driver", "json-file")
 	}
+	args = append(args, "--log-opt", "max-size="+strconv.FormatInt(r.logMax(), 10))
 	for _, g := range spec.GPUs {
 		args = append(args, "--device", r.CDIKind+"="+g)
 	}

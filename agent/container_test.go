@@ -30,7 +30,8 @@ func TestContainerCreateArgs(t *testing.T) {
 		"--cpus 5.00 --memory 17179869184 --memory-swap 17179869184 --pids-limit 2000 --shm-size 2147483648",
 		"--ulimit nofile=4096:4096 --ulimit nproc=2000:2000",
 		"--volume /ckpt/instance-7:/checkpoint:rw --workdir /checkpoint",
-		"--log-driver k8s-file --log-opt path=/state/logs/instance-7.log",
+		"--read-only --tmpfs /tmp:rw,mode=1777,size=8589934592 --tmpfs /var/tmp:rw,mode=1777,size=8589934592", // (issue 22, item 7)
+		"--log-driver k8s-file --log-opt path=/state/logs/instance-7.log --log-opt max-size=67108864",
 		"--device nvidia.com/gpu=GPU-a --device nvidia.com/gpu=GPU-b",
 		"--env CUDA_VISIBLE_DEVICES=GPU-a,GPU-b --env GPUPORTAL_INSTANCE_ID=7",
 		"pytorch:2.5 /bin/sh -c python train.py",

@@ -148,6 +148,7 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 		fail(err)
 		return
 	}
+	markRunning(a.cfg.CheckpointRoot, filepath.Base(w.rec.CheckpointDir))
 	_, inContainer := a.cfg.Runtime.(*ContainerRuntime)
 	metaURL, checkpointDir := "http://"+ContainerMetadataAddr, ContainerCheckpointDir
 	if !inContainer {
@@ -256,6 +257,7 @@ func (a *Agent) watch(w *workload) {
 	w.exited, w.exitCode, w.endedAt, w.gpusFree, w.errText = true, code, a.clock.Now(), free, why
 	a.persistLocked()
 	a.mu.Unlock()
+	markEnded(a.cfg.CheckpointRoot, filepath.Base(w.rec.CheckpointDir))
 	a.log.Info("workload ended", "instance", w.rec.InstanceID, "exit_code", fmtCode(code), "signal", w.signal, "gpus_free", free)
 	a.pushNow()
 }
@@ -377,7 +379,7 @@ func (a *Agent) logTail(instanceID int64) string {
 }
 
 func (a *Agent) logPath(instanceID int64) string {
-	return filepath.Join(a.cfg.StateDir, "logs", fmt.Sprintf("instance-%d.log", instanceID))
+	return filepath.Join(a.cfg.StateDir, "logs", logName(instanceID))
 }
 
 // tailFile returns the last limit bytes of a file, from a line start.

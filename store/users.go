@@ -80,7 +80,7 @@ func (db *DB) createUser(ctx context.Context, s gpuportal.SignUp, role, lang, ha
 		// proof of their address; a customer's email gets its link.
 		if role == gpuportal.RoleAdmin || hash == noLogin {
 			now := unix(db.Wall.Now())
-			if _, err := tx.ExecContext(ctx, `UPDATE users SET email_verified_at = ?, phone_verified_at = CASE WHEN phone <> '' THEN ? END WHERE id = ?`, now, now, u.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE users SET email_verified_at = ?, phone_verified_at = CASE WHEN phone <> '' THEN CAST(? AS BIGINT) END WHERE id = ?`, now, now, u.ID); err != nil {
 				return err
 			}
 			u.EmailVerified, u.PhoneVerified = true, u.Phone != ""

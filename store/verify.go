@@ -35,8 +35,8 @@ const (
 // makes, the demo's seed) and for tests.
 func (db *DB) SetContactsVerified(ctx context.Context, userID int64) error {
 	now := unix(db.Wall.Now())
-	_, err := db.write.ExecContext(ctx, `UPDATE users SET email_verified_at = coalesce(email_verified_at, ?),
-		phone_verified_at = CASE WHEN phone <> '' THEN coalesce(phone_verified_at, ?) END WHERE id = ?`, now, now, userID)
+	_, err := db.write.ExecContext(ctx, `UPDATE users SET email_verified_at = coalesce(email_verified_at, CAST(? AS BIGINT)),
+		phone_verified_at = CASE WHEN phone <> '' THEN coalesce(phone_verified_at, CAST(? AS BIGINT)) END WHERE id = ?`, now, now, userID)
 	if err != nil {
 		return fmt.Errorf("mark contacts verified: %w", err)
 	}

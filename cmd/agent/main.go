@@ -69,6 +69,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	shmPerGPU := fs.String("shm-size", "", "containers: /dev/shm per GPU of an instance (default: a quarter of --memory-per-gpu)")
 	pidsPerGPU := fs.Int("pids-per-gpu", 4096, "containers: processes per GPU of an instance")
 	noFile := fs.Int("nofile", 0, "containers: open files per process (default: the agent's own hard limit, at most 1048576)")
+	tmpPerGPU := fs.String("tmp-per-gpu", "4g", "containers: size of /tmp (and of /var/tmp) per GPU of an instance; the root filesystem is read-only, so this and the checkpoint directory are all a workload writes")
+	logMax := fs.String("log-max", "64m", "the most output one instance's log keeps (the earliest is dropped past it)")
+	retention := fs.Duration("retention", agent.DefaultRetention, "how long the logs and checkpoint directories of instances that ended stay on the node")
 	execUser := fs.String("exec-user", "", "with --runtime exec: the user workloads run as (name or UID[:GID]; default the agent's own)")
 	execAllowRoot := fs.Bool("exec-allow-root", false, "with --runtime exec: allow workloads to run as root (a trusted single-tenant node or a laptop demo only)")
 	metadataAddr := fs.String("metadata-addr", "127.0.0.1:0", "HOST:0 where each instance's own EC2-style metadata endpoint listens, on a port of its own (each bound address is logged)")
@@ -108,6 +111,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer gpus.Close()
 
+	logCap, err := parseSize(*logMax)
+	if err != nil {
+		return fmt.Errorf("--log-max: %w", err)
+	}
+	tmp, err := parseSize(*tmpPerGPU)
+	if err != nil {
+		return fmt.Errorf("--tmp-per-gpu: %w", err)
+	}
+	if *retention < time.Hour {
+		return errors.New("--retention: at least 1h")
+	}
 	var rt agent.Runtime
 	switch *runtimeName {
 	case "exec":
@@ -116,7 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	case "podman", "docker":
 		c := &agent.ContainerRuntime{CLI: *runtimeName, CDIKind: *cdiKind, DefaultImage: *defaultImage, Network: *network, UIDBase: *uidBase,
-			CPUsPerGPU: *cpusPerGPU, PidsPerGPU: *pidsPerGPU, NoFile: *noFile, Log: log}
+			CPUsPerGPU: *cpusPerGPU, PidsPerGPU: *pidsPerGPU, NoFile: *noFile, TmpPerGPU: tmp, LogMax: logCap, Log: log}
 		if *runtimeName == "podman" {
 			c.OCIRuntime = *ociRuntime
 		}
@@ -135,7 +149,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		c.OOMs = agent.WatchOOMKills(log)
 		log.Info("container runtime", "cli", c.CLI, "cpus_per_gpu", c.CPUsPerGPU, "memory_per_gpu", c.MemoryPerGPU, "shm_per_gpu", c.ShmPerGPU,
-			"pids_per_gpu", c.PidsPerGPU, "network", c.Network)
+			"pids_per_gpu", c.PidsPerGPU, "network", c.Network, "tmp_per_gpu", c.TmpPerGPU, "log_max", c.LogMax)
 		rt = c
 	default:
 		return fmt.Errorf("--runtime %q: want podman, docker or exec", *runtimeName)
@@ -143,7 +157,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	a, err := agent.New(agent.Config{
 		Portal: *portal, EnrollToken: *enroll, StateDir: *stateDir, CheckpointRoot: *checkpointRoot,
 		Region: *region, Hostname: *hostname, Heartbeat: *heartbeat, MetadataAddr: *metadataAddr,
-		MetricsAddr: *metricsAddr, GPUs: gpus, Runtime: rt, Log: log, Out: stdout,
+		MetricsAddr: *metricsAddr, GPUs: gpus, Runtime: rt, Log: log, Out: stdout, LogCap: logCap, Retention: *retention,
 	})
 	if err != nil {
 		return err
