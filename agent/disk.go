@@ -134,7 +134,9 @@ func newest(path string) time.Time {
 }
 
 // logName is the file name of an instance's log under the logs directory.
-func logName(instanceID int64) string { return "instance-" + strconv.FormatInt(instanceID, 10) + ".log" }
+func logName(instanceID int64) string {
+	return "instance-" + strconv.FormatInt(instanceID, 10) + ".log"
+}
 
 // DefaultRetention is how long the logs and checkpoint directories of
 // instances that ended are kept on a node.

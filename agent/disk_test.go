@@ -62,7 +62,7 @@ func TestRetentionSweepsWhatEnded(t *testing.T) {
 		os.Chtimes(filepath.Join(logs, name+".log"), old, old)
 	}
 	os.WriteFile(filepath.Join(root, "instance-2", "ckpt"), []byte("newer"), 0o600) // written since
-	markRunning(root, "instance-3")                                               // running again
+	markRunning(root, "instance-3")                                                 // running again
 	live := map[string]bool{"instance-4": true, "instance-4.log": true}
 	gone := sweepCheckpoints(root, 7*24*time.Hour, time.Now(), live)
 	if len(gone) != 1 || gone[0] != "instance-1" {
