@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -54,7 +55,11 @@ type ContainerRuntime struct {
 	PidsPerGPU   int
 	NoFile       int   // open files per process
 	TmpPerGPU    int64 // bytes of /tmp and /var/tmp (the root filesystem is read-only)
-	LogMax       int64 // bytes of output the engine keeps (its log rotates past it)
+	// UserNSBase, when set, runs every container in a user namespace whose
+	// UIDs and GIDs 0–65535 are the node's UserNSBase onwards: a workload's
+	// UID (and root inside the container) is then no real user of the node.
+	UserNSBase int
+	LogMax     int64 // bytes of output the engine keeps (its log rotates past it)
 
 	Log  *slog.Logger
 	OOMs *OOMWatcher // nil: rely on the engine's own OOMKilled flag
@@ -116,6 +121,12 @@ func (r *ContainerRuntime) CreateArgs(spec Spec) []string {
 		"--label", labelGPUs+"="+strings.Join(spec.GPUs, ","),
 		"--label", labelCheckpoint+"="+spec.CheckpointDir,
 		"--pull", "never",
+	)
+	if r.UserNSBase > 0 {
+		m := strconv.Itoa(r.UserNSBase)
+		args = append(args, "--uidmap", "0:"+m+":65536", "--gidmap", "0:"+m+":65536")
+	}
+	args = append(args,
 		"--user", uid+":"+uid,
 		"--network", r.Network,
 		"--cap-drop", "ALL",
@@ -178,7 +189,7 @@ func (r *ContainerRuntime) cli(args ...string) (string, error) {
 // network namespace, and only then starts the workload, so that its first
 // request finds the endpoint there.
 func (r *ContainerRuntime) Start(spec Spec) (Process, error) {
-	if err := chownTree(spec.CheckpointDir, r.UIDBase+spec.Slot); err != nil {
+	if err := chownTree(spec.CheckpointDir, r.UserNSBase+r.UIDBase+spec.Slot); err != nil {
 		return nil, fmt.Errorf("checkpoint directory: %w", err)
 	}
 	name := r.containerName(spec)
@@ -529,9 +540,16 @@ func (r *ContainerRuntime) CheckEngine() error {
 
 // chownTree gives a checkpoint directory and what is in it to the
 // container's user: an earlier attempt, on another node or another GPU,
-// ran as another UID.
+// ran as another UID. It works inside an os.Root of the directory: a
+// workload that swaps a subdirectory for a symlink to the node's files
+// while the walk runs gets an error, never a chown outside.
 func chownTree(dir string, uid int) error {
-	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return fs.WalkDir(root.FS(), ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -542,7 +560,7 @@ func chownTree(dir string, uid int) error {
 		if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid && int(st.Gid) == uid {
 			return nil
 		}
-		return os.Lchown(path, uid, uid)
+		return root.Lchown(path, uid, uid)
 	})
 }
 

@@ -149,3 +149,39 @@ func TestMockCDISpec(t *testing.T) {
 		t.Error("another node's spec was removed")
 	}
 }
+
+// (issue 22, item 15) chownTree works inside the checkpoint directory
+// alone: a symlink a workload left there pointing at the node's files is
+// not followed, and nothing outside changes owner.
+func TestChownTreeStaysInside(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	outside := filepath.Join(t.TempDir(), "node-secret")
+	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "sub"), 0o700)
+	os.WriteFile(filepath.Join(dir, "sub", "ckpt"), []byte("state"), 0o600)
+	if err := os.Symlink(filepath.Dir(outside), filepath.Join(dir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if err := chownTree(dir, 23456); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{filepath.Join(dir, "sub", "ckpt"): 23456, outside: 0} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		if int(st.Uid) != want {
+			t.Errorf("%s is owned by %d, want %d", path, st.Uid, want)
+		}
+	}
+	// A user namespace maps the workload's UIDs to unprivileged ones.
+	r := &ContainerRuntime{CLI: "podman", UserNSBase: 1_000_000, NoFile: 1024, PidsPerGPU: 10}
+	if got := strings.Join(r.CreateArgs(Spec{InstanceID: 1, GPUs: []string{"GPU-a"}, Command: "true"}), " "); !strings.Contains(got, "--uidmap 0:1000000:65536 --gidmap 0:1000000:65536") {
+		t.Errorf("argv without the user namespace: %s", got)
+	}
+}

@@ -64,6 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defaultImage := fs.String("default-image", "docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04", "containers: the image of instances launched without one (preloaded; nodes never pull)")
 	network := fs.String("workload-network", "none", "containers: none (no network but the metadata endpoint) or bridge (egress for operators who give it)")
 	uidBase := fs.Int("workload-uid-base", 20000, "containers: each workload runs as UID:GID base+index of its first GPU")
+	usernsBase := fs.Int("userns-base", 0, "containers: run every container in a user namespace mapping its UIDs/GIDs 0-65535 to the node's N onwards (e.g. 1000000), so no workload UID is a real user of the node; 0: off (the first start of an image under a new mapping copies its layers)")
 	cpusPerGPU := fs.Float64("cpus-per-gpu", 0, "containers: CPUs per GPU of an instance (0: the node's CPUs ÷ its GPUs)")
 	memoryPerGPU := fs.String("memory-per-gpu", "", "containers: memory per GPU of an instance, e.g. 60g (default: 90% of the node's memory ÷ its GPUs)")
 	shmPerGPU := fs.String("shm-size", "", "containers: /dev/shm per GPU of an instance (default: a quarter of --memory-per-gpu)")
@@ -119,6 +120,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("--tmp-per-gpu: %w", err)
 	}
+	if *usernsBase < 0 || (*usernsBase > 0 && *usernsBase < 65536) {
+		return errors.New("--userns-base: 0 (off), or 65536 and up (above every real user of the node)")
+	}
 	if *retention < time.Hour {
 		return errors.New("--retention: at least 1h")
 	}
@@ -130,7 +134,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	case "podman", "docker":
 		c := &agent.ContainerRuntime{CLI: *runtimeName, CDIKind: *cdiKind, DefaultImage: *defaultImage, Network: *network, UIDBase: *uidBase,
-			CPUsPerGPU: *cpusPerGPU, PidsPerGPU: *pidsPerGPU, NoFile: *noFile, TmpPerGPU: tmp, LogMax: logCap, Log: log}
+			CPUsPerGPU: *cpusPerGPU, PidsPerGPU: *pidsPerGPU, NoFile: *noFile, TmpPerGPU: tmp, LogMax: logCap, UserNSBase: *usernsBase, Log: log}
 		if *runtimeName == "podman" {
 			c.OCIRuntime = *ociRuntime
 		}
