@@ -13,7 +13,6 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"gpuportal"
-	"gpuportal/store"
 	"gpuportal/store/storetest"
 )
 
@@ -29,15 +28,7 @@ func TestBookingsSurviveTerminatedBackends(t *testing.T) {
 	ctx := context.Background()
 	dsn := storetest.PostgresDSN(t)
 	app := fmt.Sprintf("gpuportal_storm_%d", time.Now().UnixNano())
-	db, err := store.Open(ctx, dsn+"&application_name="+app, gpuportal.NewManualClock(storetest.Epoch))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.Location = storetest.Shanghai
-	if _, err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	db, _ := storetest.OpenAt(t, dsn+"&application_name="+app)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
 	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"gpuportal"
-	"gpuportal/store"
 	"gpuportal/store/storetest"
 )
 
@@ -54,16 +53,7 @@ func fill(t *testing.T, path string) {
 func TestDiskFullIs503AndHealthzFails(t *testing.T) {
 	dir := smallDisk(t, "8m")
 	ctx := context.Background()
-	clock := gpuportal.NewManualClock(storetest.Epoch)
-	db, err := store.Open(ctx, filepath.Join(dir, "portal.db"), clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.Location = storetest.Shanghai
-	if _, err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	db, clock := storetest.OpenAt(t, filepath.Join(dir, "portal.db"))
 	storetest.AddFleet(t, db, "a", "cd-1", "a100-80g", 1, 8)
 	u := storetest.MustCreateUser(t, db, "alice@example.com", gpuportal.RoleCustomer)
 	s, err := New(ctx, Config{DB: db, Clock: clock, WallClock: gpuportal.NewManualClock(storetest.Epoch), Location: storetest.Shanghai,

@@ -133,8 +133,15 @@ func PostgresDSN(tb testing.TB) string {
 // the test ends, with a manual business clock at Epoch.
 func Open(tb testing.TB) (*store.DB, *gpuportal.ManualClock) {
 	tb.Helper()
+	return OpenAt(tb, DSN(tb))
+}
+
+// OpenAt is Open on a database the test chose (a file on a small disk, a
+// PostgreSQL URL with parameters of its own).
+func OpenAt(tb testing.TB, dsn string) (*store.DB, *gpuportal.ManualClock) {
+	tb.Helper()
 	clock := gpuportal.NewManualClock(Epoch)
-	db, err := store.Open(context.Background(), DSN(tb), clock)
+	db, err := store.Open(context.Background(), dsn, clock)
 	if err != nil {
 		tb.Fatal(err)
 	}
