@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defaultImage := fs.String("default-image", "docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04", "containers: the image of instances launched without one (preloaded; nodes never pull)")
 	network := fs.String("workload-network", "none", "containers: none (no network but the metadata endpoint) or bridge (egress for operators who give it)")
 	uidBase := fs.Int("workload-uid-base", 20000, "containers: each workload runs as UID:GID base+index of its first GPU")
-	usernsBase := fs.Int("userns-base", 0, "containers: run every container in a user namespace mapping its UIDs/GIDs 0-65535 to the node's N onwards (e.g. 1000000), so no workload UID is a real user of the node; 0: off (the first start of an image under a new mapping copies its layers)")
+	usernsBase := fs.Int("userns-base", 0, "containers: run every container in a user namespace mapping its UIDs/GIDs 0-65535 to the node's N onwards (e.g. 1000000), so no workload UID is a real user of the node; 0: off. Needs GPU device nodes the mapped users may open (NVIDIA's are 0666; the mock: backends' are not) and copies an image's layers at its first start under the mapping")
 	cpusPerGPU := fs.Float64("cpus-per-gpu", 0, "containers: CPUs per GPU of an instance (0: the node's CPUs ÷ its GPUs)")
 	memoryPerGPU := fs.String("memory-per-gpu", "", "containers: memory per GPU of an instance, e.g. 60g (default: 90% of the node's memory ÷ its GPUs)")
 	shmPerGPU := fs.String("shm-size", "", "containers: /dev/shm per GPU of an instance (default: a quarter of --memory-per-gpu)")
