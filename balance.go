@@ -56,6 +56,10 @@ const (
 	LedgerInstance        = "instance"
 	LedgerTopUp           = "topup"
 	LedgerCredit          = "credit" // an admin's credit (a bank transfer)
+	// LedgerPayout is unused balance paid back to the payments it came
+	// from (a refund request an administrator approved); a payout the
+	// provider refused is put back with a negative one.
+	LedgerPayout = "payout"
 )
 
 // Top-up statuses.
@@ -71,6 +75,7 @@ const (
 	MaxTopUp        Fen = 100_000_000
 	TopUpValidFor       = 30 * time.Minute
 	TestPayProvider     = "test"
+	StripePayProvider   = "stripe"
 	MaxCredit       Fen = 1_000_000_000 // an admin's credit: ¥10,000,000 at most at a time
 )
 
@@ -83,6 +88,10 @@ type TopUp struct {
 	Status    string     `json:"status"`
 	PaymentID string     `json:"payment_id,omitempty"`
 	PayURL    string     `json:"pay_url,omitempty"`
+	// ProviderRef is the provider's own name for the checkout (a Stripe
+	// Checkout Session id); Refunded what of it was paid back.
+	ProviderRef string `json:"provider_ref,omitempty"`
+	Refunded    Fen    `json:"refunded_fen,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt time.Time  `json:"expires_at"`
 	PaidAt    *time.Time `json:"paid_at,omitempty"`
@@ -97,15 +106,61 @@ type TopUpRequest struct {
 // Validate checks a top-up request.
 func (r *TopUpRequest) Validate() error {
 	if r.Provider == "" {
-		r.Provider = TestPayProvider
+		r.Provider = TestPayProvider // as before providers came
 	}
-	if r.Provider != TestPayProvider {
+	if r.Provider != TestPayProvider && r.Provider != StripePayProvider {
 		return FieldErrorf(EINVALID, "provider", "Unknown payment provider %q.", r.Provider)
 	}
 	if r.Amount < MinTopUp || r.Amount > MaxTopUp {
 		return FieldErrorf(EINVALID, "amount_fen", "A top-up is %s to %s.", MinTopUp.String(), MaxTopUp.String())
 	}
 	return nil
+}
+
+// Refund request statuses.
+const (
+	RefundRequested = "requested"
+	RefundRefunding = "refunding" // approved; the provider is being asked
+	RefundRefunded  = "refunded"
+	RefundRejected  = "rejected"
+	RefundFailed    = "failed" // the provider refused; the money is back in the balance
+)
+
+// RefundRequest is a customer asking for unused balance back.
+type RefundRequest struct {
+	ID        int64      `json:"id"`
+	UserID    int64      `json:"user_id"`
+	Amount    Fen        `json:"amount_fen"`
+	Note      string     `json:"note,omitempty"`
+	Status    string     `json:"status"`
+	CreatedAt time.Time  `json:"created_at"`
+	DecidedAt *time.Time `json:"decided_at,omitempty"`
+	Refs      string     `json:"provider_refs,omitempty"` // the provider's refund ids
+	Error     string     `json:"error,omitempty"`
+}
+
+// RefundPart is the share of a refund that goes back to one top-up's
+// payment.
+type RefundPart struct {
+	TopUpID   int64  `json:"topup_id"`
+	Provider  string `json:"provider"`
+	PaymentID string `json:"payment_id"`
+	Amount    Fen    `json:"amount_fen"`
+	Ref       string `json:"ref,omitempty"`   // the provider's refund id, once made
+	Error     string `json:"error,omitempty"` // why the provider refused it
+}
+
+// RefundSplit spreads amount over the payments it can go back to, newest
+// first, each at most what is left of it (refundable[k]); it returns the
+// shares and what could not be placed.
+func RefundSplit(amount Fen, refundable []Fen) (shares []Fen, left Fen) {
+	left = amount
+	for _, r := range refundable {
+		share := min(left, max(r, 0))
+		shares = append(shares, share)
+		left -= share
+	}
+	return shares, left
 }
 
 // PaymentEvent is what a provider's webhook says about a payment.

@@ -42,7 +42,9 @@ func simulatedAgents(t *testing.T, db *store.DB) {
 	}
 }
 
-// (issue 22, "Done when") Random top-ups (webhooks delivered twice),
+// (issue 22, "Done when"; issue 30) Random top-ups through the test
+// provider and Stripe (webhooks delivered twice), refunds of unused
+// balance (some refused by the provider),
 // bookings, cancellations, launches, stops, jobs and their cancels, an
 // account disabled, and ticks with agents that do as they are told: after
 // every step, for every account, balance = −Σ ledger; an instance that has
@@ -62,7 +64,7 @@ func TestMoneyAndCapacityHoldUnderRandomOperations(t *testing.T) {
 	var instances []*gpuportal.Instance
 	var jobs []*gpuportal.Job
 	endedCost := map[int64]gpuportal.Fen{} // instances that ended, and what they cost then
-	payments := 0
+	payments, refunds := 0, 0
 	check := func(step int, what string) {
 		t.Helper()
 		checkLedger(t, db, users...)
@@ -98,14 +100,18 @@ func TestMoneyAndCapacityHoldUnderRandomOperations(t *testing.T) {
 		switch op := rng.IntN(10); op {
 		case 0, 1:
 			what = "top-up"
-			top, err := db.CreateTopUp(ctx, u, gpuportal.TopUpRequest{Amount: gpuportal.Fen(100 * (1 + rng.IntN(500))), Provider: gpuportal.TestPayProvider})
+			provider := gpuportal.TestPayProvider
+			if rng.IntN(2) == 0 {
+				provider = gpuportal.StripePayProvider
+			}
+			top, err := db.CreateTopUp(ctx, u, gpuportal.TopUpRequest{Amount: gpuportal.Fen(100 * (1 + rng.IntN(500))), Provider: provider})
 			if err != nil {
 				t.Fatal(err)
 			}
 			payments++
 			ev := gpuportal.PaymentEvent{PaymentID: fmt.Sprintf("p-%d", payments), TopUpID: top.ID, Amount: top.Amount, Status: "paid"}
 			for range 1 + rng.IntN(2) { // a webhook may come twice
-				if _, err := db.ApplyPayment(ctx, gpuportal.TestPayProvider, ev); err != nil {
+				if _, err := db.ApplyPayment(ctx, provider, ev); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -154,8 +160,29 @@ func TestMoneyAndCapacityHoldUnderRandomOperations(t *testing.T) {
 				}
 			}
 		case 8:
-			what = "disable"
+			what = "refund"
+			// Unused balance back: asked, approved, and the provider
+			// refunds each share, or refuses one now and then.
+			if r, err := db.RequestRefund(ctx, u, gpuportal.Fen(100*(1+rng.IntN(50))), ""); err == nil {
+				_, parts, err := db.StartRefund(ctx, boss, r.ID)
+				if err == nil {
+					for k := range parts {
+						if rng.IntN(4) == 0 {
+							parts[k].Error = "refused"
+						} else {
+							parts[k].Ref = fmt.Sprintf("re_%d_%d", r.ID, k)
+						}
+					}
+					if _, err := db.FinishRefund(ctx, r.ID, parts); err != nil {
+						t.Fatal(err)
+					}
+					refunds++
+				} else if gpuportal.ErrorCode(err) == gpuportal.EINTERNAL {
+					t.Fatal(err)
+				}
+			}
 			if step == 150 {
+				what = "disable"
 				yes := true
 				if _, err := db.UpdateAccount(ctx, boss, users[0].ID, store.AccountUpdate{Disabled: &yes}); err != nil {
 					t.Fatal(err)
@@ -190,8 +217,8 @@ func TestMoneyAndCapacityHoldUnderRandomOperations(t *testing.T) {
 		}
 		check(step, what)
 	}
-	t.Logf("%d reservations, %d instances (%d ended), %d jobs, %d payments", len(reservations), len(instances), len(endedCost), len(jobs), payments)
-	if len(endedCost) == 0 || len(reservations) == 0 {
+	t.Logf("%d reservations, %d instances (%d ended), %d jobs, %d payments, %d refunds", len(reservations), len(instances), len(endedCost), len(jobs), payments, refunds)
+	if len(endedCost) == 0 || len(reservations) == 0 || refunds == 0 {
 		t.Fatalf("the walk did too little: %d instances ended, %d reservations", len(endedCost), len(reservations))
 	}
 }

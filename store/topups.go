@@ -10,13 +10,13 @@ import (
 	"gpuportal"
 )
 
-const topUpColumns = `id, user_id, amount_fen, provider, status, coalesce(payment_id, ''), created_at, expires_at, paid_at`
+const topUpColumns = `id, user_id, amount_fen, provider, status, coalesce(payment_id, ''), created_at, expires_at, paid_at, coalesce(provider_ref, ''), coalesce(pay_url, ''), refunded_fen`
 
 func scanTopUp(row interface{ Scan(...any) error }) (*gpuportal.TopUp, error) {
 	var t gpuportal.TopUp
 	var created, expires int64
 	var paid sql.NullInt64
-	if err := row.Scan(&t.ID, &t.UserID, &t.Amount, &t.Provider, &t.Status, &t.PaymentID, &created, &expires, &paid); err != nil {
+	if err := row.Scan(&t.ID, &t.UserID, &t.Amount, &t.Provider, &t.Status, &t.PaymentID, &created, &expires, &paid, &t.ProviderRef, &t.PayURL, &t.Refunded); err != nil {
 		return nil, err
 	}
 	t.CreatedAt, t.ExpiresAt, t.PaidAt = fromUnix(created), fromUnix(expires), fromNullUnix(paid)
@@ -50,6 +50,54 @@ func (db *DB) TopUp(ctx context.Context, user *gpuportal.User, id int64) (*gpupo
 	return t, err
 }
 
+// SetTopUpCheckout keeps what the provider made for a pending top-up: its
+// reference (a Stripe Checkout Session id) and the page the payer pays on.
+func (db *DB) SetTopUpCheckout(ctx context.Context, id int64, ref, payURL string) error {
+	if _, err := db.write.ExecContext(ctx, `UPDATE topups SET provider_ref = ?, pay_url = ? WHERE id = ? AND status = 'pending'`, ref, payURL, id); err != nil {
+		return fmt.Errorf("keep the checkout of top-up %d: %w", id, err)
+	}
+	return nil
+}
+
+// UnconfirmedTopUps are a provider's top-ups created between from and to
+// and not paid: those whose webhook may have been lost (reconciliation
+// asks the provider about them).
+func (db *DB) UnconfirmedTopUps(ctx context.Context, provider string, from, to time.Time) ([]gpuportal.TopUp, error) {
+	list, err := scanEach(ctx, db.read, scanTopUp, `SELECT `+topUpColumns+` FROM topups WHERE provider = ? AND status IN ('pending', 'expired')
+		AND created_at >= ? AND created_at < ? AND coalesce(provider_ref, '') <> '' ORDER BY id`, provider, unix(from), unix(to))
+	if err != nil {
+		return nil, fmt.Errorf("unconfirmed top-ups: %w", err)
+	}
+	out := make([]gpuportal.TopUp, len(list))
+	for k, t := range list {
+		out[k] = *t
+	}
+	return out, nil
+}
+
+// ExpireTopUp ends a pending top-up its provider says will not be paid.
+func (db *DB) ExpireTopUp(ctx context.Context, id int64) error {
+	_, err := db.write.ExecContext(ctx, `UPDATE topups SET status = 'expired' WHERE id = ? AND status = 'pending'`, id)
+	return err
+}
+
+// AdminTopUps lists everybody's top-ups of one status ("" any), newest
+// first, a page at a time.
+func (db *DB) AdminTopUps(ctx context.Context, actor *gpuportal.User, status string, limit, offset int) ([]gpuportal.TopUp, error) {
+	if !actor.IsAdmin() {
+		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
+	}
+	list, err := scanEach(ctx, db.read, scanTopUp, `SELECT `+topUpColumns+` FROM topups WHERE (? = '' OR status = ?) ORDER BY id DESC LIMIT ? OFFSET ?`, status, status, limit, offset)
+	if err != nil {
+		return nil, fmt.Errorf("top-ups: %w", err)
+	}
+	out := make([]gpuportal.TopUp, len(list))
+	for k, t := range list {
+		out[k] = *t
+	}
+	return out, nil
+}
+
 // TopUps lists the user's top-ups, newest first.
 func (db *DB) TopUps(ctx context.Context, user *gpuportal.User, limit int) ([]gpuportal.TopUp, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT `+topUpColumns+` FROM topups WHERE user_id = ? ORDER BY id DESC LIMIT ?`, user.ID, limit)
@@ -78,6 +126,7 @@ func (db *DB) ApplyPayment(ctx context.Context, provider string, ev gpuportal.Pa
 	if err := ev.Validate(); err != nil {
 		return false, err
 	}
+	var mismatch *gpuportal.TopUp
 	err = db.inTx(ctx, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM topups WHERE payment_id = ?`, ev.PaymentID).Scan(&n); err != nil {
@@ -99,6 +148,7 @@ func (db *DB) ApplyPayment(ctx context.Context, provider string, ev gpuportal.Pa
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "Top-up %d was paid already, with payment %s.", t.ID, t.PaymentID)
 		}
 		if ev.Amount != t.Amount {
+			mismatch = t
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "Top-up %d is for %s, the payment for %s.", t.ID, t.Amount.String(), ev.Amount.String())
 		}
 		now := db.now()
@@ -109,6 +159,15 @@ func (db *DB) ApplyPayment(ctx context.Context, provider string, ev gpuportal.Pa
 		return db.postLedger(ctx, tx, ledgerPost{userID: t.UserID, at: now, kind: gpuportal.LedgerTopUp, amount: -t.Amount, topUpID: &t.ID,
 			desc: fmt.Sprintf("Top-up #%d (%s)", t.ID, provider)})
 	})
+	if mismatch != nil {
+		// Credited nothing, and kept for a person to look at.
+		if aerr := db.inTx(ctx, func(tx *sql.Tx) error {
+			return db.audit(ctx, tx, 0, "payment.amount_mismatch", fmt.Sprintf("topup/%d", mismatch.ID),
+				map[string]any{"amount_fen": mismatch.Amount}, map[string]any{"provider": provider, "payment_id": ev.PaymentID, "amount_fen": ev.Amount})
+		}); aerr != nil {
+			return false, aerr
+		}
+	}
 	if err != nil {
 		return false, err
 	}

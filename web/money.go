@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -46,11 +47,33 @@ func (s *Server) createTopUp(c echo.Context, req gpuportal.TopUpRequest) (*gpupo
 	if !s.topUpsEnabled() {
 		return nil, gpuportal.Errorf(gpuportal.ECONFLICT, "Top-ups are not set up on this portal; ask an administrator to credit your account.")
 	}
-	t, err := s.db.CreateTopUp(c.Request().Context(), currentUser(c), req)
-	if err == nil {
-		s.withCheckout(t)
+	p, err := s.provider(req.Provider)
+	if err != nil {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "provider", "Unknown payment provider %q.", req.Provider)
 	}
-	return t, err
+	ctx := c.Request().Context()
+	t, err := s.db.CreateTopUp(ctx, currentUser(c), req)
+	if err != nil {
+		return nil, err
+	}
+	payURL, ref, err := p.Checkout(ctx, *t, s.absoluteURL("/ledger?topup="+strconv.FormatInt(t.ID, 10)))
+	if err != nil {
+		return nil, err // the pending top-up lapses by itself
+	}
+	if ref != "" || payURL != testCheckoutURL(*t) {
+		if err := s.db.SetTopUpCheckout(ctx, t.ID, ref, payURL); err != nil {
+			return nil, err
+		}
+		t.ProviderRef, t.PayURL = ref, payURL
+	}
+	s.withCheckout(t)
+	return t, nil
+}
+
+// absoluteURL is path on the portal's public address (where a provider
+// sends the payer back).
+func (s *Server) absoluteURL(path string) string {
+	return strings.TrimRight(s.cfg.PublicURL, "/") + path
 }
 
 func (s *Server) apiTopUps(c echo.Context) error {
@@ -84,16 +107,11 @@ func (s *Server) receivePayment(c echo.Context, name string, body []byte, header
 	if err != nil {
 		return false, err
 	}
-	if err := p.Verify(body, header); err != nil {
+	ev, err := p.Event(body, header)
+	if err != nil || ev == nil {
 		return false, err
 	}
-	var ev gpuportal.PaymentEvent
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ev); err != nil {
-		return false, gpuportal.Errorf(gpuportal.EINVALID, "The event is not valid JSON: %s.", err.Error())
-	}
-	return s.db.ApplyPayment(c.Request().Context(), p.Name(), ev)
+	return s.db.ApplyPayment(c.Request().Context(), p.Name(), *ev)
 }
 
 // handleTestPayPage is the built-in test provider's checkout page.
@@ -151,7 +169,7 @@ func (s *Server) handleTopUpForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	t, err := s.createTopUp(c, gpuportal.TopUpRequest{Amount: amount, Provider: gpuportal.TestPayProvider})
+	t, err := s.createTopUp(c, gpuportal.TopUpRequest{Amount: amount, Provider: s.defaultProvider()})
 	if err != nil {
 		return err
 	}
@@ -172,7 +190,7 @@ func (s *Server) statementMonth(c echo.Context) (time.Time, error) {
 	return first, nil
 }
 
-var ledgerKinds = []string{gpuportal.LedgerReservation, gpuportal.LedgerRefund, gpuportal.LedgerCancellationFee, gpuportal.LedgerInstance, gpuportal.LedgerTopUp, gpuportal.LedgerCredit}
+var ledgerKinds = []string{gpuportal.LedgerReservation, gpuportal.LedgerRefund, gpuportal.LedgerCancellationFee, gpuportal.LedgerInstance, gpuportal.LedgerTopUp, gpuportal.LedgerCredit, gpuportal.LedgerPayout}
 
 func ledgerKindParam(c echo.Context) (string, error) {
 	k := c.QueryParam("kind")
@@ -216,6 +234,10 @@ func (s *Server) handleLedgerPage(c echo.Context) error {
 	if v.Spend, err = s.db.SpendByKind(ctx, currentUser(c).ID, month, month.AddDate(0, 1, 0)); err != nil {
 		return err
 	}
+	if v.Refunds, err = s.ledgerRefunds(c); err != nil {
+		return err
+	}
+	v.Refundable = v.Balance.Balance-v.Balance.Held > 0
 	return s.render(c, http.StatusOK, templates.Ledger(v))
 }
 

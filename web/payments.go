@@ -1,9 +1,12 @@
 package web
 
 import (
+	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -11,37 +14,67 @@ import (
 )
 
 // PaymentProvider is a payment service customers top up through: the
-// portal sends the payer to its checkout, and the provider calls
-// POST /api/v1/payments/{name}/webhook with a signed event when the money
-// has arrived. A real provider (Alipay, WeChat Pay, a bank's gateway)
-// plugs in behind this interface.
+// portal makes a checkout for a pending top-up and sends the payer there,
+// and the provider calls POST /api/v1/payments/{name}/webhook with a signed
+// event once the money has arrived. The built-in test provider (demo and
+// tests) and Stripe (cards, Alipay, WeChat Pay) sit behind it.
 type PaymentProvider interface {
 	Name() string
-	// CheckoutURL is where the payer pays a pending top-up.
-	CheckoutURL(t gpuportal.TopUp) string
-	// Verify checks that a webhook's body was signed by the provider.
-	Verify(body []byte, header http.Header) error
+	// Checkout prepares where the payer pays a pending top-up, coming back
+	// to returnURL: the page, and the provider's reference for it ("" when
+	// it keeps none).
+	Checkout(ctx context.Context, t gpuportal.TopUp, returnURL string) (payURL, ref string, err error)
+	// Event checks a webhook's signature and reads the payment it
+	// reports; nil when it reports nothing the portal acts on.
+	Event(body []byte, header http.Header) (*gpuportal.PaymentEvent, error)
+	// Lookup asks about a top-up whose webhook may have been lost: its
+	// payment, if it was paid; expired, when it never will be.
+	Lookup(ctx context.Context, t gpuportal.TopUp) (ev *gpuportal.PaymentEvent, expired bool, err error)
+	// Refund pays a share of a payment back and returns the provider's id
+	// for the refund.
+	Refund(ctx context.Context, part gpuportal.RefundPart) (string, error)
 }
 
 // testProvider is the built-in provider: its checkout is a page of the
 // portal (/pay/test/{id}) where the payer confirms, and it signs its
 // webhook with PORTAL_PAYMENT_SECRET the way a real provider signs with
 // the secret it shares with the portal, so the demo and the tests go
-// through the real webhook code.
+// through the real webhook code. Its money is pretend: a refund only
+// records itself.
 type testProvider struct{ secret string }
 
 func (testProvider) Name() string { return gpuportal.TestPayProvider }
 
-func (testProvider) CheckoutURL(t gpuportal.TopUp) string {
+func (testProvider) Checkout(_ context.Context, t gpuportal.TopUp, _ string) (string, string, error) {
+	return testCheckoutURL(t), "", nil
+}
+
+func testCheckoutURL(t gpuportal.TopUp) string {
 	return fmt.Sprintf("/pay/%s/%d", gpuportal.TestPayProvider, t.ID)
 }
 
-// Verify: X-Signature: sha256=<hex HMAC-SHA256 of the body>.
-func (p testProvider) Verify(body []byte, header http.Header) error {
+// Event: X-Signature: sha256=<hex HMAC-SHA256 of the body>, then the
+// event as JSON.
+func (p testProvider) Event(body []byte, header http.Header) (*gpuportal.PaymentEvent, error) {
 	if !hmac.Equal([]byte(header.Get("X-Signature")), []byte(p.sign(body))) {
-		return gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The signature does not match.")
+		return nil, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The signature does not match.")
 	}
-	return nil
+	var ev gpuportal.PaymentEvent
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ev); err != nil {
+		return nil, gpuportal.Errorf(gpuportal.EINVALID, "The event is not valid JSON: %s.", err.Error())
+	}
+	return &ev, nil
+}
+
+// Lookup: the test provider's webhook is sent in-process; none is lost.
+func (testProvider) Lookup(context.Context, gpuportal.TopUp) (*gpuportal.PaymentEvent, bool, error) {
+	return nil, false, nil
+}
+
+func (testProvider) Refund(_ context.Context, part gpuportal.RefundPart) (string, error) {
+	return fmt.Sprintf("test-refund-%d-%d", part.TopUpID, part.Amount), nil
 }
 
 func (p testProvider) sign(body []byte) string {
@@ -54,22 +87,35 @@ func (p testProvider) sign(body []byte) string {
 // The test provider exists only where it was asked for (Config.TestPayments):
 // its checkout is a button that credits money.
 func (s *Server) provider(name string) (PaymentProvider, error) {
-	if s.cfg.TestPayments && name == gpuportal.TestPayProvider {
+	switch {
+	case name == gpuportal.TestPayProvider && s.cfg.TestPayments:
 		return testProvider{secret: s.cfg.PaymentSecret}, nil
+	case name == gpuportal.StripePayProvider && s.stripe != nil:
+		return s.stripe, nil
 	}
 	return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "No payment provider %q here.", name)
 }
 
 // topUpsEnabled reports whether customers can top up through a provider
 // here; otherwise only an administrator's audited credit adds money.
-func (s *Server) topUpsEnabled() bool { return s.cfg.TestPayments }
+func (s *Server) topUpsEnabled() bool { return s.cfg.TestPayments || s.stripe != nil }
+
+// defaultProvider is the provider the pages top up through: Stripe where
+// it is set up, else the test provider.
+func (s *Server) defaultProvider() string {
+	if s.stripe != nil {
+		return gpuportal.StripePayProvider
+	}
+	return gpuportal.TestPayProvider
+}
 
 // withCheckout fills the pay_url of pending top-ups.
 func (s *Server) withCheckout(t *gpuportal.TopUp) {
 	if t.Status != gpuportal.TopUpPending {
+		t.PayURL = ""
 		return
 	}
-	if p, err := s.provider(t.Provider); err == nil {
-		t.PayURL = p.CheckoutURL(*t)
+	if t.PayURL == "" && t.Provider == gpuportal.TestPayProvider && s.cfg.TestPayments {
+		t.PayURL = testCheckoutURL(*t)
 	}
 }

@@ -51,6 +51,8 @@ type Config struct {
 	// checkout page credits a top-up at the press of a button: for the
 	// demo and tests only (--demo, --test-payments), never production.
 	TestPayments bool
+	// Stripe, when set, takes top-ups through Stripe Checkout.
+	Stripe *StripeConfig
 	// PaymentSecret is the key the test provider signs its webhooks with
 	// (PORTAL_PAYMENT_SECRET); with TestPayments and no secret, one is made
 	// up at start.
@@ -82,6 +84,7 @@ type Server struct {
 	http       *http.Server
 	ratesCache ratesCache
 	whatIfs    whatIfRuns
+	stripe     *stripeProvider // nil: no Stripe
 }
 
 // New builds the server and its routes.
@@ -116,6 +119,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sessions: sessions,
 		limiter:  newLimiter(cfg.WallClock),
 		registry: prometheus.NewRegistry(),
+	}
+	if cfg.Stripe != nil {
+		s.stripe = newStripeProvider(*cfg.Stripe)
 	}
 	s.metrics = newHTTPMetrics(s.registry)
 	if cfg.Scheduler != nil {

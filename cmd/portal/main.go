@@ -154,6 +154,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	demo := fs.Bool("demo", false, "seed demo accounts and a demo fleet of simulated nodes, and print the logins")
 	demoAgents := fs.String("demo-agent", defaultAgentBinary(), "with --demo: the agent binary that runs the simulated nodes (empty: seed the fleet without agents)")
 	migrate := fs.Bool("migrate", false, "apply pending migrations before serving (a new, empty database is always migrated)")
+	stripeMethods := fs.String("stripe-payment-methods", envOr(getenv, "PORTAL_STRIPE_PAYMENT_METHODS", "card,alipay,wechat_pay"), "with Stripe: the payment methods Checkout offers, comma-separated (env PORTAL_STRIPE_PAYMENT_METHODS)")
+	stripeAPI := fs.String("stripe-api-url", getenv("PORTAL_STRIPE_API_URL"), "with Stripe: the API's address (default Stripe's own; env PORTAL_STRIPE_API_URL)")
 	testPayments := fs.Bool("test-payments", envOr(getenv, "PORTAL_TEST_PAYMENTS", "") == "1", "turn on the built-in test payment provider, whose checkout page credits any top-up at the press of a button — for demos and tests only, never with real customers (env PORTAL_TEST_PAYMENTS=1; --demo turns it on)")
 	testClock := fs.Bool("test-clock", false, "use a manual business clock that admins can move (POST /api/v1/admin/clock)")
 	nowFlag := fs.String("now", "", "with --test-clock: start the clock at this RFC 3339 time (default: the real time)")
@@ -184,6 +186,8 @@ environment:
   PORTAL_SMTP_URL         smtp://user:pass@host:port?from=addr&tls=none|starttls|tls — enables email
   PORTAL_SMS_URL          HTTP endpoint receiving {"to","text"} JSON — enables SMS
   PORTAL_SMS_SECRET       signs SMS requests: X-Signature: sha256=<hex HMAC-SHA256 of the body>
+  PORTAL_STRIPE_SECRET_KEY     with PORTAL_STRIPE_WEBHOOK_SECRET: top-ups through Stripe Checkout (cards, Alipay,
+  PORTAL_STRIPE_WEBHOOK_SECRET WeChat Pay, in CNY); the webhook is POST /api/v1/payments/stripe/webhook
   PORTAL_TEST_PAYMENTS    1: the same as --test-payments
   PORTAL_PAYMENT_SECRET   with --test-payments: the key the test provider signs its webhooks with
                           (X-Signature: sha256=<hex HMAC-SHA256 of the body>), at least 32 bytes;
@@ -211,6 +215,22 @@ environment:
 	paymentSecret := getenv("PORTAL_PAYMENT_SECRET")
 	if paymentSecret != "" && len(paymentSecret) < minSecretBytes {
 		return fmt.Errorf("PORTAL_PAYMENT_SECRET is %d bytes; it must be at least %d", len(paymentSecret), minSecretBytes)
+	}
+	var stripeCfg *web.StripeConfig
+	if key, hook := getenv("PORTAL_STRIPE_SECRET_KEY"), getenv("PORTAL_STRIPE_WEBHOOK_SECRET"); key != "" || hook != "" {
+		if key == "" || hook == "" {
+			return errors.New("PORTAL_STRIPE_SECRET_KEY and PORTAL_STRIPE_WEBHOOK_SECRET go together")
+		}
+		stripeCfg = &web.StripeConfig{SecretKey: key, WebhookSecret: hook, APIURL: *stripeAPI}
+		for m := range strings.SplitSeq(*stripeMethods, ",") {
+			switch m = strings.TrimSpace(m); m {
+			case "card", "alipay", "wechat_pay":
+				stripeCfg.PaymentMethods = append(stripeCfg.PaymentMethods, m)
+			case "":
+			default:
+				return fmt.Errorf("--stripe-payment-methods: unknown method %q (card, alipay, wechat_pay)", m)
+			}
+		}
 	}
 	if *demo {
 		*testPayments = true
@@ -284,7 +304,7 @@ environment:
 	sched.LivenessGrace = *livenessGrace
 	srv, err := web.New(ctx, web.Config{
 		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"), Scheduler: sched,
-		TrustedProxies: proxies, MetricsAllow: metricsNets, PublicURL: *publicURL, TestPayments: *testPayments, PaymentSecret: paymentSecret,
+		TrustedProxies: proxies, MetricsAllow: metricsNets, PublicURL: *publicURL, TestPayments: *testPayments, PaymentSecret: paymentSecret, Stripe: stripeCfg,
 	})
 	if err != nil {
 		l.Close()
@@ -306,7 +326,9 @@ environment:
 	go func() { sched.Run(schedCtx); close(schedDone) }()
 	dispatchDone := make(chan struct{})
 	go func() { dispatcher.Run(schedCtx); close(dispatchDone) }()
-	defer func() { stopSched(); <-schedDone; <-dispatchDone }()
+	reconcileDone := make(chan struct{})
+	go func() { reconcilePayments(schedCtx, srv, log); close(reconcileDone) }()
+	defer func() { stopSched(); <-schedDone; <-dispatchDone; <-reconcileDone }()
 	if *demo && *demoAgents != "" {
 		stopAgents, err := startDemoAgents(ctx, db, url, *demoAgents, dbf.demoAgentsDir(), log)
 		if err != nil {
@@ -327,6 +349,25 @@ environment:
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return <-errc
+}
+
+// reconcilePayments asks the payment providers every minute about
+// top-ups whose webhook may have been lost (see web.ReconcilePayments).
+func reconcilePayments(ctx context.Context, srv *web.Server, log *slog.Logger) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := srv.ReconcilePayments(ctx); err != nil && ctx.Err() == nil {
+			log.Error("payment reconciliation", "err", err)
+		} else if n > 0 {
+			log.Info("payment reconciliation credited top-ups", "count", n)
+		}
+	}
 }
 
 // prepareSchema migrates a new database, and an old one only when told to;

@@ -1,0 +1,319 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"gpuportal"
+	"gpuportal/store/storetest"
+)
+
+// withStripe turns Stripe on for the test portal, against a fake.
+func (e *testEnv) withStripe() *fakeStripe {
+	f := newFakeStripe(e.t)
+	f.webhook = e.srv.URL + "/api/v1/payments/stripe/webhook"
+	e.with(func(c *Config) {
+		c.Stripe = f.config()
+		c.PublicURL = e.srv.URL
+	})
+	return f
+}
+
+func (e *testEnv) balanceOf(tok string) gpuportal.Balance {
+	e.t.Helper()
+	var b gpuportal.Balance
+	_, body := e.apiCall("GET", "/api/v1/balance", tok, "")
+	decodeInto(e.t, body, &b)
+	return b
+}
+
+// stripeTopUp creates a Stripe top-up through the API and returns it.
+func (e *testEnv) stripeTopUp(tok string, amount gpuportal.Fen) gpuportal.TopUp {
+	e.t.Helper()
+	st, body := e.apiCall("POST", "/api/v1/topups", tok, fmt.Sprintf(`{"amount_fen":%d,"provider":"stripe"}`, amount))
+	if st != http.StatusCreated {
+		e.t.Fatalf("stripe top-up = %d %s", st, body)
+	}
+	var t gpuportal.TopUp
+	decodeInto(e.t, body, &t)
+	return t
+}
+
+// (issue 30) A top-up through Stripe: a Checkout Session in CNY for the
+// amount, with the top-up in its metadata; the signed webhook credits once
+// — replayed, concurrent, out of order; a forged or stale signature, a
+// wrong amount or an event about something else credits nothing.
+func TestStripeCheckoutAndWebhook(t *testing.T) {
+	e := newTestEnv(t)
+	f := e.withStripe()
+	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	tok := e.tokenFor(u)
+	top := e.stripeTopUp(tok, 25000)
+	if !strings.HasPrefix(top.PayURL, f.srv.URL+"/pay/cs_test_") || top.Status != gpuportal.TopUpPending {
+		t.Fatalf("top-up = %+v", top)
+	}
+	form := f.created[0]
+	for k, want := range map[string]string{"line_items[0][price_data][unit_amount]": "25000", "line_items[0][price_data][currency]": "cny",
+		"metadata[topup_id]": fmt.Sprint(top.ID), "client_reference_id": fmt.Sprint(top.ID), "mode": "payment",
+		"payment_method_types[0]": "card", "payment_method_types[1]": "alipay", "payment_method_types[2]": "wechat_pay",
+		"payment_method_options[wechat_pay][client]": "web"} {
+		if got := form.Get(k); got != want {
+			t.Errorf("checkout %s = %q, want %q", k, got, want)
+		}
+	}
+	if !strings.HasPrefix(form.Get("success_url"), e.srv.URL+"/ledger") {
+		t.Errorf("the payer comes back to %q", form.Get("success_url"))
+	}
+	sessionID := strings.TrimPrefix(top.PayURL, f.srv.URL+"/pay/")
+	paid := f.markPaid(sessionID)
+
+	// Forged, stale, or for another body: 401, nothing credited.
+	for name, sig := range map[string]string{
+		"none":    "",
+		"forged":  webhookSigWith("whsec_someone_else", paid),
+		"stale":   f.sign(paid, time.Now().Add(-time.Hour)),
+		"another": f.sign(append([]byte(nil), append(paid, ' ')...), time.Now()),
+	} {
+		if st, body := f.deliver(f.webhook, paid, sig); st != http.StatusUnauthorized {
+			t.Errorf("%s signature = %d %s", name, st, body)
+		}
+	}
+	if b := e.balanceOf(tok); b.Balance != 0 {
+		t.Fatalf("a forged webhook credited: %+v", b)
+	}
+	// The real one, ten times at once and again later: credited once.
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if st, body := f.deliver(f.webhook, paid, f.sign(paid, time.Now())); st != http.StatusOK {
+				t.Errorf("webhook = %d %s", st, body)
+			}
+		}()
+	}
+	wg.Wait()
+	f.deliver(f.webhook, paid, f.sign(paid, time.Now()))
+	if b := e.balanceOf(tok); b.Balance != 25000 {
+		t.Fatalf("balance after the webhooks = %s, want ¥250.00 once", b.Balance)
+	}
+
+	// Out of order: an async method's success before its completion event
+	// (which says unpaid): credited once, by the success.
+	second := e.stripeTopUp(tok, 10000)
+	sid := strings.TrimPrefix(second.PayURL, f.srv.URL+"/pay/")
+	f.mu.Lock()
+	s := f.sessions[sid]
+	unpaid := f.event("checkout.session.completed", s) // payment_status unpaid
+	f.mu.Unlock()
+	succeeded := f.markPaid(sid)
+	succeeded = []byte(strings.Replace(string(succeeded), `"checkout.session.completed"`, `"checkout.session.async_payment_succeeded"`, 1))
+	for _, ev := range [][]byte{succeeded, unpaid, succeeded} {
+		if st, body := f.deliver(f.webhook, ev, f.sign(ev, time.Now())); st != http.StatusOK {
+			t.Fatalf("webhook = %d %s", st, body)
+		}
+	}
+	if b := e.balanceOf(tok); b.Balance != 35000 {
+		t.Fatalf("balance after the async payment = %s", b.Balance)
+	}
+
+	// A wrong amount: 409, nothing credited, and audited.
+	third := e.stripeTopUp(tok, 5000)
+	tid := strings.TrimPrefix(third.PayURL, f.srv.URL+"/pay/")
+	f.mu.Lock()
+	f.sessions[tid].AmountTotal = 500
+	f.mu.Unlock()
+	wrong := f.markPaid(tid)
+	if st, body := f.deliver(f.webhook, wrong, f.sign(wrong, time.Now())); st != http.StatusConflict {
+		t.Fatalf("a wrong amount = %d %s", st, body)
+	}
+	if b := e.balanceOf(tok); b.Balance != 35000 {
+		t.Fatalf("a wrong amount credited: %s", b.Balance)
+	}
+	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
+	if _, body := e.apiCall("GET", "/api/v1/admin/audit", admin, ""); !strings.Contains(body, "payment.amount_mismatch") {
+		t.Fatalf("the mismatch is not audited: %s", body)
+	}
+	// Events about other things are answered and ignored.
+	other := []byte(`{"id":"evt_x","object":"event","api_version":"2026-02-25.clover","type":"customer.created","data":{"object":{"id":"cus_1","object":"customer"}}}`)
+	if st, body := f.deliver(f.webhook, other, f.sign(other, time.Now())); st != http.StatusOK || !strings.Contains(body, "false") {
+		t.Fatalf("another event = %d %s", st, body)
+	}
+	// The admins' payments page lists them with Stripe's reference.
+	if _, body := e.apiCall("GET", "/api/v1/admin/topups?status=paid", admin, ""); !strings.Contains(body, sessionID) {
+		t.Fatalf("admin top-ups: %s", body)
+	}
+	if st, _ := e.apiCall("GET", "/api/v1/admin/topups?status=bogus", admin, ""); st != 400 {
+		t.Fatalf("unknown status = %d", st)
+	}
+}
+
+func webhookSigWith(secret string, payload []byte) string {
+	f := &fakeStripe{secret: secret}
+	return f.sign(payload, time.Now())
+}
+
+// (issue 30) A lost webhook is healed: reconciliation asks Stripe about
+// pending top-ups a few minutes old, credits the paid one (once) and lapses
+// the one whose session expired; Stripe unreachable at a top-up is a clear
+// 503 that charges nothing.
+func TestStripeReconciliation(t *testing.T) {
+	e := newTestEnv(t)
+	f := e.withStripe()
+	f.webhook = "" // every webhook is lost
+	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	tok := e.tokenFor(u)
+	paid := e.stripeTopUp(tok, 12000)
+	expired := e.stripeTopUp(tok, 3000)
+	f.markPaid(strings.TrimPrefix(paid.PayURL, f.srv.URL+"/pay/"))
+	f.mu.Lock()
+	f.sessions[strings.TrimPrefix(expired.PayURL, f.srv.URL+"/pay/")].Status = "expired"
+	f.mu.Unlock()
+	ctx := context.Background()
+	if n, err := e.web.ReconcilePayments(ctx); err != nil || n != 0 {
+		t.Fatalf("reconciled fresh top-ups: %d %v", n, err)
+	}
+	e.clock.Set(e.clock.Now().Add(6 * time.Minute))
+	if n, err := e.web.ReconcilePayments(ctx); err != nil || n != 1 {
+		t.Fatalf("reconcile = %d %v, want 1", n, err)
+	}
+	if n, _ := e.web.ReconcilePayments(ctx); n != 0 {
+		t.Fatalf("a second reconciliation credited %d more", n)
+	}
+	if b := e.balanceOf(tok); b.Balance != 12000 {
+		t.Fatalf("balance after reconciliation = %s", b.Balance)
+	}
+	got, _ := e.db.TopUp(ctx, u, expired.ID)
+	if got.Status != gpuportal.TopUpExpired {
+		t.Fatalf("the expired session's top-up is %s", got.Status)
+	}
+	f.srv.Close() // Stripe unreachable
+	if st, body := e.apiCall("POST", "/api/v1/topups", tok, `{"amount_fen":1000,"provider":"stripe"}`); st != http.StatusServiceUnavailable || !strings.Contains(body, "nothing was charged") {
+		t.Fatalf("a top-up with Stripe down = %d %s", st, body)
+	}
+}
+
+// (issue 30) Unused balance back on request: an admin approves, the refund
+// goes back through Stripe to the payments it came from (newest first,
+// split across two), the ledger is debited once; never more than what is
+// unused; a refund Stripe refuses puts the money back.
+func TestStripeRefunds(t *testing.T) {
+	e := newTestEnv(t)
+	f := e.withStripe()
+	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	tok := e.tokenFor(u)
+	var sessions []string
+	for _, amount := range []gpuportal.Fen{3000, 4000} {
+		top := e.stripeTopUp(tok, amount)
+		sessions = append(sessions, strings.TrimPrefix(top.PayURL, f.srv.URL+"/pay/"))
+	}
+	// The webhooks go through the fake's checkout page, as a payer's would.
+	for _, s := range sessions {
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Post(f.srv.URL+"/pay/"+s, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if b := e.balanceOf(tok); b.Balance != 7000 {
+		t.Fatalf("balance = %s", b.Balance)
+	}
+	if st, body := e.apiCall("POST", "/api/v1/refund-requests", tok, `{"amount_fen":8000}`); st != 400 || !strings.Contains(body, "amount_fen") {
+		t.Fatalf("more than unused = %d %s", st, body)
+	}
+	st, body := e.apiCall("POST", "/api/v1/refund-requests", tok, `{"amount_fen":6000,"note":"project over"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("refund request = %d %s", st, body)
+	}
+	var req gpuportal.RefundRequest
+	decodeInto(t, body, &req)
+	if st, _ := e.apiCall("POST", fmt.Sprintf("/api/v1/admin/refund-requests/%d/approve", req.ID), tok, ""); st != http.StatusForbidden {
+		t.Fatalf("a customer approves = %d", st)
+	}
+	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
+	st, body = e.apiCall("POST", fmt.Sprintf("/api/v1/admin/refund-requests/%d/approve", req.ID), admin, "")
+	decodeInto(t, body, &req)
+	if st != 200 || req.Status != gpuportal.RefundRefunded {
+		t.Fatalf("approve = %d %s", st, body)
+	}
+	if len(f.refunds) != 2 || f.refunds[0].Amount != 4000 || f.refunds[1].Amount != 2000 ||
+		f.refunds[0].PaymentIntent != "pi_"+strings.TrimPrefix(sessions[1], "cs_") || f.refunds[1].PaymentIntent != "pi_"+strings.TrimPrefix(sessions[0], "cs_") {
+		t.Fatalf("refunds at Stripe: %+v", f.refunds)
+	}
+	if st, _ := e.apiCall("POST", fmt.Sprintf("/api/v1/admin/refund-requests/%d/approve", req.ID), admin, ""); st != http.StatusConflict {
+		t.Fatalf("approved twice = %d", st)
+	}
+	if b := e.balanceOf(tok); b.Balance != 1000 {
+		t.Fatalf("balance after the refund = %s, want ¥10.00", b.Balance)
+	}
+	checkLedgerSum(t, e, u)
+
+	// Stripe refuses the next one: the money is back in the balance.
+	f.refuse = true
+	_, body = e.apiCall("POST", "/api/v1/refund-requests", tok, `{"amount_fen":1000}`)
+	decodeInto(t, body, &req)
+	_, body = e.apiCall("POST", fmt.Sprintf("/api/v1/admin/refund-requests/%d/approve", req.ID), admin, "")
+	decodeInto(t, body, &req)
+	if req.Status != gpuportal.RefundFailed || !strings.Contains(req.Error, "disputed") {
+		t.Fatalf("a refused refund = %+v", req)
+	}
+	if b := e.balanceOf(tok); b.Balance != 1000 {
+		t.Fatalf("balance after a refused refund = %s, want ¥10.00 back", b.Balance)
+	}
+	checkLedgerSum(t, e, u)
+}
+
+func checkLedgerSum(t *testing.T, e *testEnv, u *gpuportal.User) {
+	t.Helper()
+	sum, err := e.db.LedgerSum(context.Background(), u.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := e.balanceOf(e.tokenFor(u)); b.Balance != sum {
+		t.Fatalf("balance %s, ledger %s", b.Balance, sum)
+	}
+}
+
+// (issue 30) In a browser: top up with Stripe, pay on (the fake's)
+// checkout page, come back to the ledger with the money there.
+func TestBrowserStripeTopUp(t *testing.T) {
+	ctx := chromium(t)
+	e := newTestEnv(t)
+	e.withStripe()
+	storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/login"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "alice@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
+		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
+		chromedp.Navigate(e.srv.URL+"/ledger"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="topup-form"]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid="topup-amount"]`), "88"),
+		chromedp.Click(chromedp.CSS(`[data-testid="topup-submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="stripe-pay"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="stripe-pay"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="balance-card"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, `[data-testid="available"]`); got != "¥88.00" {
+		t.Fatalf("available after paying with Stripe %q", got)
+	}
+}
+
+// decodeInto decodes a JSON answer into v.
+func decodeInto(t testing.TB, body string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("decode %q: %v", body, err)
+	}
+}
