@@ -71,30 +71,30 @@ const (
 
 // Top-up limits: ¥1 to ¥1,000,000 at a time; a pending one expires.
 const (
-	MinTopUp        Fen = 100
-	MaxTopUp        Fen = 100_000_000
-	TopUpValidFor       = 30 * time.Minute
-	TestPayProvider     = "test"
-	StripePayProvider   = "stripe"
-	MaxCredit       Fen = 1_000_000_000 // an admin's credit: ¥10,000,000 at most at a time
+	MinTopUp          Fen = 100
+	MaxTopUp          Fen = 100_000_000
+	TopUpValidFor         = 30 * time.Minute
+	TestPayProvider       = "test"
+	StripePayProvider     = "stripe"
+	MaxCredit         Fen = 1_000_000_000 // an admin's credit: ¥10,000,000 at most at a time
 )
 
 // TopUp is money on its way in through a payment provider.
 type TopUp struct {
-	ID        int64      `json:"id"`
-	UserID    int64      `json:"user_id"`
-	Amount    Fen        `json:"amount_fen"`
-	Provider  string     `json:"provider"`
-	Status    string     `json:"status"`
-	PaymentID string     `json:"payment_id,omitempty"`
-	PayURL    string     `json:"pay_url,omitempty"`
+	ID        int64  `json:"id"`
+	UserID    int64  `json:"user_id"`
+	Amount    Fen    `json:"amount_fen"`
+	Provider  string `json:"provider"`
+	Status    string `json:"status"`
+	PaymentID string `json:"payment_id,omitempty"`
+	PayURL    string `json:"pay_url,omitempty"`
 	// ProviderRef is the provider's own name for the checkout (a Stripe
 	// Checkout Session id); Refunded what of it was paid back.
-	ProviderRef string `json:"provider_ref,omitempty"`
-	Refunded    Fen    `json:"refunded_fen,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt time.Time  `json:"expires_at"`
-	PaidAt    *time.Time `json:"paid_at,omitempty"`
+	ProviderRef string     `json:"provider_ref,omitempty"`
+	Refunded    Fen        `json:"refunded_fen,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	ExpiresAt   time.Time  `json:"expires_at"`
+	PaidAt      *time.Time `json:"paid_at,omitempty"`
 }
 
 // TopUpRequest asks to top up.

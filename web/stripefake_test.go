@@ -30,7 +30,7 @@ type fakeStripe struct {
 	sessions map[string]*fakeSession
 	refunds  []fakeRefund
 	created  []url.Values // the form of each session created
-	refuse   bool                  // refunds fail
+	refuse   bool         // refunds fail
 	n        int
 }
 
