@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -315,5 +316,43 @@ func decodeInto(t testing.TB, body string, v any) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(body), v); err != nil {
 		t.Fatalf("decode %q: %v", body, err)
+	}
+}
+
+// (issue 30) The pages: the customer asks on the ledger page, the admin
+// sees the request beside the top-ups on /admin/payments and approves it.
+func TestRefundPages(t *testing.T) {
+	e := newTestEnv(t)
+	f := e.withStripe()
+	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	top := e.stripeTopUp(e.tokenFor(u), 5000)
+	paid := f.markPaid(strings.TrimPrefix(top.PayURL, f.srv.URL+"/pay/"))
+	f.deliver(f.webhook, paid, f.sign(paid, time.Now()))
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	if p := b.get("/ledger"); !strings.Contains(p.body, `data-testid="refund-form"`) {
+		t.Fatal("no refund form on the ledger page")
+	}
+	if p := b.post("/refund-requests", url.Values{"amount": {"20"}, "note": {"done"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("refund form = %d %s", p.status, p.body)
+	}
+	if p := b.get("/ledger"); !strings.Contains(p.body, "waiting for approval") {
+		t.Fatal("the ledger does not show the request")
+	}
+	admin := e.browser()
+	admin.login("admin@example.com", storetest.Password)
+	p := admin.get("/admin/payments")
+	if !strings.Contains(p.body, `data-testid="approve-refund"`) || !strings.Contains(p.body, top.ProviderRef) {
+		t.Fatalf("payments page:\n%s", p.body)
+	}
+	if p := admin.post("/admin/refund-requests/1/approve", nil); p.status != http.StatusSeeOther {
+		t.Fatalf("approve form = %d", p.status)
+	}
+	if b := e.balanceOf(e.tokenFor(u)); b.Balance != 3000 || len(f.refunds) != 1 || f.refunds[0].Amount != 2000 {
+		t.Fatalf("after approving: balance %s, refunds %+v", b.Balance, f.refunds)
+	}
+	if p := b.get("/ledger"); !strings.Contains(p.body, "Refund of unused balance to top-up #1") {
+		t.Fatal("the ledger does not name the payout")
 	}
 }
