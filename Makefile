@@ -14,7 +14,7 @@ run: build
 ## test: the whole suite, with the race detector (and on PostgreSQL too with PORTAL_TEST_POSTGRES)
 test:
 	@test -n "$$PORTAL_TEST_POSTGRES" || echo "make test: the PostgreSQL runs are skipped: PORTAL_TEST_POSTGRES is not set (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)"
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
 
 ## check: formatting, vet, staticcheck, generated templates up to date, no binaries committed
 check: generate
