@@ -20,13 +20,16 @@ type bookingJSON struct {
 }
 
 // parseBookingJSON decodes and checks the shape of a booking request body.
-// The rules (duration, lead time, capacity) are the store's to check.
-func parseBookingJSON(body []byte) (gpuportal.BookingRequest, error) {
+// The rules (duration, lead time, capacity) are the store's to check. A
+// time without an offset is read in the site time zone, as on every other
+// route (the waitlist, the quote, the forms) — it was read as UTC here
+// alone.
+func parseBookingJSON(body []byte, loc *time.Location) (gpuportal.BookingRequest, error) {
 	var in bookingJSON
 	if err := decodeStrict(bytes.NewReader(body), &in); err != nil {
 		return gpuportal.BookingRequest{}, err
 	}
-	return bookingFields(in.Model, in.Region, in.Count, in.Start, in.End, time.UTC)
+	return bookingFields(in.Model, in.Region, in.Count, in.Start, in.End, loc)
 }
 
 // parseBookingValues reads a booking request from form or query values.

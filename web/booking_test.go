@@ -9,7 +9,7 @@ import (
 
 func TestParseBookingJSON(t *testing.T) {
 	good := `{"model":"a100-80g","region":"cd-1","count":2,"start":"2026-12-01T10:00:00+08:00","end":"2026-12-01T14:00:00+08:00"}`
-	req, err := parseBookingJSON([]byte(good))
+	req, err := parseBookingJSON([]byte(good), time.UTC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestParseBookingJSON(t *testing.T) {
 		{`[1,2]`, ""},
 		{``, ""},
 	} {
-		_, err := parseBookingJSON([]byte(tt.body))
+		_, err := parseBookingJSON([]byte(tt.body), time.UTC)
 		if gpuportal.ErrorCode(err) != gpuportal.EINVALID || gpuportal.ErrorField(err) != tt.field {
 			t.Errorf("parse %s: %v (field %q); want invalid_input on %q", tt.body, err, gpuportal.ErrorField(err), tt.field)
 		}
@@ -46,7 +46,7 @@ func FuzzParseBookingJSON(f *testing.F) {
 	f.Add([]byte(`{"count":1e309}`))
 	f.Add([]byte(`{"start":"\u0000"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := parseBookingJSON(body)
+		req, err := parseBookingJSON(body, time.UTC)
 		if err != nil {
 			if code := gpuportal.ErrorCode(err); code != gpuportal.EINVALID {
 				t.Fatalf("error code %q for %q: %v", code, body, err)

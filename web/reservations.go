@@ -52,7 +52,7 @@ func (s *Server) apiBook(c echo.Context) error {
 	if err != nil {
 		return jsonError(err)
 	}
-	req, err := parseBookingJSON(body)
+	req, err := parseBookingJSON(body, s.cfg.Location)
 	if err != nil {
 		return err
 	}

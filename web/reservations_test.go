@@ -590,3 +590,29 @@ func TestIdempotencyKeepsServerErrors(t *testing.T) {
 		}
 	}
 }
+
+// (issue 27, first bullet) A time without an offset means the same on
+// every route: the site's zone. POST /reservations read it as UTC, the
+// waitlist in the site zone — 10:00Z and 02:00Z for the same body.
+func TestZonelessTimesAreSiteTimeEverywhere(t *testing.T) {
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	_, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
+	body := `{"model":"a100-80g","region":"cd-1","count":8,"start":"2026-12-02T10:00","end":"2026-12-02T14:00"}`
+	st, raw := e.apiCall("POST", "/api/v1/reservations", tok, body)
+	if st != 201 {
+		t.Fatalf("book = %d %s", st, raw)
+	}
+	var r gpuportal.Reservation
+	decodeInto(t, raw, &r)
+	if want := time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC); !r.Start.Equal(want) {
+		t.Fatalf("booked from %s, want %s (10:00 in Shanghai)", r.Start, want)
+	}
+	// The same body on the waitlist names the same, now full, hours.
+	if st, raw := e.apiCall("POST", "/api/v1/waitlist", tok, `{"model":"a100-80g","region":"cd-1","count":1,"start":"2026-12-02T10:00","end":"2026-12-02T14:00","auto_book":false}`); st != 201 {
+		t.Fatalf("waitlist = %d %s", st, raw)
+	}
+	if st, raw := e.apiCall("POST", "/api/v1/reservations", tok, `{"model":"a100-80g","region":"cd-1","count":1,"start":"2026-12-02T10:00","end":"2026-12-02T14:00"}`); st != http.StatusConflict {
+		t.Fatalf("a second booking of the full hours = %d %s", st, raw)
+	}
+}
