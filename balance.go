@@ -62,6 +62,12 @@ const (
 	LedgerPayout = "payout"
 )
 
+// RevenueKinds are the ledger kinds that are the platform's revenue:
+// charges, less refunds and the cancellation fees that stay — never money
+// coming in (top-ups, credits) or paid back (payouts), which only move a
+// customer's balance.
+var RevenueKinds = []string{LedgerReservation, LedgerRefund, LedgerCancellationFee, LedgerInstance}
+
 // Top-up statuses.
 const (
 	TopUpPending = "pending"

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"gpuportal"
@@ -83,8 +84,12 @@ func (db *DB) Overview(ctx context.Context) (*Overview, error) {
 			o.Next14[s.Model+"/"+s.Region] = append(o.Next14[s.Model+"/"+s.Region], DayUse{Day: from, Reserved: used, Capacity: capacity * int(to.Sub(from)/time.Hour)})
 		}
 	}
+	// Revenue is what customers were charged less what went back to them
+	// (gpuportal.RevenueKinds): a top-up or a credit is their money, not
+	// the platform's.
+	kinds := "'" + strings.Join(gpuportal.RevenueKinds, "', '") + "'"
 	rev, err := db.read.QueryContext(ctx, `SELECT CASE WHEN l.instance_id IS NOT NULL THEN i.kind ELSE 'reservations' END, sum(l.amount_fen)
-		FROM ledger_entries l LEFT JOIN instances i ON i.id = l.instance_id WHERE l.at >= ? GROUP BY 1`, unix(now.Add(-30*24*time.Hour)))
+		FROM ledger_entries l LEFT JOIN instances i ON i.id = l.instance_id WHERE l.at >= ? AND l.kind IN (`+kinds+`) GROUP BY 1`, unix(now.Add(-30*24*time.Hour)))
 	if err != nil {
 		return nil, fmt.Errorf("revenue: %w", err)
 	}

@@ -407,3 +407,35 @@ func TestRestartWaitsUntilTheOldAttemptIsGone(t *testing.T) {
 		t.Fatalf("after the fence timeout: node %q, checkpoint %q (was %q)", got.Node, got.CheckpointKey, second.CheckpointKey)
 	}
 }
+
+// (issue 28, "Revenue that adds up") The admin's revenue is charges less
+// refunds, by product — never top-ups or credits, which are the
+// customers' own money (the overview said −¥441,684.96 with them in).
+func TestRevenueIsChargesLessRefunds(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreatePoorUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	if _, err := db.Credit(ctx, nil, u.ID, gpuportal.CreditRequest{Amount: 1_000_000, Note: "bank transfer"}); err != nil {
+		t.Fatal(err)
+	}
+	start := clock.Now().Truncate(time.Hour).Add(48 * time.Hour)
+	kept, err := db.Book(ctx, u, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 2, Start: start, End: start.Add(4 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, err := db.Book(ctx, u, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 1, Start: start, End: start.Add(4 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Cancel(ctx, u, cancelled.ID); err != nil { // free: 48 h ahead
+		t.Fatal(err)
+	}
+	o, err := db.Overview(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.Revenue["reservations"]; got != kept.Price || len(o.Revenue) != 1 {
+		t.Fatalf("revenue = %v, want only reservations %s", o.Revenue, kept.Price)
+	}
+}
