@@ -938,4 +938,12 @@ var zhCN = map[string]string{
 	"waiting for payment":     "等待支付",
 	"paid":                    "已支付",
 	"lapsed":                  "已失效",
+	"in the portal, and by email and SMS once you have set them up": "在平台内，以及设置好之后通过邮件和短信",
+	"in the portal":    "在平台内",
+	"by email and SMS": "通过邮件和短信",
+	"by email":         "通过邮件",
+	"by SMS":           "通过短信",
+	"in the portal only (email and SMS do not reach you yet: see your settings)":                                "仅在平台内（邮件和短信尚不能送达您：请查看设置）",
+	"You are number %d on the waitlist for this window. We will tell you %s when it frees.":                     "您在该时段的候补队列中排第 %d 位。有空闲时我们将%s通知您。",
+	"This window is full. Pick other hours or fewer GPUs, or join the waitlist: you are told %s when it frees.": "该时段已满。请选择其他时段或更少的 GPU，或加入候补：有空闲时将%s通知您。",
 }

@@ -129,6 +129,7 @@ func (s *Server) quotePanel(c echo.Context, get func(string) string, model, regi
 	q.ErrorCap = gpuportal.ErrorCode(err) == gpuportal.ECAPACITY
 	if q.ErrorCap {
 		q.JoinStart, q.JoinEnd = req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339)
+		q.ReachBy = s.reachBy(c)
 	}
 	return q
 }
@@ -209,6 +210,7 @@ func (s *Server) handleBookForm(c echo.Context) error {
 	}
 	if q.ErrorCap {
 		q.JoinStart, q.JoinEnd = req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339)
+		q.ReachBy = s.reachBy(c)
 	}
 	if !req.Start.IsZero() && !req.End.IsZero() {
 		q.Start = req.Start.In(s.cfg.Location).Format("2006-01-02T15:04")

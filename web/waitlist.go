@@ -77,7 +77,7 @@ func (s *Server) handleJoinForm(c echo.Context) error {
 	if err == nil {
 		var w *gpuportal.WaitlistEntry
 		if w, err = s.db.JoinWaitlist(c.Request().Context(), currentUser(c), req, c.FormValue("auto_book") == "true"); err == nil {
-			s.addFlash(c, "success", i18n.T(reqOf(c).lang, "You are number %d on the waitlist for this window. We will tell you by email and SMS when it frees.", w.Position))
+			s.addFlash(c, "success", i18n.T(reqOf(c).lang, "You are number %d on the waitlist for this window. We will tell you %s when it frees.", w.Position, s.reachBy(c)))
 			return redirect(c, "/waitlist")
 		}
 	}

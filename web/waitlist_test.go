@@ -87,6 +87,16 @@ func TestWaitlistPages(t *testing.T) {
 	if w := b.get("/waitlist"); !strings.Contains(w.body, "number 1 on the waitlist") || !strings.Contains(w.body, "books automatically") {
 		t.Fatalf("waitlist page:\n%s", w.body)
 	}
+	// (issue 28, honest alerts) No email or SMS is set up on this portal:
+	// the panel and the flash say in-app only, never "by email and SMS".
+	if !strings.Contains(q.body, "in the portal only") || strings.Contains(q.body, "by email and SMS") {
+		t.Fatalf("the full window's panel promises what it cannot send:\n%s", q.body)
+	}
+	e.db.Channels = map[string]bool{gpuportal.ChannelEmail: true}
+	if q := b.get("/calendar/quote?model=a100-80g&region=cd-1&count=2&start=2026-12-02T10:00&end=2026-12-02T14:00"); !strings.Contains(q.body, "you are told by email when it frees") {
+		t.Fatalf("with email set up and verified:\n%s", q.body)
+	}
+	e.db.Channels = nil
 	if p := b.post("/settings/notifications", url.Values{"email": {"on"}}); p.status != http.StatusSeeOther {
 		t.Fatalf("prefs = %d", p.status)
 	}
