@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -12,7 +13,7 @@ import (
 // routes lists every route in one place.
 func (s *Server) routes() {
 	e := s.echo
-	e.Use(s.measure, middleware.Recover(), s.logRequests, middleware.BodyLimit("2M"), s.securityHeaders)
+	e.Use(s.measure, middleware.Recover(), s.logRequests, middleware.BodyLimit("2M"), s.securityHeaders, compress())
 	e.GET("/healthz", s.handleHealth)
 	e.GET("/metrics", s.handleMetrics(), s.metricsAllowed)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticFiles())))
@@ -194,11 +195,32 @@ func (s *Server) routes() {
 	api.Any("/*", func(c echo.Context) error { return echo.ErrNotFound })
 }
 
+// staticFiles serves the embedded assets: a request naming the asset's
+// current version (static.URL) may be kept for a year; any other for an
+// hour.
 func staticFiles() http.Handler {
 	fs := http.FileServer(http.FS(static.FS))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "public, max-age=3600")
+		if v := r.URL.Query().Get("v"); v != "" && v == static.Version(strings.TrimPrefix(r.URL.Path, "/")) {
+			w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+		} else {
+			w.Header().Set("Cache-Control", "public, max-age=3600")
+		}
 		fs.ServeHTTP(w, r)
+	})
+}
+
+// compress gzips pages, JSON and assets for clients that accept it —
+// not the agents' heartbeats (many, small, and on the hot path), nor
+// /metrics (the Prometheus handler compresses its own).
+func compress() echo.MiddlewareFunc {
+	return middleware.GzipWithConfig(middleware.GzipConfig{
+		Level:     5,
+		MinLength: 1024,
+		Skipper: func(c echo.Context) bool {
+			p := c.Request().URL.Path
+			return strings.HasPrefix(p, "/api/v1/agent/") || p == "/metrics"
+		},
 	})
 }
 
