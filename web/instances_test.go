@@ -168,3 +168,29 @@ func TestInstanceAndFleetPages(t *testing.T) {
 		t.Fatalf("undrained node offers %d GPUs", n)
 	}
 }
+
+// (issue 28) Customers see no node ids (the fleet is the operator's);
+// admins do.
+func TestNodeIDsOnlyForAdmins(t *testing.T) {
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "node", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	if _, err := e.db.Launch(t.Context(), u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Tick(t.Context(), e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for who, want := range map[string]bool{"alice@example.com": false, "admin@example.com": true} {
+		b := e.browser()
+		b.login(who, storetest.Password)
+		p := b.get("/instances/list?tab=active")
+		if p.status != 200 {
+			p = b.get("/instances")
+		}
+		if got := strings.Contains(p.body, "node-1"); got != want {
+			t.Errorf("%s sees the node id: %v, want %v", who, got, want)
+		}
+	}
+}

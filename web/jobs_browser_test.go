@@ -100,4 +100,8 @@ func TestBrowserJobRunsToTheEnd(t *testing.T) {
 	if log := textOf(t, ctx, `[data-testid="attempt-log"]`); log != "frame done" {
 		t.Fatalf("attempt output %q", log)
 	}
+	// (issue 28) An attempt that did its work says so, not "stopped".
+	if got := textOf(t, ctx, `[data-testid="attempt-status"]`); got != "succeeded" {
+		t.Fatalf("a successful attempt reads %q", got)
+	}
 }

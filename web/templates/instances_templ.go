@@ -471,7 +471,7 @@ func InstanceList(list []gpuportal.Instance, now time.Time) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if i.Node != "" {
+				if i.Node != "" && ViewOf(ctx).User.IsAdmin() {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "<br><small class=\"muted\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err

@@ -2042,7 +2042,7 @@ func TaskDetail(p TaskPage) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 167, "\"")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 167, "\" data-testid=\"attempt-status\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -2061,9 +2061,9 @@ func TaskDetail(p TaskPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var120 string
-				templ_7745c5c3_Var120, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, i.Status))
+				templ_7745c5c3_Var120, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, AttemptStatus(i)))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/jobs.templ`, Line: 297, Col: 64}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/jobs.templ`, Line: 297, Col: 101}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var120))
 				if templ_7745c5c3_Err != nil {
@@ -2250,6 +2250,15 @@ func TaskDetail(p TaskPage) templ.Component {
 		}
 		return nil
 	})
+}
+
+// AttemptStatus is how a task's attempt ended in words: one that did its
+// work (exit 0) succeeded — its instance merely "stopped".
+func AttemptStatus(i gpuportal.Instance) string {
+	if i.Status == gpuportal.InstanceStopped && i.ExitCode != nil && *i.ExitCode == 0 && i.Error == "" {
+		return gpuportal.TaskSucceeded
+	}
+	return i.Status
 }
 
 var _ = templruntime.GeneratedTemplate
