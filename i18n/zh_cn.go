@@ -946,4 +946,6 @@ var zhCN = map[string]string{
 	"in the portal only (email and SMS do not reach you yet: see your settings)":                                "仅在平台内（邮件和短信尚不能送达您：请查看设置）",
 	"You are number %d on the waitlist for this window. We will tell you %s when it frees.":                     "您在该时段的候补队列中排第 %d 位。有空闲时我们将%s通知您。",
 	"This window is full. Pick other hours or fewer GPUs, or join the waitlist: you are told %s when it frees.": "该时段已满。请选择其他时段或更少的 GPU，或加入候补：有空闲时将%s通知您。",
+	"Stop instance #%d? Its workload gets SIGTERM now; what it has not saved is lost.":                          "停止实例 #%d？其工作负载将立即收到 SIGTERM；未保存的内容将丢失。",
+	"Leave the waitlist for this window? Your place in the queue is given up.":                                  "退出该时段的候补？您在队列中的位置将被放弃。",
 }

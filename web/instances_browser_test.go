@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -51,5 +52,43 @@ func TestBrowserOutputPanelStaysOpen(t *testing.T) {
 	}
 	if got := textOf(t, ctx, `[data-testid="started"]`); got != "started 2026-11-30 08:00, running for 1 h 20 min" {
 		t.Fatalf("started = %q", got)
+	}
+}
+
+// (issue 28) "Stop" asks first: answered no, the instance keeps running;
+// answered yes, it stops. (The page's confirm is answered by the test.)
+func TestBrowserStopAsksFirst(t *testing.T) {
+	ctx := chromium(t)
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	in, err := e.db.Launch(t.Context(), u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "python train.py"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, logInAs(e.srv.URL, "alice@example.com")...); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/instances"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="stop"]`)),
+		chromedp.Evaluate[chromedp.Void](`window.confirm = function (m) { window.asked = m; return false; }`),
+		chromedp.Click(chromedp.CSS(`[data-testid="stop"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `(window.asked || "").indexOf("Stop instance #`+fmt.Sprint(in.ID)+`") === 0`)
+	if got, _ := e.db.Instance(t.Context(), u, in.ID); got.Status != gpuportal.InstancePending {
+		t.Fatalf("answered no, the instance is %s", got.Status)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Evaluate[chromedp.Void](`window.confirm = function () { return true; }`),
+		chromedp.Click(chromedp.CSS(`[data-testid="stop"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="flash"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.db.Instance(t.Context(), u, in.ID); got.Status != gpuportal.InstanceStopped {
+		t.Fatalf("answered yes, the instance is %s", got.Status)
 	}
 }
