@@ -107,11 +107,7 @@ func (db *DB) RefundRequests(ctx context.Context, user *gpuportal.User, all bool
 	if err != nil {
 		return nil, fmt.Errorf("refund requests: %w", err)
 	}
-	out := make([]gpuportal.RefundRequest, len(list))
-	for k, r := range list {
-		out[k] = *r
-	}
-	return out, nil
+	return values(list), nil
 }
 
 // StartRefund approves a request: the payout leaves the balance now (in

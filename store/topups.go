@@ -68,11 +68,7 @@ func (db *DB) UnconfirmedTopUps(ctx context.Context, provider string, from, to t
 	if err != nil {
 		return nil, fmt.Errorf("unconfirmed top-ups: %w", err)
 	}
-	out := make([]gpuportal.TopUp, len(list))
-	for k, t := range list {
-		out[k] = *t
-	}
-	return out, nil
+	return values(list), nil
 }
 
 // ExpireTopUp ends a pending top-up its provider says will not be paid.
@@ -91,29 +87,26 @@ func (db *DB) AdminTopUps(ctx context.Context, actor *gpuportal.User, status str
 	if err != nil {
 		return nil, fmt.Errorf("top-ups: %w", err)
 	}
-	out := make([]gpuportal.TopUp, len(list))
-	for k, t := range list {
-		out[k] = *t
-	}
-	return out, nil
+	return values(list), nil
 }
 
 // TopUps lists the user's top-ups, newest first.
 func (db *DB) TopUps(ctx context.Context, user *gpuportal.User, limit int) ([]gpuportal.TopUp, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+topUpColumns+` FROM topups WHERE user_id = ? ORDER BY id DESC LIMIT ?`, user.ID, limit)
+	list, err := scanEach(ctx, db.read, scanTopUp, `SELECT `+topUpColumns+` FROM topups WHERE user_id = ? ORDER BY id DESC LIMIT ?`, user.ID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("top-ups: %w", err)
 	}
-	defer rows.Close()
-	out := []gpuportal.TopUp{}
-	for rows.Next() {
-		t, err := scanTopUp(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *t)
+	return values(list), nil
+}
+
+// values copies what a list of pointers points at (an empty list, not
+// nil, for JSON).
+func values[T any](list []*T) []T {
+	out := make([]T, len(list))
+	for k, v := range list {
+		out[k] = *v
 	}
-	return out, rows.Err()
+	return out
 }
 
 // ApplyPayment credits a top-up its provider says is paid — once per

@@ -60,13 +60,10 @@ func (s *Server) createTopUp(c echo.Context, req gpuportal.TopUpRequest) (*gpupo
 	if err != nil {
 		return nil, err // the pending top-up lapses by itself
 	}
-	if ref != "" || payURL != testCheckoutURL(*t) {
-		if err := s.db.SetTopUpCheckout(ctx, t.ID, ref, payURL); err != nil {
-			return nil, err
-		}
-		t.ProviderRef, t.PayURL = ref, payURL
+	if err := s.db.SetTopUpCheckout(ctx, t.ID, ref, payURL); err != nil {
+		return nil, err
 	}
-	s.withCheckout(t)
+	t.ProviderRef, t.PayURL = ref, payURL
 	return t, nil
 }
 

@@ -109,7 +109,8 @@ func (s *Server) defaultProvider() string {
 	return gpuportal.TestPayProvider
 }
 
-// withCheckout fills the pay_url of pending top-ups.
+// withCheckout shows the pay_url of pending top-ups only; one made before
+// checkouts were kept (a test-provider top-up) gets its page.
 func (s *Server) withCheckout(t *gpuportal.TopUp) {
 	if t.Status != gpuportal.TopUpPending {
 		t.PayURL = ""
