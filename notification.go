@@ -66,6 +66,9 @@ type NoteParams struct {
 	JobName       string    `json:"job_name,omitempty"`
 	Tasks         []int     `json:"tasks,omitempty"` // a failed job's failed tasks
 	Kind          string    `json:"kind,omitempty"`  // an instance's kind (spot, on_demand, reserved)
+	// ExtendHours is how many hours a reservation ending soon could be
+	// extended by when the reminder was written.
+	ExtendHours int `json:"extend_hours,omitempty"`
 	// Token is a password reset link's secret (NotePasswordReset only). It
 	// is never stored: the dispatcher makes the link when it sends the
 	// email, so no secret sits in the outbox or the admins' notification
@@ -118,6 +121,17 @@ type WaitlistEntry struct {
 	OfferExpiresAt *time.Time `json:"offer_expires_at,omitempty"`
 	ReservationID  *int64     `json:"reservation_id,omitempty"`
 	Note           string     `json:"note,omitempty"`
+	// A flexible entry asks for DurationHours anywhere in [Start, End)
+	// (Earliest and LatestEnd say the same for scripts) and books the
+	// earliest window that frees, by itself.
+	Flexible      bool       `json:"flexible"`
+	DurationHours int        `json:"duration_hours,omitempty"`
+	Earliest      *time.Time `json:"earliest,omitempty"`
+	LatestEnd     *time.Time `json:"latest_end,omitempty"`
+	// EarliestPossible is, for a waiting flexible entry, the earliest a
+	// window of its length could start given the book today, inside its
+	// range or not (nil: none within the lead time).
+	EarliestPossible *time.Time `json:"earliest_possible_start,omitempty"`
 }
 
 // OfferExpiry is when a waitlist offer made at now lapses: after the

@@ -76,6 +76,11 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		m.Subject = T("Reservation #%d ends in 40 minutes", p.ReservationID)
 		lines = []string{T("Reservation #%d (%s) ends at %s (%s): save your work; its instances stop then.", p.ReservationID, what, when(p.End), zone)}
 		m.SMS = T("gpuportal: reservation #%d ends at %s, save your work.", p.ReservationID, when(p.End))
+		if p.ExtendHours > 0 {
+			link += "#extend"
+			lines = append(lines, T("You can extend it by up to %d hours now, keeping its GPUs and instances: open it and choose Extend.", p.ExtendHours))
+			m.SMS = T("gpuportal: reservation #%d ends at %s; it can be extended by up to %d h now.", p.ReservationID, when(p.End), p.ExtendHours)
+		}
 	case gpuportal.NoteSpotInterruption:
 		link += "/instances"
 		at := p.Deadline.In(loc).Format("2006-01-02 15:04:05")

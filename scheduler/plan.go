@@ -90,9 +90,9 @@ type TaskStart struct {
 // Waitlist actions.
 const (
 	WaitlistExpireOffer = "expire_offer" // the claim window passed
-	WaitlistExpireEntry = "expire_entry" // the window started while it waited
+	WaitlistExpireEntry = "expire_entry" // the window started while it waited (a flexible entry: its last possible start passed)
 	WaitlistOffer       = "offer"        // capacity freed: held for the claim window
-	WaitlistBook        = "book"         // capacity freed for an auto_book entry
+	WaitlistBook        = "book"         // capacity freed for an auto_book (or flexible) entry
 	WaitlistUnpaid      = "unpaid"       // capacity freed for an auto_book entry its owner cannot pay: told once, nothing held
 )
 
@@ -101,6 +101,9 @@ type WaitlistAction struct {
 	EntryID int64
 	Action  string
 	Expires time.Time // of an offer
+	// Start and End are the window a flexible entry books (zero for an
+	// exact entry: its own window).
+	Start, End time.Time
 }
 
 // Reminder is a notification due about a reservation.

@@ -32,6 +32,9 @@ type Snapshot struct {
 	// free reservable GPUs of every hour they ask for.
 	Waitlist  []WaitEntry
 	FreeHours map[PoolKey]map[int64]int
+	// Location is the site time zone, for pricing the window a flexible
+	// waitlist entry books (off-peak hours are local).
+	Location *time.Location
 }
 
 // PoolKey names a model in a region.
@@ -189,7 +192,11 @@ type WaitEntry struct {
 	Status       string
 	OfferExpires time.Time
 	AutoBook     bool
-	// Price is what the entry's window costs at today's prices, Available
+	// DurationHours > 0 makes the entry flexible: that many hours
+	// anywhere in [Start, End), booked by itself when a window frees.
+	DurationHours int
+	// Price is what the entry's window costs at today's prices (exact
+	// entries; a flexible one is priced by the window found), Available
 	// what its owner has to spend: an entry its owner cannot pay holds no
 	// capacity (it would keep it from those who can).
 	Price, Available gpuportal.Fen

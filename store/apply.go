@@ -346,7 +346,11 @@ func (a *applier) reminders(ctx context.Context, plan scheduler.Decisions) error
 		if _, err := a.db.execTx(ctx, a.tx, `UPDATE reservations SET `+flag+` = 1 WHERE id = ?`, r.ID); err != nil {
 			return fmt.Errorf("reservation %d: %w", r.ID, err)
 		}
-		if err := a.db.notify(ctx, a.tx, r.UserID, rm.Kind, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region, Count: r.Count, Start: r.Start, End: r.End}); err != nil {
+		params := gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region, Count: r.Count, Start: r.Start, End: r.End}
+		if rm.Kind == gpuportal.NoteReservationEnds {
+			params.ExtendHours = a.db.extendableHours(ctx, a.tx, r)
+		}
+		if err := a.db.notify(ctx, a.tx, r.UserID, rm.Kind, params); err != nil {
 			return fmt.Errorf("reservation %d: %w", r.ID, err)
 		}
 	}

@@ -62,22 +62,8 @@ func (db *DB) Availability(ctx context.Context, modelID, regionID string, from, 
 	if err != nil {
 		return nil, err
 	}
-	reserved := make(map[int64]int)
-	rows, err := db.read.QueryContext(ctx, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?`,
-		modelID, regionID, unix(from), unix(to))
+	reserved, err := reservedByHour(ctx, db.read, modelID, regionID, from, to)
 	if err != nil {
-		return nil, fmt.Errorf("read hourly usage: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var hour int64
-		var n int
-		if err := rows.Scan(&hour, &n); err != nil {
-			return nil, err
-		}
-		reserved[hour] = n
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	now := db.now()

@@ -20,7 +20,7 @@ import (
 func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (scheduler.Snapshot, error) {
 	q := preparedTx{db, tx}
 	s := scheduler.Snapshot{Pools: map[scheduler.PoolKey]*scheduler.Pool{}, Owners: map[int64]scheduler.Owner{},
-		JobGPUs: map[scheduler.UserPool]int{}, FreeHours: map[scheduler.PoolKey]map[int64]int{}}
+		JobGPUs: map[scheduler.UserPool]int{}, FreeHours: map[scheduler.PoolKey]map[int64]int{}, Location: db.Location}
 	steps := []struct {
 		name string
 		load func(context.Context, queryer, time.Time, *scheduler.Snapshot) error
@@ -514,10 +514,10 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *schedul
 func (db *DB) loadWaitlist(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
 	entries, err := scanAll(ctx, q, func(r *sql.Rows, w *scheduler.WaitEntry) error {
 		var start, end, expires int64
-		err := r.Scan(&w.ID, &w.UserID, &w.Pool.Model, &w.Pool.Region, &w.Count, &start, &end, &w.Status, &expires, &w.AutoBook)
+		err := r.Scan(&w.ID, &w.UserID, &w.Pool.Model, &w.Pool.Region, &w.Count, &start, &end, &w.Status, &expires, &w.AutoBook, &w.DurationHours)
 		w.Start, w.End, w.OfferExpires = fromUnix(start), fromUnix(end), fromUnix(expires)
 		return err
-	}, `SELECT id, user_id, model_id, region_id, count, start_at, end_at, status, coalesce(offer_expires_at, 0), auto_book
+	}, `SELECT id, user_id, model_id, region_id, count, start_at, end_at, status, coalesce(offer_expires_at, 0), auto_book, duration_hours
 		FROM waitlist_entries WHERE status = 'waiting' OR (status = 'offered' AND offer_expires_at <= ?) ORDER BY id`, unix(now))
 	if err != nil {
 		return err
@@ -546,17 +546,12 @@ func (db *DB) loadWaitlist(ctx context.Context, q queryer, now time.Time, s *sch
 		for _, h := range scheduler.Hours(sp[0], sp[1]) {
 			free[h.Unix()] = capacity
 		}
-		type usage struct {
-			hour     int64
-			reserved int
-		}
-		rows, err := scanAll(ctx, q, func(r *sql.Rows, u *usage) error { return r.Scan(&u.hour, &u.reserved) }, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?`,
-			key.Model, key.Region, unix(sp[0]), unix(sp[1]))
+		reserved, err := reservedByHour(ctx, q, key.Model, key.Region, sp[0], sp[1])
 		if err != nil {
 			return err
 		}
-		for _, u := range rows {
-			free[u.hour] = capacity - u.reserved
+		for hour, n := range reserved {
+			free[hour] = capacity - n
 		}
 		s.FreeHours[key] = free
 	}
@@ -564,7 +559,9 @@ func (db *DB) loadWaitlist(ctx context.Context, q queryer, now time.Time, s *sch
 	for k := range entries {
 		w := &entries[k]
 		pl := s.Pools[w.Pool]
-		w.Price = gpuportal.QuoteFor(pl.Model, w.Count, w.Start, w.End, pl.Policy, db.Location).Total
+		if w.DurationHours == 0 {
+			w.Price = gpuportal.QuoteFor(pl.Model, w.Count, w.Start, w.End, pl.Policy, db.Location).Total
+		}
 		a, seen := available[w.UserID]
 		if !seen {
 			b, err := db.balanceIn(ctx, q, w.UserID, now)

@@ -5,21 +5,25 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"gpuportal/scheduler"
+	"time"
 
 	"gpuportal"
+	"gpuportal/scheduler"
 )
 
-const waitColumns = `id, user_id, model_id, region_id, count, start_at, end_at, auto_book, status, created_at, offer_expires_at, reservation_id, note`
+const waitColumns = `id, user_id, model_id, region_id, count, start_at, end_at, auto_book, status, created_at, offer_expires_at, reservation_id, note, duration_hours`
 
 func scanWait(row interface{ Scan(...any) error }) (*gpuportal.WaitlistEntry, error) {
 	var w gpuportal.WaitlistEntry
 	var start, end, created int64
 	var expires, res sql.NullInt64
-	if err := row.Scan(&w.ID, &w.UserID, &w.Model, &w.Region, &w.Count, &start, &end, &w.AutoBook, &w.Status, &created, &expires, &res, &w.Note); err != nil {
+	if err := row.Scan(&w.ID, &w.UserID, &w.Model, &w.Region, &w.Count, &start, &end, &w.AutoBook, &w.Status, &created, &expires, &res, &w.Note, &w.DurationHours); err != nil {
 		return nil, err
 	}
 	w.Start, w.End, w.CreatedAt = fromUnix(start), fromUnix(end), fromUnix(created)
+	if w.DurationHours > 0 {
+		w.Flexible, w.Earliest, w.LatestEnd = true, &w.Start, &w.End
+	}
 	w.OfferExpiresAt = fromNullUnix(expires)
 	if res.Valid {
 		w.ReservationID = &res.Int64
@@ -70,6 +74,92 @@ func (db *DB) JoinWaitlist(ctx context.Context, user *gpuportal.User, req gpupor
 	return out, db.kickAfter(ctx, err) // capacity may be free for it already
 }
 
+// JoinFlexibleWaitlist puts a flexible request on the waitlist: count GPUs
+// for DurationHours anywhere in [Earliest, LatestEnd). The scheduler books
+// the earliest window of that length that frees within the range, by
+// itself (first fit over the entries in order), and tells the owner. The
+// owner must be able to pay for the cheapest such window now (402
+// otherwise).
+func (db *DB) JoinFlexibleWaitlist(ctx context.Context, user *gpuportal.User, req gpuportal.OfferingRequest) (*gpuportal.WaitlistEntry, error) {
+	var out *gpuportal.WaitlistEntry
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		model, policy, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
+		if err != nil {
+			return err
+		}
+		now := db.now()
+		req.Sort, req.Limit = gpuportal.OfferingsByPrice, 1
+		if req, err = gpuportal.NormalizeOfferingRequest(req, policy, now); err != nil {
+			return err
+		}
+		if err := db.checkWaitlistQuota(ctx, tx, user.ID); err != nil {
+			return err
+		}
+		// The cheapest window of the range as if every hour were free.
+		open := gpuportal.HourGrid{From: req.Earliest, Model: *model, Policy: policy, Loc: db.Location}
+		for range int(req.LatestEnd.Sub(req.Earliest) / time.Hour) {
+			open.Free = append(open.Free, req.Count)
+		}
+		cheapest := gpuportal.FindOfferings(open, req, now)
+		if len(cheapest) == 0 {
+			return gpuportal.FieldErrorf(gpuportal.EPOLICY, "earliest", "No window of %d hours in this range can be booked (bookings can start at most %d days ahead).", req.DurationHours, policy.MaxAdvanceDays)
+		}
+		b, err := db.balanceIn(ctx, tx, user.ID, now)
+		if err != nil {
+			return err
+		}
+		if b.Available < cheapest[0].Total {
+			return insufficient(cheapest[0].Total, b.Available)
+		}
+		var id int64
+		if err := tx.QueryRowContext(ctx, `INSERT INTO waitlist_entries (user_id, model_id, region_id, count, start_at, end_at, auto_book, status, created_at, duration_hours)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'waiting', ?, ?) RETURNING id`, user.ID, req.Model, req.Region, req.Count, unix(req.Earliest), unix(req.LatestEnd), true, unix(now), req.DurationHours).Scan(&id); err != nil {
+			return fmt.Errorf("join waitlist: %w", err)
+		}
+		out, err = waitFor(ctx, tx, user, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := db.earliestPossible(ctx, db.read, out); err != nil {
+		return nil, err
+	}
+	return out, db.kickAfter(ctx, nil) // a window may be free for it already
+}
+
+// earliestPossible fills in when a waiting flexible entry's window could
+// start given the book today (inside its range or after it), so its owner
+// sees how far the book is from giving it one.
+func (db *DB) earliestPossible(ctx context.Context, q queryer, w *gpuportal.WaitlistEntry) error {
+	if !w.Flexible || w.Status != gpuportal.WaitWaiting {
+		return nil
+	}
+	model, policy, err := db.catalogEntry(ctx, q, w.Model, w.Region)
+	if err != nil {
+		return err
+	}
+	now := db.now()
+	first := now.Truncate(time.Hour).Add(time.Hour)
+	if w.Start.After(first) {
+		first = w.Start
+	}
+	end := now.Add(time.Duration(policy.MaxAdvanceDays)*24*time.Hour + time.Duration(w.DurationHours+1)*time.Hour).Truncate(time.Hour)
+	if !end.After(first) {
+		return nil
+	}
+	g, err := db.hourGrid(ctx, q, model, w.Region, policy, first, end)
+	if err != nil {
+		return err
+	}
+	found := gpuportal.FindOfferings(g, gpuportal.OfferingRequest{Count: w.Count, DurationHours: w.DurationHours, Earliest: first, LatestEnd: end,
+		Sort: gpuportal.OfferingsByStart, Limit: 1}, now)
+	if len(found) > 0 {
+		w.EarliestPossible = &found[0].Start
+	}
+	return nil
+}
+
 func waitFor(ctx context.Context, q queryer, user *gpuportal.User, id int64) (*gpuportal.WaitlistEntry, error) {
 	w, err := scanWait(q.QueryRowContext(ctx, `SELECT `+waitColumns+` FROM waitlist_entries WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && user != nil && w.UserID != user.ID && !user.IsAdmin()) {
@@ -103,6 +193,11 @@ func (db *DB) Waitlist(ctx context.Context, user *gpuportal.User) ([]gpuportal.W
 		w, err := waitFor(ctx, db.read, user, id)
 		if err != nil {
 			return nil, err
+		}
+		if w.UserID == user.ID { // an admin's list of everybody's skips the search
+			if err := db.earliestPossible(ctx, db.read, w); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, *w)
 	}
@@ -237,7 +332,11 @@ func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry,
 	case scheduler.WaitlistExpireOffer:
 		return db.expireOffer(ctx, tx, w)
 	case scheduler.WaitlistExpireEntry:
-		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'expired', note = 'the window started' WHERE id = ?`, w.ID); err != nil {
+		note := "the window started"
+		if w.Flexible {
+			note = "no window of its length can start in its range any more"
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'expired', note = ? WHERE id = ?`, note, w.ID); err != nil {
 			return err
 		}
 		return db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistExpired, params)
@@ -245,7 +344,11 @@ func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry,
 		var r *gpuportal.Reservation
 		err := inSavepoint(ctx, tx, func() error {
 			var err error
-			r, err = db.book(ctx, tx, w.UserID, gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
+			req := gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End}
+			if w.Flexible {
+				req.Start, req.End = act.Start, act.End // the window the planner found in its range
+			}
+			r, err = db.book(ctx, tx, w.UserID, req)
 			return err
 		})
 		if gpuportal.ErrorCode(err) == gpuportal.EFUNDS {
@@ -264,7 +367,7 @@ func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry,
 		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'claimed', reservation_id = ?, offered_at = ? WHERE id = ?`, r.ID, unix(now), w.ID); err != nil {
 			return err
 		}
-		params.ReservationID, params.Price = r.ID, r.Price
+		params.ReservationID, params.Price, params.Start, params.End = r.ID, r.Price, r.Start, r.End
 		return db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistBooked, params)
 	case scheduler.WaitlistUnpaid:
 		return db.noteAutoBookUnpaid(ctx, tx, w, params)
