@@ -43,6 +43,10 @@ var codeOfStatus = map[int]string{
 
 type errorBody struct {
 	Error errorDetail `json:"error"`
+	// Offerings and MostFree come with a booking refused because its
+	// window is full: what could be booked instead.
+	Offerings []gpuportal.Offering `json:"offerings,omitempty"`
+	MostFree  *int                 `json:"most_free,omitempty"`
 }
 
 type errorDetail struct {
@@ -94,7 +98,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 				detail.Fields = append(detail.Fields, fieldError{Field: e.Field, Message: e.Message})
 			}
 		}
-		_ = c.JSON(status, errorBody{Error: detail})
+		body := errorBody{Error: detail}
+		if alts, ok := alternativesOf(err); ok {
+			body.Offerings, body.MostFree = alts.Offerings, &alts.MostFree
+		}
+		_ = c.JSON(status, body)
 		return
 	}
 	title := titleOf(lang, code)

@@ -128,10 +128,67 @@ func (s *Server) quotePanel(c echo.Context, get func(string) string, model, regi
 	q.Error = i18n.Error(lang, err)
 	q.ErrorCap = gpuportal.ErrorCode(err) == gpuportal.ECAPACITY
 	if q.ErrorCap {
-		q.JoinStart, q.JoinEnd = req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339)
-		q.ReachBy = s.reachBy(c)
+		s.fullWindow(c, &q, req)
 	}
 	return q
+}
+
+// fullWindow fills in what a full window's panel offers: the waitlist for
+// exactly it, and the nearest windows of the same shape that fit.
+func (s *Server) fullWindow(c echo.Context, q *templates.QuotePanel, req gpuportal.BookingRequest) {
+	q.JoinStart, q.JoinEnd = req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339)
+	q.ReachBy = s.reachBy(c)
+	if alts, err := s.db.AlternativesFor(c.Request().Context(), req); err == nil {
+		q.Alternatives, q.MostFree = alts.Offerings, alts.MostFree
+	}
+}
+
+// offeringsPanel runs the calendar's "Find a time" search when the values
+// ask for one (duration_hours given), or shows the empty form with
+// today's defaults.
+func (s *Server) offeringsPanel(c echo.Context, get func(string) string, model, region string) templates.OfferingsPanel {
+	now := s.cfg.Clock.Now().In(s.cfg.Location)
+	p := templates.OfferingsPanel{Model: model, Region: region, Count: 1, Sort: gpuportal.OfferingsByPrice, ReachBy: s.reachBy(c),
+		EarliestDate: now.Format("2006-01-02"), LatestDate: now.Add(gpuportal.DefaultOfferingRange - 24*time.Hour).Format("2006-01-02")}
+	if policies, err := s.db.Policies(c.Request().Context()); err == nil {
+		p.DurationHours = policies.For(model).MinDurationHours
+	}
+	if get("duration_hours") == "" {
+		return p
+	}
+	p.Searched = true
+	p.Count, p.DurationHours = atoiOr(get("count"), p.Count), atoiOr(get("duration_hours"), p.DurationHours)
+	if v := get("earliest_date"); v != "" {
+		p.EarliestDate = v
+	}
+	if v := get("latest_date"); v != "" {
+		p.LatestDate = v
+	}
+	if v := get("sort"); v != "" {
+		p.Sort = v
+	}
+	req, err := parseOfferingValues(func(k string) string {
+		switch k {
+		case "model":
+			return model
+		case "region":
+			return region
+		case "limit":
+			return "5"
+		}
+		return get(k)
+	}, s.cfg.Location)
+	if err == nil {
+		p.Offerings, err = s.db.Offerings(c.Request().Context(), req)
+	}
+	if err != nil {
+		p.Error = i18n.Error(reqOf(c).lang, err)
+	}
+	return p
+}
+
+func (s *Server) handleCalendarOfferings(c echo.Context) error {
+	return s.render(c, http.StatusOK, templates.OfferingsView(s.offeringsPanel(c, c.QueryParam, c.QueryParam("model"), c.QueryParam("region"))))
 }
 
 // fundsFor tells a signed-in user how much of a price they have, and how
@@ -162,7 +219,8 @@ func (s *Server) handleCalendar(c echo.Context) error {
 	}
 	q := s.quotePanel(c, c.QueryParam, g.Model.ID, g.Region)
 	g.Selection = [2]string{q.Start, q.End}
-	return s.render(c, http.StatusOK, templates.Calendar(templates.CalendarPage{Models: models, Regions: regions, Grid: g, Quote: q}))
+	find := s.offeringsPanel(c, c.QueryParam, g.Model.ID, g.Region)
+	return s.render(c, http.StatusOK, templates.Calendar(templates.CalendarPage{Models: models, Regions: regions, Grid: g, Quote: q, Find: find}))
 }
 
 func (s *Server) handleCalendarGrid(c echo.Context) error {
@@ -208,15 +266,26 @@ func (s *Server) handleBookForm(c echo.Context) error {
 			s.fundsFor(c, &q, quote.Total)
 		}
 	}
+	find := s.offeringsPanel(c, c.FormValue, g.Model.ID, g.Region)
+	if find.Searched {
+		// Booked from "Find a time": the refusal shows there, with the
+		// search run again (the next offerings when this one was taken).
+		if code == gpuportal.ECAPACITY {
+			find.Taken = i18n.T(reqOf(c).lang, "Someone booked that window a moment ago. These are the windows that fit now.")
+		} else {
+			find.Taken = q.Error
+		}
+		q = templates.QuotePanel{Model: g.Model.ID, Region: g.Region, Count: req.Count, Hint: i18n.T(reqOf(c).lang, "Click the first hour you want on the calendar.")}
+		return s.render(c, statusOf[code], templates.Calendar(templates.CalendarPage{Models: models, Regions: regions, Grid: g, Quote: q, Find: find}))
+	}
 	if q.ErrorCap {
-		q.JoinStart, q.JoinEnd = req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339)
-		q.ReachBy = s.reachBy(c)
+		s.fullWindow(c, &q, req)
 	}
 	if !req.Start.IsZero() && !req.End.IsZero() {
 		q.Start = req.Start.In(s.cfg.Location).Format("2006-01-02T15:04")
 		q.End = req.End.In(s.cfg.Location).Format("2006-01-02T15:04")
 	}
-	return s.render(c, statusOf[code], templates.Calendar(templates.CalendarPage{Models: models, Regions: regions, Grid: g, Quote: q}))
+	return s.render(c, statusOf[code], templates.Calendar(templates.CalendarPage{Models: models, Regions: regions, Grid: g, Quote: q, Find: find}))
 }
 
 func resPath(id int64) string { return "/reservations/" + strconv.FormatInt(id, 10) }
@@ -286,6 +355,14 @@ func (s *Server) handleReservationPage(c echo.Context) error {
 		return err
 	}
 	d := templates.ReservationDetail{Row: rows[0]}
+	if u := currentUser(c); r.UserID == u.ID && gpuportal.CanExtend(r, s.cfg.Clock.Now()) == nil {
+		if _, ext, err := s.db.Extension(c.Request().Context(), u, id); err == nil {
+			d.Extend = &templates.ExtendPanel{R: *r, Extension: ext}
+			if b, err := s.db.Balance(c.Request().Context(), u); err == nil {
+				d.Extend.Available = b.Available
+			}
+		}
+	}
 	if _, p, err := s.db.PreviewCancellation(c.Request().Context(), currentUser(c), id); err == nil {
 		d.Cancel = &templates.CancelPanel{R: *r, Fee: p.Fee, Refund: p.Refund, FeePercent: p.FeePercent, Late: p.Late}
 	}
@@ -308,6 +385,28 @@ func (s *Server) handleCancelPage(c echo.Context) error {
 		return s.render(c, http.StatusOK, templates.CancelConfirm(panel))
 	}
 	return s.render(c, http.StatusOK, templates.CancelPage(panel))
+}
+
+// handleExtendForm extends a reservation from its page's "Extend".
+func (s *Server) handleExtendForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	hours, err := wholeNumber(c.FormValue, "hours", true)
+	if err != nil {
+		return err
+	}
+	lang := reqOf(c).lang
+	r, err := s.db.Extend(c.Request().Context(), currentUser(c), id, hours)
+	if code := gpuportal.ErrorCode(err); code == gpuportal.ECAPACITY || code == gpuportal.EFUNDS || code == gpuportal.EPOLICY {
+		s.addFlash(c, "error", i18n.Error(lang, err))
+		return redirect(c, resPath(id)+"#extend")
+	} else if err != nil {
+		return err
+	}
+	s.addFlash(c, "success", i18n.T(lang, "Reservation #%d is extended by %d hours, until %s; its price is now %s.", r.ID, hours, r.End.In(s.cfg.Location).Format("2006-01-02 15:04"), r.Price.String()))
+	return redirect(c, resPath(r.ID))
 }
 
 func (s *Server) handleCancelForm(c echo.Context) error {

@@ -58,7 +58,7 @@ func (s *Server) apiBook(c echo.Context) error {
 	}
 	r, err := s.db.Book(c.Request().Context(), currentUser(c), req)
 	if err != nil {
-		return err
+		return s.withAlternatives(c, req, err)
 	}
 	return c.JSON(http.StatusCreated, r)
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -10,16 +11,51 @@ import (
 	"gpuportal/web/templates"
 )
 
-// waitJSON is POST /api/v1/waitlist's body: a booking request and auto_book.
+// waitJSON is POST /api/v1/waitlist's body: a booking request and
+// auto_book, or a flexible request (duration_hours, earliest, latest_end
+// instead of start and end).
 type waitJSON struct {
 	bookingJSON
-	AutoBook bool `json:"auto_book"`
+	AutoBook      bool   `json:"auto_book"`
+	DurationHours int    `json:"duration_hours"`
+	Earliest      string `json:"earliest"`
+	LatestEnd     string `json:"latest_end"`
 }
 
 func (s *Server) apiJoinWaitlist(c echo.Context) error {
 	var in waitJSON
 	if err := bindJSON(c, &in); err != nil {
 		return err
+	}
+	if in.DurationHours != 0 || in.Earliest != "" || in.LatestEnd != "" {
+		if in.Start != "" || in.End != "" {
+			return gpuportal.FieldErrorf(gpuportal.EINVALID, "start", "Give start and end for one window, or duration_hours with earliest and latest_end for any window in a range — not both.")
+		}
+		req, err := parseOfferingValues(func(k string) string {
+			switch k {
+			case "model":
+				return in.Model
+			case "region":
+				return in.Region
+			case "count":
+				return strconv.Itoa(in.Count)
+			case "duration_hours":
+				return strconv.Itoa(in.DurationHours)
+			case "earliest":
+				return in.Earliest
+			case "latest_end":
+				return in.LatestEnd
+			}
+			return ""
+		}, s.cfg.Location)
+		if err != nil {
+			return err
+		}
+		w, err := s.db.JoinFlexibleWaitlist(c.Request().Context(), currentUser(c), req)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusCreated, w)
 	}
 	req, err := bookingFields(in.Model, in.Region, in.Count, in.Start, in.End, s.cfg.Location)
 	if err != nil {
@@ -71,8 +107,21 @@ func (s *Server) handleWaitlistPage(c echo.Context) error {
 	return s.render(c, http.StatusOK, templates.Waitlist(templates.WaitlistPage{Entries: list, Now: s.cfg.Clock.Now()}))
 }
 
-// handleJoinForm joins the waitlist from the calendar's "window full" panel.
+// handleJoinForm joins the waitlist from the calendar's "window full"
+// panel, or with any window in a range from "Find a time".
 func (s *Server) handleJoinForm(c echo.Context) error {
+	if c.FormValue("duration_hours") != "" {
+		req, err := parseOfferingValues(c.FormValue, s.cfg.Location)
+		if err != nil {
+			return err
+		}
+		w, err := s.db.JoinFlexibleWaitlist(c.Request().Context(), currentUser(c), req)
+		if err != nil {
+			return err
+		}
+		s.addFlash(c, "success", i18n.T(reqOf(c).lang, "You are number %d on the waitlist for %d hours in this range: the earliest window that frees is booked for you, and you are told %s.", w.Position, w.DurationHours, s.reachBy(c)))
+		return redirect(c, "/waitlist")
+	}
 	req, err := parseBookingValues(c.FormValue, s.cfg.Location)
 	if err == nil {
 		var w *gpuportal.WaitlistEntry
