@@ -22,6 +22,7 @@ type event struct {
 	start, end time.Time
 	cancelAt   time.Time // zero: kept
 	waitlist   bool
+	latestEnd  time.Time // a flexible customer's: any window of the length up to it (zero: exact)
 	// launches: work to do; jobs: tasks and their work
 	work        time.Duration
 	autoRestart bool
@@ -77,6 +78,15 @@ func fill(rng *rand.Rand, e *event, d Demand) {
 		e.start = e.at.Truncate(time.Hour).Add(time.Duration(between(rng, b.LeadHours[0], b.LeadHours[1])) * time.Hour)
 		e.end = e.start.Add(time.Duration(between(rng, b.DurationHours[0], b.DurationHours[1])) * time.Hour)
 		e.waitlist = b.WaitlistWhenFull
+		// Drawn only in scenarios that have flexible customers, so the
+		// others replay exactly as before.
+		if b.FlexibleShare > 0 && rng.Float64() < b.FlexibleShare {
+			slack := b.FlexibleSlackHours
+			if slack == 0 {
+				slack = DefaultFlexibleSlack
+			}
+			e.latestEnd = e.end.Add(time.Duration(slack) * time.Hour)
+		}
 		if rng.Float64() < b.CancelProbability {
 			e.cancelAt = e.at.Add(time.Duration(rng.Int64N(int64(e.start.Sub(e.at)))))
 		}

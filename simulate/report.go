@@ -59,6 +59,21 @@ type DemandSeen struct {
 	OnDemandRefused int            `json:"on_demand_refused"`
 	Jobs            int            `json:"jobs"`
 	Refusals        map[string]int `json:"refusals_by_code"`
+	// Flexible is what the customers who would take any window of the
+	// same length in a range (flexible_share) did when theirs was full.
+	Flexible FlexibleSeen `json:"flexible"`
+}
+
+// FlexibleSeen counts flexible customers' bookings whose asked window was
+// full: Saved of them were booked all the same — at once from the
+// offerings, or later by a flexible waitlist entry — where an exact
+// request would have been refused or left waiting on that one window.
+type FlexibleSeen struct {
+	WindowFull    int `json:"window_full"`
+	FromOfferings int `json:"booked_from_offerings"`
+	Waitlisted    int `json:"waitlisted"`
+	FromWaitlist  int `json:"booked_from_waitlist"`
+	Saved         int `json:"saved"`
 }
 
 func (s *sim) report(ctx context.Context) (*Report, error) {
@@ -92,6 +107,22 @@ func (s *sim) report(ctx context.Context) (*Report, error) {
 	for _, v := range sales.Revenue {
 		r.RevenueTotal += v
 	}
+	f := FlexibleSeen{WindowFull: s.flexibleFull, FromOfferings: s.flexibleOffered, Waitlisted: s.flexibleWaitlisted}
+	if s.flexibleWaitlisted > 0 {
+		for _, u := range s.customers {
+			entries, err := s.db.Waitlist(ctx, u)
+			if err != nil {
+				return nil, err
+			}
+			for _, w := range entries {
+				if w.Flexible && w.Status == gpuportal.WaitClaimed {
+					f.FromWaitlist++
+				}
+			}
+		}
+	}
+	f.Saved = f.FromOfferings + f.FromWaitlist
+	r.Demand.Flexible = f
 	if s.spotWorkAsked > 0 {
 		r.SpotDemandServed = round(float64(s.fleet.plainSpotDone)/float64(s.spotWorkAsked), 4)
 	}
@@ -139,6 +170,8 @@ func (r *Report) Write(w io.Writer) error {
 		{"spot launches (refused)", fmt.Sprintf("%d (%d)", r.Demand.SpotLaunches, r.Demand.SpotRefused)},
 		{"on-demand launches (refused)", fmt.Sprintf("%d (%d)", r.Demand.OnDemand, r.Demand.OnDemandRefused)},
 		{"jobs", fmt.Sprint(r.Demand.Jobs)},
+		{"flexible bookings saved (window full)", fmt.Sprintf("%d of %d (%d from offerings, %d by a flexible waitlist entry)",
+			r.Demand.Flexible.Saved, r.Demand.Flexible.WindowFull, r.Demand.Flexible.FromOfferings, r.Demand.Flexible.FromWaitlist)},
 	}
 	for _, l := range lines {
 		fmt.Fprintf(tw, "%s\t%s\n", l[0], l[1])

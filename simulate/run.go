@@ -88,14 +88,17 @@ type sim struct {
 
 	// what customers asked for and got
 	bookings, booked, waitlisted, cancelled int
-	spotAsked, spotRefused                  int
-	spotWorkAsked                           int64 // GPU-seconds
-	onDemandAsked, onDemandRefused          int
-	jobs, jobsRefused                       int
-	reservationsStarted, onTime             int
-	refusals                                map[string]int // by error code
-	checkedStarts                           map[int64]bool
-	reservationOf                           map[int]int64 // booking event seq → reservation, for cancellations
+	// flexible customers whose window was full: booked at once from the
+	// offerings, or put on a flexible waitlist entry
+	flexibleFull, flexibleOffered, flexibleWaitlisted int
+	spotAsked, spotRefused                            int
+	spotWorkAsked                                     int64 // GPU-seconds
+	onDemandAsked, onDemandRefused                    int
+	jobs, jobsRefused                                 int
+	reservationsStarted, onTime                       int
+	refusals                                          map[string]int // by error code
+	checkedStarts                                     map[int64]bool
+	reservationOf                                     map[int]int64 // booking event seq → reservation, for cancellations
 }
 
 func newSim(ctx context.Context, opt Options, path string) (*sim, error) {
@@ -262,6 +265,36 @@ func horizon(p gpuportal.Policy) time.Duration {
 	return time.Duration(p.SpotNoticeSeconds+p.SpotGraceSeconds+60) * time.Second
 }
 
+// bookFlexibly is a flexible customer's answer to a full window: the
+// earliest offering of the same shape up to their latest end, booked; or,
+// when none fits now, a flexible waitlist entry over that range (waiting;
+// its booking, if one frees, is counted at the end).
+func (s *sim) bookFlexibly(ctx context.Context, u *gpuportal.User, e event) (r *gpuportal.Reservation, waiting bool, err error) {
+	hours := int(e.end.Sub(e.start) / time.Hour)
+	search := gpuportal.OfferingRequest{Model: e.model, Region: e.region, Count: e.count, DurationHours: hours,
+		Earliest: e.start, LatestEnd: e.latestEnd, Sort: gpuportal.OfferingsByStart, Limit: 1}
+	found, err := s.db.Offerings(ctx, search)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(found) > 0 {
+		r, err := s.db.Book(ctx, u, found[0].Booking(e.model, e.region))
+		if err == nil {
+			s.flexibleOffered++
+			return r, false, nil
+		}
+		if gpuportal.ErrorCode(err) != gpuportal.ECAPACITY {
+			return nil, false, err
+		}
+	}
+	if _, err := s.db.JoinFlexibleWaitlist(ctx, u, search); err != nil {
+		return nil, false, err
+	}
+	s.flexibleWaitlisted++
+	s.waitlisted++
+	return nil, true, nil
+}
+
 // act carries out one customer action through the same store calls the
 // API makes. A refusal (4xx) is counted, not an error.
 func (s *sim) act(ctx context.Context, e event) error {
@@ -273,6 +306,13 @@ func (s *sim) act(ctx context.Context, e event) error {
 		req := gpuportal.BookingRequest{Model: e.model, Region: e.region, Count: e.count, Start: e.start, End: e.end}
 		var r *gpuportal.Reservation
 		r, err = s.db.Book(ctx, u, req)
+		if gpuportal.ErrorCode(err) == gpuportal.ECAPACITY && !e.latestEnd.IsZero() {
+			s.flexibleFull++
+			var waiting bool
+			if r, waiting, err = s.bookFlexibly(ctx, u, e); waiting {
+				break
+			}
+		}
 		if gpuportal.ErrorCode(err) == gpuportal.ECAPACITY && e.waitlist {
 			if _, err = s.db.JoinWaitlist(ctx, u, req, true); err == nil {
 				s.waitlisted++

@@ -64,7 +64,18 @@ type BookingDemand struct {
 	GPUs              []int   `json:"gpus"`
 	CancelProbability float64 `json:"cancel_probability"`
 	WaitlistWhenFull  bool    `json:"waitlist_when_full"`
+	// FlexibleShare of the bookings are made by customers who would take
+	// the same GPUs for the same length anywhere in the FlexibleSlackHours
+	// after their start (default 48): when their window is full they book
+	// the earliest offering in that range instead, or, when none fits,
+	// join a flexible waitlist entry for it.
+	FlexibleShare      float64 `json:"flexible_share,omitempty"`
+	FlexibleSlackHours int     `json:"flexible_slack_hours,omitempty"`
 }
+
+// DefaultFlexibleSlack is how far past its asked start a flexible
+// customer's booking may move when the scenario does not say.
+const DefaultFlexibleSlack = 48
 
 // InstanceDemand is spot or on-demand launches with RunHours of work each
 // (an interrupted auto-restart spot instance resumes its work from its
@@ -130,6 +141,12 @@ func (s *Scenario) Validate() error {
 		}
 		if b.CancelProbability < 0 || b.CancelProbability > 1 {
 			return bad("cancel_probability", "cancel_probability is between 0 and 1.")
+		}
+		if b.FlexibleShare < 0 || b.FlexibleShare > 1 {
+			return bad("flexible_share", "flexible_share is between 0 and 1.")
+		}
+		if b.FlexibleSlackHours < 0 || b.FlexibleSlackHours > 24*14 {
+			return bad("flexible_slack_hours", "flexible_slack_hours is between 0 and 336.")
 		}
 		for _, in := range []InstanceDemand{d.Spot, d.OnDemand} {
 			if in.PerDay > 0 && (in.RunHours[0] <= 0 || in.RunHours[1] < in.RunHours[0] || len(in.GPUs) == 0) {
@@ -232,7 +249,8 @@ var peakScenario = Scenario{
 			OnDemand: InstanceDemand{PerDay: 4, RunHours: [2]float64{1, 5}, GPUs: []int{1, 2}},
 			Jobs:     JobDemand{PerDay: 2, Tasks: [2]int{20, 60}, TaskMinutes: [2]int{15, 60}, GPUsPerTask: 1, MaxParallel: 12}},
 		{Model: "h100-80g", Region: "cd-1",
-			Bookings: BookingDemand{PerDay: 4, LeadHours: [2]int{2, 72}, DurationHours: [2]int{8, 24}, GPUs: []int{4, 8}, CancelProbability: 0.15, WaitlistWhenFull: true},
+			Bookings: BookingDemand{PerDay: 4, LeadHours: [2]int{2, 72}, DurationHours: [2]int{8, 24}, GPUs: []int{4, 8}, CancelProbability: 0.15, WaitlistWhenFull: true,
+				FlexibleShare: 0.3},
 			Spot:     InstanceDemand{PerDay: 40, RunHours: [2]float64{1, 6}, GPUs: []int{1, 2, 4}, AutoRestart: true},
 			OnDemand: InstanceDemand{PerDay: 4, RunHours: [2]float64{1, 4}, GPUs: []int{1, 2}}},
 	},

@@ -160,3 +160,43 @@ func TestBadScenarios(t *testing.T) {
 		t.Fatalf("unknown scenario: %v, want invalid_input", err)
 	}
 }
+
+// (issue 25) Customers who would take any window of the same length in a
+// range book more of their full windows than exact ones: the report says
+// how many a flexible request saved, and reservations stay on time.
+func TestFlexibleCustomersSaveBookings(t *testing.T) {
+	t.Parallel()
+	exact, flexible := Builtin["peak"], Builtin["peak"]
+	exact.Demand = append([]Demand(nil), exact.Demand...)
+	flexible.Demand = append([]Demand(nil), flexible.Demand...)
+	for k := range exact.Demand {
+		// Three times the peak's bookings: windows are full often.
+		exact.Demand[k].Bookings.PerDay *= 3
+		flexible.Demand[k].Bookings.PerDay *= 3
+		exact.Demand[k].Bookings.FlexibleShare = 0
+		flexible.Demand[k].Bookings.FlexibleShare = 1
+	}
+	a, b := run(t, exact, 3, nil), run(t, flexible, 3, nil)
+	if a.Demand.Flexible.WindowFull != 0 || a.Demand.Flexible.Saved != 0 {
+		t.Errorf("exact customers: %+v", a.Demand.Flexible)
+	}
+	f := b.Demand.Flexible
+	if f.WindowFull == 0 || f.Saved == 0 || f.Saved != f.FromOfferings+f.FromWaitlist || f.Saved > f.WindowFull {
+		t.Fatalf("flexible customers: %+v", f)
+	}
+	if b.Demand.Booked <= a.Demand.Booked {
+		t.Errorf("booked: %d flexible, %d exact; flexible customers should book more", b.Demand.Booked, a.Demand.Booked)
+	}
+	if b.ReservationsOnTime != 1 {
+		t.Errorf("reservations on time with flexible customers: %v", b.ReservationsOnTime)
+	}
+	if err := flexible.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := flexible
+	bad.Demand = append([]Demand(nil), flexible.Demand...)
+	bad.Demand[0].Bookings.FlexibleShare = 1.5
+	if err := bad.Validate(); gpuportal.ErrorField(err) != "flexible_share" {
+		t.Errorf("flexible_share 1.5: %v", err)
+	}
+}

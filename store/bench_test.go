@@ -53,6 +53,29 @@ func BenchmarkAvailability(b *testing.B) {
 	}
 }
 
+// BenchmarkOfferings: "when can I get 64 GPUs for 48 h in the next two
+// weeks?" over a 14-day range for one model/region with 10,000 GPUs and
+// 200,000 reservations in the book (DESIGN §7: < 10 ms), cheapest first.
+func BenchmarkOfferings(b *testing.B) {
+	for _, n := range []int{2_000, 200_000} {
+		b.Run(fmt.Sprintf("book=%d", n), func(b *testing.B) {
+			db, _ := storetest.Open(b)
+			seedBook(b, db, 10_000, n)
+			ctx := context.Background()
+			from := storetest.Epoch.Add(7 * 24 * time.Hour)
+			req := gpuportal.OfferingRequest{Model: "a100-80g", Region: "cd-1", Count: 64, DurationHours: 48,
+				Earliest: from, LatestEnd: from.Add(14 * 24 * time.Hour), Sort: gpuportal.OfferingsByPrice}
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := db.Offerings(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/search")
+		})
+	}
+}
+
 // BenchmarkTick: one scheduler tick over 10,000 GPUs with 5,000 running
 // spot instances and 2,000 upcoming reservations (nothing due: the cost of
 // deciding that, every minute).

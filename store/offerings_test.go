@@ -236,6 +236,7 @@ func TestExtendedActiveReservationKeepsItsGPUsAndInstance(t *testing.T) {
 	tick(t, db, clock, start.Add(time.Minute))
 	fakeAgent{t, db}.runAll()
 	gpus, _ := db.ReservationGPUs(ctx, r.ID)
+	tick(t, db, clock, start.Add(3*time.Hour+21*time.Minute)) // the end reminder, 40 minutes before
 	// Inside the last half hour the instance has its stop notice...
 	clock.Set(start.Add(3*time.Hour + 40*time.Minute))
 	i := getInstance(t, db, inst.ID)
@@ -262,6 +263,22 @@ func TestExtendedActiveReservationKeepsItsGPUsAndInstance(t *testing.T) {
 	}
 	if d, _ := db.DesiredFor(ctx, i.Node); len(notStopping(d)) == 0 {
 		t.Fatal("the agent is asked to stop it at the old end")
+	}
+	// The end reminder comes again for the new end, saying how many hours
+	// could be added then.
+	tick(t, db, clock, start.Add(6*time.Hour+20*time.Minute))
+	notes, _ := db.InApp(ctx, u.ID, 50)
+	reminders := 0
+	for _, n := range notes {
+		if n.Kind == gpuportal.NoteReservationEnds {
+			reminders++
+			if n.Params.End.Equal(start.Add(7*time.Hour)) && n.Params.ExtendHours != 336-7 {
+				t.Errorf("the reminder for the new end says %d hours could be added; want %d", n.Params.ExtendHours, 336-7)
+			}
+		}
+	}
+	if reminders != 2 {
+		t.Errorf("%d end reminders; want one for each end", reminders)
 	}
 	tick(t, db, clock, start.Add(7*time.Hour))
 	if got, _ := db.Reservation(ctx, u, r.ID); got.Status != gpuportal.ReservationCompleted {
