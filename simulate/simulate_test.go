@@ -176,7 +176,7 @@ func TestFlexibleCustomersSaveBookings(t *testing.T) {
 		exact.Demand[k].Bookings.FlexibleShare = 0
 		flexible.Demand[k].Bookings.FlexibleShare = 1
 	}
-	a, b := run(t, exact, 3, nil), run(t, flexible, 3, nil)
+	a, b := run(t, exact, 2, nil), run(t, flexible, 2, nil)
 	if a.Demand.Flexible.WindowFull != 0 || a.Demand.Flexible.Saved != 0 {
 		t.Errorf("exact customers: %+v", a.Demand.Flexible)
 	}
