@@ -172,61 +172,6 @@ func RunCost(pricePerGPUHour Fen, count, minutes int) Fen {
 	return pricePerGPUHour * Fen(count) * Fen(minutes) / 60
 }
 
-// SpotCandidate is a running spot instance the scheduler could interrupt.
-type SpotCandidate struct {
-	ID        int64
-	Count     int
-	StartedAt time.Time
-}
-
-// ChooseVictims picks spot instances to interrupt to free at least need
-// GPUs: as few instances as possible, and among the sets that small, the
-// youngest instances first.
-func ChooseVictims(spots []SpotCandidate, need int) []SpotCandidate {
-	if need <= 0 || len(spots) == 0 {
-		return nil
-	}
-	bySize := append([]SpotCandidate(nil), spots...)
-	sort.SliceStable(bySize, func(i, j int) bool { return bySize[i].Count > bySize[j].Count })
-	// The k largest free the most any k can: the smallest such k that
-	// covers need is the fewest instances possible.
-	k, sum := 0, 0
-	for k < len(bySize) && sum < need {
-		sum += bySize[k].Count
-		k++
-	}
-	byAge := append([]SpotCandidate(nil), spots...)
-	sort.SliceStable(byAge, func(i, j int) bool { return byAge[i].StartedAt.After(byAge[j].StartedAt) })
-	taken := map[int64]bool{}
-	var out []SpotCandidate
-	left := need
-	for slot := k; slot > 0; slot-- {
-		for _, c := range byAge {
-			if taken[c.ID] {
-				continue
-			}
-			// Can the other slot-1 picks (the largest left) cover the rest?
-			rest, n := 0, 0
-			for _, b := range bySize {
-				if n == slot-1 {
-					break
-				}
-				if !taken[b.ID] && b.ID != c.ID {
-					rest += b.Count
-					n++
-				}
-			}
-			if c.Count+rest >= left {
-				taken[c.ID] = true
-				out = append(out, c)
-				left -= c.Count
-				break
-			}
-		}
-	}
-	return out
-}
-
 // FreeGPUs is one node's GPUs available for a placement.
 type FreeGPUs struct {
 	Node string

@@ -6,10 +6,12 @@ import (
 	"gpuportal"
 )
 
-// preempt gives notice, in every pool, to the fewest spot instances
-// (youngest first on ties) that stand in the way of reservations starting
-// within the spot horizon or of on-demand instances waiting for GPUs; then
-// spot instances waiting for GPUs take them from job tasks (fair share).
+// preempt gives notice, in every pool, to the spot instances that stand
+// in the way of reservations starting within the spot horizon or of
+// on-demand instances waiting for GPUs — the set that loses the least work
+// since its checkpoint reports (gpuportal.SelectVictims); then spot
+// instances waiting for GPUs take them from job tasks (fair share: the
+// fewest, youngest first).
 // A notice goes out at the first tick within the horizon of the start, so
 // the workload gets exactly the policy's notice and its GPUs are free by
 // the start.
@@ -21,7 +23,7 @@ func (p *planner) preempt() {
 		forRes := forReservations(pl, p.now)
 		if total := forRes + pl.OnDemandWait; total > 0 {
 			covered := 0
-			for _, v := range gpuportal.ChooseVictims(p.spotCandidates(pl, false), total) {
+			for _, v := range gpuportal.SelectVictims(p.s.VictimRule, p.spotCandidates(pl, false), total, p.now) {
 				reason := gpuportal.ReasonReservation
 				if covered >= forRes {
 					reason = gpuportal.ReasonOnDemand

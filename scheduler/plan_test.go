@@ -97,20 +97,44 @@ func TestAReservationShortOfGPUsIsToldWhatIsMissing(t *testing.T) {
 	}
 }
 
-func TestVictimsAreTheFewestAndYoungest(t *testing.T) {
+// Which spot instances give their GPUs back: by work lost since their
+// checkpoint reports (the default), against the old youngest-first rule
+// where the two differ.
+func TestVictimsLoseTheLeastWork(t *testing.T) {
 	start := t0.Add(time.Hour)
+	now := start.Add(-SpotHorizon(gpuportal.DefaultPolicy()))
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
 	for _, tc := range []struct {
 		name   string
+		rule   string
 		spots  []Spot // on n1-0.., in order, each Count GPUs
 		counts []int
 		need   int
 		want   []int64
 	}{
-		{"one big instance rather than two small", []Spot{{ID: 1, StartedAt: t0.Add(-3 * time.Hour)}, {ID: 2, StartedAt: t0.Add(-2 * time.Hour)}, {ID: 3, StartedAt: t0.Add(-time.Hour)}},
+		{"youngest rule: one big instance rather than two small", gpuportal.VictimsYoungest,
+			[]Spot{{ID: 1, StartedAt: ago(3 * time.Hour)}, {ID: 2, StartedAt: ago(2 * time.Hour)}, {ID: 3, StartedAt: ago(time.Hour)}},
 			[]int{2, 1, 1}, 2, []int64{1}},
-		{"youngest first on ties", []Spot{{ID: 1, StartedAt: t0.Add(-3 * time.Hour)}, {ID: 2, StartedAt: t0.Add(-time.Hour)}, {ID: 3, StartedAt: t0.Add(-2 * time.Hour)}},
+		{"work lost: the two small ones lose less than the big old one", gpuportal.VictimsByWorkLost,
+			[]Spot{{ID: 1, StartedAt: ago(3 * time.Hour)}, {ID: 2, StartedAt: ago(2 * time.Hour)}, {ID: 3, StartedAt: ago(time.Hour)}},
+			[]int{2, 1, 1}, 2, []int64{3, 2}},
+		{"youngest rule: youngest first on ties", gpuportal.VictimsYoungest,
+			[]Spot{{ID: 1, StartedAt: ago(3 * time.Hour)}, {ID: 2, StartedAt: ago(time.Hour)}, {ID: 3, StartedAt: ago(2 * time.Hour)}},
 			[]int{1, 1, 1}, 1, []int64{2}},
-		{"nothing needed, nobody interrupted", []Spot{{ID: 1, StartedAt: t0}}, []int{1}, 0, nil},
+		{"work lost: a checkpoint a moment ago makes the cheapest victim", "",
+			[]Spot{{ID: 1, StartedAt: ago(5 * time.Hour), LastCheckpoint: ago(30 * time.Second)}, {ID: 2, StartedAt: ago(10 * time.Minute)}},
+			[]int{2, 2}, 2, []int64{1}},
+		{"youngest rule on the same: the young silent one, which loses more", gpuportal.VictimsYoungest,
+			[]Spot{{ID: 1, StartedAt: ago(5 * time.Hour), LastCheckpoint: ago(30 * time.Second)}, {ID: 2, StartedAt: ago(10 * time.Minute)}},
+			[]int{2, 2}, 2, []int64{2}},
+		{"work lost: equal work goes to the youngest", "",
+			[]Spot{{ID: 1, StartedAt: ago(2 * time.Hour), LastCheckpoint: ago(time.Hour)}, {ID: 2, StartedAt: ago(time.Hour)}},
+			[]int{1, 1}, 1, []int64{2}},
+		{"work lost: a cheap pair beats one instance that saved long ago", "",
+			[]Spot{{ID: 1, StartedAt: ago(4 * time.Hour), LastCheckpoint: ago(2 * time.Hour)}, {ID: 2, StartedAt: ago(3 * time.Hour), LastCheckpoint: ago(time.Minute)},
+				{ID: 3, StartedAt: ago(3 * time.Hour), LastCheckpoint: ago(2 * time.Minute)}},
+			[]int{2, 1, 1}, 2, []int64{2, 3}},
+		{"nothing needed, nobody interrupted", "", []Spot{{ID: 1, StartedAt: t0}}, []int{1}, 0, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := testPool(4, "n1")
@@ -125,8 +149,9 @@ func TestVictimsAreTheFewestAndYoungest(t *testing.T) {
 			}
 			// A booking of the idle GPUs plus need, starting within the horizon.
 			pl.Booked[start.Unix()] = 4 - next + tc.need
-			now := start.Add(-SpotHorizon(pl.Policy))
-			got := Plan(snapshotOf(pl), now)
+			snap := snapshotOf(pl)
+			snap.VictimRule = tc.rule
+			got := Plan(snap, now)
 			var ids []int64
 			for _, in := range got.Interrupt {
 				ids = append(ids, in.InstanceID)

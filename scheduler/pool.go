@@ -120,7 +120,7 @@ func (p *planner) spotCandidates(pl *Pool, tasksOnly bool) []gpuportal.SpotCandi
 		if p.stopped[s.UserID] || (tasksOnly && !s.JobTask) {
 			continue
 		}
-		out = append(out, gpuportal.SpotCandidate{ID: s.ID, Count: s.Count, StartedAt: s.StartedAt})
+		out = append(out, gpuportal.SpotCandidate{ID: s.ID, Count: s.Count, StartedAt: s.StartedAt, LastCheckpoint: s.LastCheckpoint})
 	}
 	return out
 }

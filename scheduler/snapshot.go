@@ -35,6 +35,10 @@ type Snapshot struct {
 	// Location is the site time zone, for pricing the window a flexible
 	// waitlist entry books (off-peak hours are local).
 	Location *time.Location
+	// VictimRule is how spot instances are picked to give GPUs back to
+	// reservations and on-demand launches (gpuportal.VictimsByWorkLost
+	// when empty; the simulator compares VictimsYoungest).
+	VictimRule string
 }
 
 // PoolKey names a model in a region.
@@ -115,6 +119,9 @@ type Spot struct {
 	Node      string
 	StartedAt time.Time
 	JobTask   bool // an attempt of a job's task: spot work that yields to other spot work
+	// LastCheckpoint is the workload's last checkpoint report (zero:
+	// none since it started): the work an interruption loses is since then.
+	LastCheckpoint time.Time
 }
 
 // Reservation is a confirmed or active reservation.

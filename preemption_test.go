@@ -1,0 +1,72 @@
+package gpuportal
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// The work-lost choice is the cheapest cover: checked against every
+// subset of small random sets of spot instances.
+func TestChooseVictimsByWorkLostIsTheCheapestCover(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for round := 0; round < 300; round++ {
+		n := 1 + rng.IntN(9)
+		var spots []SpotCandidate
+		total := 0
+		for k := range n {
+			c := SpotCandidate{ID: int64(k + 1), Count: 1 + rng.IntN(8), StartedAt: now.Add(-time.Duration(1+rng.IntN(600)) * time.Minute)}
+			if rng.IntN(2) == 0 {
+				c.LastCheckpoint = c.StartedAt.Add(time.Duration(rng.Int64N(int64(now.Sub(c.StartedAt)))))
+			}
+			spots = append(spots, c)
+			total += c.Count
+		}
+		need := 1 + rng.IntN(total)
+		got := ChooseVictimsByWorkLost(spots, need, now)
+		freed, lost := 0, int64(0)
+		for _, v := range got {
+			freed += v.Count
+			lost += v.WorkAtRisk(now)
+		}
+		if freed < need {
+			t.Fatalf("round %d: frees %d of %d", round, freed, need)
+		}
+		best := int64(-1)
+		for mask := 1; mask < 1<<n; mask++ {
+			f, w := 0, int64(0)
+			for k := range n {
+				if mask&(1<<k) != 0 {
+					f += spots[k].Count
+					w += spots[k].WorkAtRisk(now)
+				}
+			}
+			if f >= need && (best < 0 || w < best) {
+				best = w
+			}
+		}
+		if lost != best {
+			t.Fatalf("round %d: loses %d GPU-s; the cheapest cover loses %d (%+v, need %d)", round, lost, best, spots, need)
+		}
+	}
+}
+
+func TestLostGPUSeconds(t *testing.T) {
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		checkpoint time.Time
+		stop       time.Time
+		want       int64
+	}{
+		{"no report: since the start", time.Time{}, start.Add(10 * time.Minute), 4 * 600},
+		{"since the last report", start.Add(9 * time.Minute), start.Add(10 * time.Minute), 4 * 60},
+		{"a report from before the start counts from the start", start.Add(-time.Hour), start.Add(time.Minute), 4 * 60},
+		{"stopped at the report: nothing lost", start.Add(5 * time.Minute), start.Add(5 * time.Minute), 0},
+	} {
+		if got := LostGPUSeconds(4, start, tc.checkpoint, tc.stop); got != tc.want {
+			t.Errorf("%s: %d; want %d", tc.name, got, tc.want)
+		}
+	}
+}
