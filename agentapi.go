@@ -73,6 +73,13 @@ type WorkloadStatus struct {
 	Error    string `json:"error,omitempty"` // it could not be started
 	// LogTail is the end of the workload's output (at most 4 KiB).
 	LogTail string `json:"log_tail,omitempty"`
+	// CheckpointAt is the workload's last checkpoint report to its
+	// metadata endpoint (PUT /gpuportal/checkpoint), in the agent's clock:
+	// the portal stamps it in business time when it first sees it.
+	CheckpointAt *time.Time `json:"checkpoint_at,omitempty"`
+	// ReadyAt: after its notice the workload said its state is saved (PUT
+	// /gpuportal/ready); the agent stops it at once.
+	ReadyAt *time.Time `json:"ready_at,omitempty"`
 }
 
 // AgentHeartbeat reports a node's GPUs and workloads. WaitSeconds > 0 asks

@@ -135,6 +135,28 @@ type Instance struct {
 	JobID         *int64                `json:"job_id,omitempty"`     // an attempt of a job's task
 	TaskIndex     *int                  `json:"task_index,omitempty"` // which task of the job
 	CheckpointKey string                `json:"-"`
+	// LastCheckpoint is the workload's last checkpoint report (business
+	// time); WorkSinceCheckpoint the GPU-seconds since it (or since the
+	// start) while it runs — what an interruption now would lose; Lost
+	// what its interruptions lost.
+	LastCheckpoint      *time.Time `json:"last_checkpoint_at,omitempty"`
+	WorkSinceCheckpoint *int64     `json:"work_since_checkpoint_gpu_seconds,omitempty"`
+	Lost                *int64     `json:"lost_gpu_seconds,omitempty"`
+	// ReadyAt: after its notice the workload reported its state saved.
+	ReadyAt *time.Time `json:"ready_at,omitempty"`
+}
+
+// WorkAtRisk is the GPU-seconds an interruption at now would lose: since
+// the last checkpoint report, or since the run started.
+func (i *Instance) WorkAtRisk(now time.Time) int64 {
+	if i.StartedAt == nil {
+		return 0
+	}
+	var last time.Time
+	if i.LastCheckpoint != nil {
+		last = *i.LastCheckpoint
+	}
+	return LostGPUSeconds(i.Count, *i.StartedAt, last, now)
 }
 
 // Lifecycle is what the metadata endpoint calls the instance's kind.

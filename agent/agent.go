@@ -153,7 +153,7 @@ func New(cfg Config) (*Agent, error) {
 		registry: prometheus.NewRegistry(), metaHost: metaHost,
 	}
 	a.metrics = newGPUMetrics(a.registry)
-	a.meta = newMetadataServer(a.metadataView)
+	a.meta = newMetadataServer(a.metadataView, a.workloadReport)
 	return a, nil
 }
 
@@ -312,6 +312,14 @@ func (a *Agent) statusesLocked() []gpuportal.WorkloadStatus {
 		}
 		st := gpuportal.WorkloadStatus{InstanceID: w.rec.InstanceID, Attempt: w.rec.Attempt, State: gpuportal.WorkloadRunning, StartedAt: w.rec.StartedAt, Signal: w.signal,
 			LogTail: a.logTail(w.rec.InstanceID)}
+		if !w.rec.CheckpointAt.IsZero() {
+			at := w.rec.CheckpointAt
+			st.CheckpointAt = &at
+		}
+		if !w.rec.ReadyAt.IsZero() {
+			at := w.rec.ReadyAt
+			st.ReadyAt = &at
+		}
 		if w.exited {
 			st.State = gpuportal.WorkloadExited
 			end := w.endedAt

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,7 +26,12 @@ func TestMetadataEndpoint(t *testing.T) {
 		41: {instanceID: "41", lifecycle: "spot"},
 		42: {instanceID: "42", lifecycle: "on-demand"},
 	}
-	m := newMetadataServer(func(id int64) (metadataView, bool) { v, ok := views[id]; return v, ok })
+	var reports []string
+	m := newMetadataServer(func(id int64) (metadataView, bool) { v, ok := views[id]; return v, ok },
+		func(id int64, kind string) (int, string) {
+			reports = append(reports, fmt.Sprintf("%d %s", id, kind))
+			return 200, "recorded"
+		})
 	// One endpoint per instance, each at the root path.
 	srv1 := httptest.NewServer(m.forInstance(41))
 	defer srv1.Close()
@@ -73,13 +80,30 @@ func TestMetadataEndpoint(t *testing.T) {
 	if st, _, _ := do(srv2, "GET", "/latest/meta-data/instance-id", map[string]string{tokenHeader: tok}); st != 401 {
 		t.Fatalf("another instance's token = %d", st)
 	}
+	// (issue 26) The workload's own reports reach the agent, for its own
+	// instance only; a bad token or a GET is refused.
+	if st, _, _ := do(srv1, "PUT", "/gpuportal/checkpoint", map[string]string{tokenHeader: tok}); st != 200 {
+		t.Fatalf("checkpoint report = %d", st)
+	}
+	if st, _, _ := do(srv1, "PUT", "/gpuportal/ready", nil); st != 200 {
+		t.Fatalf("ready report = %d", st)
+	}
+	if st, _, _ := do(srv2, "PUT", "/gpuportal/checkpoint", map[string]string{tokenHeader: tok}); st != 401 {
+		t.Fatalf("checkpoint with another instance's token = %d", st)
+	}
+	if st, _, _ := do(srv1, "GET", "/gpuportal/checkpoint", nil); st != 405 {
+		t.Fatalf("GET checkpoint = %d", st)
+	}
+	if want := []string{"41 checkpoint", "41 ready"}; !slices.Equal(reports, want) {
+		t.Fatalf("reports = %v; want %v", reports, want)
+	}
 	// (issue 22, item 19) A token request through a proxy is refused, as
 	// on EC2.
 	if st, _, _ := do(srv1, "PUT", "/latest/api/token", map[string]string{tokenTTLHeader: "60", "X-Forwarded-For": "10.1.2.3"}); st != 403 {
 		t.Fatalf("token through a proxy = %d", st)
 	}
 	// A token past its TTL is refused; a forged expiry breaks the signature.
-	short := newMetadataServer(m.lookup)
+	short := newMetadataServer(m.lookup, m.report)
 	at := time.Now()
 	short.now = func() time.Time { return at }
 	shortSrv := httptest.NewServer(short.forInstance(41))

@@ -44,14 +44,24 @@ type metadataView struct {
 // is shared between tenants; a token is valid for its own instance only.
 type metadataServer struct {
 	lookup func(instanceID int64) (metadataView, bool)
+	// report takes a workload's own report (reportCheckpoint or
+	// reportReady) and answers with an HTTP status and a line of text.
+	report func(instanceID int64, kind string) (int, string)
 	now    func() time.Time
 	key    []byte // signs tokens; new at every agent start
 }
 
-func newMetadataServer(lookup func(int64) (metadataView, bool)) *metadataServer {
+// What a workload reports to its metadata endpoint (gpuportal's own
+// paths beside the EC2 dialect).
+const (
+	reportCheckpoint = "checkpoint" // PUT /gpuportal/checkpoint: my state is saved
+	reportReady      = "ready"      // PUT /gpuportal/ready: saved after the notice; stop me now
+)
+
+func newMetadataServer(lookup func(int64) (metadataView, bool), report func(int64, string) (int, string)) *metadataServer {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	return &metadataServer{lookup: lookup, now: time.Now, key: key}
+	return &metadataServer{lookup: lookup, report: report, now: time.Now, key: key}
 }
 
 // tokenFor signs an instance's token valid until expires (Unix seconds).
@@ -75,6 +85,22 @@ func (m *metadataServer) serve(w http.ResponseWriter, r *http.Request, id int64)
 	path := r.URL.Path
 	if path == "/latest/api/token" {
 		m.issueToken(w, r, id)
+		return
+	}
+	if kind, ok := strings.CutPrefix(path, "/gpuportal/"); ok && (kind == reportCheckpoint || kind == reportReady) {
+		if r.Method != http.MethodPut && r.Method != http.MethodPost {
+			w.Header().Set("Allow", "PUT, POST")
+			http.Error(w, "method not allowed: PUT it", http.StatusMethodNotAllowed)
+			return
+		}
+		if tok := r.Header.Get(tokenHeader); tok != "" && !m.validToken(tok, id) {
+			http.Error(w, "invalid or expired metadata token", http.StatusUnauthorized)
+			return
+		}
+		status, msg := m.report(id, kind)
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(msg + "\n"))
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -173,6 +199,38 @@ func (a *Agent) metadataView(instanceID int64) (metadataView, bool) {
 		v.deadline, v.action = w.rec.Deadline, w.rec.Action
 	}
 	return v, true
+}
+
+// workloadReport takes a workload's report to its metadata endpoint: a
+// checkpoint is kept and passed on to the portal at once (it stamps it);
+// "ready" after a notice also stops the workload now — SIGTERM at once,
+// SIGKILL after the grace — so its GPUs free early and its billing ends.
+func (a *Agent) workloadReport(instanceID int64, kind string) (int, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w, ok := a.workloads[instanceID]
+	if !ok || w.exited || w.proc == nil {
+		return http.StatusConflict, "the workload is not running"
+	}
+	now := a.clock.Now()
+	switch kind {
+	case reportCheckpoint:
+		w.rec.CheckpointAt = now
+		a.log.Info("checkpoint reported", "instance", instanceID)
+	case reportReady:
+		if w.rec.NoticeAt.IsZero() {
+			return http.StatusConflict, "no interruption notice is pending; report saved state with PUT /gpuportal/checkpoint"
+		}
+		w.rec.CheckpointAt, w.rec.ReadyAt = now, now
+		if !w.rec.TermSent && w.rec.Deadline.After(now) {
+			w.rec.Deadline = now
+		}
+		a.log.Info("workload ready after its notice: stopping it now", "instance", instanceID)
+		a.wakeEnforcer()
+	}
+	a.persistLocked()
+	a.pushNow()
+	return http.StatusOK, "recorded at " + now.UTC().Format(time.RFC3339)
 }
 
 // serveMetadataLocked opens the instance's own metadata listener on addr

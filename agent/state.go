@@ -42,6 +42,10 @@ type workloadRecord struct {
 	TermSent  bool      `json:"term_sent,omitempty"`
 	KillSent  bool      `json:"kill_sent,omitempty"`
 	StopAsked bool      `json:"stop_asked,omitempty"`
+	// The workload's own reports to its metadata endpoint, in this
+	// machine's clock: its last checkpoint, and "ready" after a notice.
+	CheckpointAt time.Time `json:"checkpoint_at,omitzero"`
+	ReadyAt      time.Time `json:"ready_at,omitzero"`
 }
 
 func readJSON(path string, v any) (bool, error) {

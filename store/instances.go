@@ -14,17 +14,17 @@ import (
 
 const instanceColumns = `id, user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, coalesce(node_id, ''),
 	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail, image,
-	job_id, task_index`
+	job_id, task_index, last_checkpoint_at, lost_gpu_seconds, ready_at`
 
 // scanInstance reads instanceColumns, then any extra columns into extra.
 func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal.Instance, error) {
 	var i gpuportal.Instance
-	var resID, started, ended, notice, deadline, exit, jobID, taskIndex sql.NullInt64
+	var resID, started, ended, notice, deadline, exit, jobID, taskIndex, checkpoint, lost, ready sql.NullInt64
 	var reason sql.NullString
 	var created int64
 	dest := append([]any{&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
 		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &i.Image,
-		&jobID, &taskIndex}, extra...)
+		&jobID, &taskIndex, &checkpoint, &lost, &ready}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -34,6 +34,10 @@ func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal
 	}
 	i.CreatedAt = fromUnix(created)
 	i.StartedAt, i.EndedAt = fromNullUnix(started), fromNullUnix(ended)
+	i.LastCheckpoint, i.ReadyAt = fromNullUnix(checkpoint), fromNullUnix(ready)
+	if lost.Valid {
+		i.Lost = &lost.Int64
+	}
 	if resID.Valid {
 		i.ReservationID = &resID.Int64
 	}
@@ -48,11 +52,14 @@ func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal
 	return &i, nil
 }
 
-// liveCost adds the running attempt's cost so far (every started minute).
+// liveCost adds the running attempt's cost so far (every started minute)
+// and the work an interruption now would lose.
 func liveCost(i *gpuportal.Instance, now time.Time) {
 	if i.StartedAt != nil && (i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting) {
 		min := gpuportal.BillableMinutes(*i.StartedAt, now, i.Kind, false, false, 0)
 		i.Cost += gpuportal.RunCost(i.PricePerGPU, i.Count, min)
+		work := i.WorkAtRisk(now)
+		i.WorkSinceCheckpoint = &work
 	}
 }
 
@@ -440,6 +447,9 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 					return err
 				}
 			}
+			if err := recordCheckpoint(ctx, tx, i, r, now); err != nil {
+				return err
+			}
 			switch {
 			case r.State == gpuportal.WorkloadRunning && i.Status == gpuportal.InstancePending:
 				if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'running', started_at = ? WHERE id = ?`, unix(now), i.ID); err != nil {
@@ -483,6 +493,29 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 	return nil
 }
 
+// recordCheckpoint stamps, in business time, a checkpoint report (and a
+// "ready" after a notice) the agent passed on. The agent repeats its last
+// report in every status; its own stamp tells a new one from a repeat.
+func recordCheckpoint(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, r gpuportal.WorkloadStatus, now time.Time) error {
+	if r.CheckpointAt != nil {
+		stamp := r.CheckpointAt.UTC().Format(time.RFC3339Nano)
+		res, err := tx.ExecContext(ctx, `UPDATE instances SET last_checkpoint_at = ?, checkpoint_reported = ? WHERE id = ? AND coalesce(checkpoint_reported, '') <> ?`, unix(now), stamp, i.ID, stamp)
+		if err != nil {
+			return fmt.Errorf("record checkpoint of instance %d: %w", i.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			i.LastCheckpoint = &now
+		}
+	}
+	if r.ReadyAt != nil && i.ReadyAt == nil && i.Status == gpuportal.InstanceInterrupting {
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET ready_at = ? WHERE id = ?`, unix(now), i.ID); err != nil {
+			return fmt.Errorf("record ready of instance %d: %w", i.ID, err)
+		}
+		i.ReadyAt = &now
+	}
+	return nil
+}
+
 // holdBusyGPUs takes the GPUs of an ended instance out of service when its
 // agent could not see them free (something of the instance is still on
 // them): handing them to the next tenant would share them with it. They
@@ -516,6 +549,17 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 	}
 	if err := recordRunEnd(ctx, tx, i, now); err != nil {
 		return err
+	}
+	if outcome == gpuportal.InstanceInterrupted && i.StartedAt != nil {
+		// What the interruption cost the workload: GPU-seconds since its
+		// last checkpoint report (since the run started when none).
+		lost := i.WorkAtRisk(now)
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET lost_gpu_seconds = coalesce(lost_gpu_seconds, 0) + ? WHERE id = ?`, lost, i.ID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE interruptions SET lost_gpu_seconds = ? WHERE id = (SELECT max(id) FROM interruptions WHERE instance_id = ?) AND lost_gpu_seconds IS NULL`, lost, i.ID); err != nil {
+			return err
+		}
 	}
 	var disabled bool
 	if err := db.row(ctx, tx, `SELECT disabled_at IS NOT NULL FROM users WHERE id = ?`, i.UserID).Scan(&disabled); err != nil {

@@ -20,7 +20,7 @@ import (
 func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (scheduler.Snapshot, error) {
 	q := preparedTx{db, tx}
 	s := scheduler.Snapshot{Pools: map[scheduler.PoolKey]*scheduler.Pool{}, Owners: map[int64]scheduler.Owner{},
-		JobGPUs: map[scheduler.UserPool]int{}, FreeHours: map[scheduler.PoolKey]map[int64]int{}, Location: db.Location}
+		JobGPUs: map[scheduler.UserPool]int{}, FreeHours: map[scheduler.PoolKey]map[int64]int{}, Location: db.Location, VictimRule: db.VictimRule}
 	steps := []struct {
 		name string
 		load func(context.Context, queryer, time.Time, *scheduler.Snapshot) error
@@ -260,11 +260,14 @@ func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool, detail s
 	var spots []scheduler.Spot
 	if detail == scheduler.DetailFull {
 		if spots, err = scanAll(ctx, q, func(r *sql.Rows, s *scheduler.Spot) error {
-			var started int64
-			err := r.Scan(&s.ID, &s.UserID, &s.Count, &s.Node, &started, &s.JobTask)
+			var started, checkpoint int64
+			err := r.Scan(&s.ID, &s.UserID, &s.Count, &s.Node, &started, &s.JobTask, &checkpoint)
 			s.StartedAt = fromUnix(started)
+			if checkpoint > 0 {
+				s.LastCheckpoint = fromUnix(checkpoint)
+			}
 			return err
-		}, `SELECT id, user_id, count, node_id, coalesce(started_at, created_at), job_id IS NOT NULL FROM instances
+		}, `SELECT id, user_id, count, node_id, coalesce(started_at, created_at), job_id IS NOT NULL, coalesce(last_checkpoint_at, 0) FROM instances
 			WHERE model_id = ? AND region_id = ? AND kind = 'spot' AND status IN ('pending', 'running') AND node_id IS NOT NULL`, pl.Key.Model, pl.Key.Region); err != nil {
 			return err
 		}

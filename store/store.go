@@ -35,6 +35,10 @@ type DB struct {
 	Clock gpuportal.Clock
 	// Location is the site time zone (off-peak windows are local hours).
 	Location *time.Location
+	// VictimRule is how the scheduler picks spot instances to interrupt
+	// (gpuportal.VictimsByWorkLost when empty); `portal simulate` sets it
+	// to compare the rules.
+	VictimRule string
 	// Wakeups wakes agents whose desired state changed.
 	Wakeups *Wakeups
 	// Wall is real time, for what agents enforce in their own clocks
