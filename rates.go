@@ -41,7 +41,19 @@ type TrailingRate struct {
 	Interrupted int     `json:"interrupted"`
 	Rate        float64 `json:"rate"`
 	Bucket      string  `json:"bucket"`
+	// The work interruptions lost (GPU-hours since the workloads' last
+	// checkpoint reports), per 100 spot GPU-hours run, and the share of
+	// interruptions that lost under 5 minutes of work (1 when none lost
+	// anything to measure yet).
+	LostGPUHours        float64 `json:"lost_gpu_hours"`
+	LostPer100GPUHours  float64 `json:"lost_gpu_hours_per_100_spot_gpu_hours"`
+	ShareLostUnder5Min  float64 `json:"share_lost_under_5_min"`
+	MeasuredInterrupted int     `json:"measured_interruptions"`
 }
+
+// LostUnder is the work an interruption may lose and still count as
+// "lost under 5 minutes": 5 minutes on each of its GPUs.
+const LostUnder = 5 * time.Minute
 
 // HourOfWeek is the heatmap cell of t in loc: weekday (Monday = 0) × 24 +
 // hour.

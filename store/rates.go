@@ -213,10 +213,28 @@ func (db *DB) Rates(ctx context.Context, model, region string, count int) (*gpup
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	spotHours := 0.0
 	for i := range r.ByHour {
+		spotHours += r.GPUHours[i]
 		if r.GPUHours[i] > 0 {
 			r.ByHour[i] = float64(interrupts[i]) / r.GPUHours[i] * 100
 		}
+	}
+	// The work the window's interruptions lost (measured when each ended).
+	var lost int64
+	var under int
+	if err := db.read.QueryRowContext(ctx, `SELECT coalesce(sum(lost_gpu_seconds), 0), count(*), coalesce(sum(CASE WHEN lost_gpu_seconds < gpus * ? THEN 1 ELSE 0 END), 0)
+		FROM interruptions WHERE model_id = ? AND region_id = ? AND notice_at >= ? AND notice_at <= ? AND lost_gpu_seconds IS NOT NULL`,
+		int64(gpuportal.LostUnder/time.Second), model, region, unix(since), unix(now)).Scan(&lost, &r.Trailing.MeasuredInterrupted, &under); err != nil {
+		return nil, fmt.Errorf("rates: lost work: %w", err)
+	}
+	r.Trailing.LostGPUHours = float64(lost) / 3600
+	r.Trailing.ShareLostUnder5Min = 1
+	if r.Trailing.MeasuredInterrupted > 0 {
+		r.Trailing.ShareLostUnder5Min = float64(under) / float64(r.Trailing.MeasuredInterrupted)
+	}
+	if spotHours > 0 {
+		r.Trailing.LostPer100GPUHours = r.Trailing.LostGPUHours / spotHours * 100
 	}
 	if r.SafeUntil, err = db.SafeUntil(ctx, model, region, count); err != nil {
 		return nil, err

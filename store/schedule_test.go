@@ -85,6 +85,9 @@ func getInstance(t *testing.T, db *store.DB, id int64) *gpuportal.Instance {
 func TestSchedulerThroughADay(t *testing.T) {
 	ctx := context.Background()
 	db, clock := storetest.Open(t) // Mon 2026-11-30 08:00 Shanghai
+	// Under the fewest-instances rule (none of these workloads reports
+	// checkpoints; TestCheckpointingInstanceIsTheVictim has the default).
+	db.VictimRule = gpuportal.VictimsYoungest
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
 	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
 	agent := fakeAgent{t, db}
