@@ -992,4 +992,10 @@ var zhCN = map[string]string{
 	"Give start and end for one window, or duration_hours with earliest and latest_end for any window in a range — not both.":              "请给出 start 和 end 指定一个时段，或给出 duration_hours 以及 earliest 和 latest_end 指定范围内任意时段——不能同时给出。",
 	"You are number %d on the waitlist for %d hours in this range: the earliest window that frees is booked for you, and you are told %s.": "您在候补队列中排第 %d 位（该范围内任意 %d 小时）：最早空出的时段将为您预订，并%s通知您。",
 	"no window of its length can start in its range any more":                                                                              "该范围内已无法开始这么长的时段",
+	"last checkpoint %s":                         "上次检查点 %s",
+	"no checkpoint reported":                     "未报告检查点",
+	"%d GPU-min at risk":                         "%d GPU·分钟有丢失风险",
+	"interruptions lost %d GPU-min of work":      "中断共丢失 %d GPU·分钟的工作",
+	"stopped early: it reported its state saved": "已提前停止：它报告状态已保存",
+	"Work lost: %.1f GPU-hours per 100 spot GPU-hours; %.0f%% of interruptions lost under 5 minutes (work since the last checkpoint report).": "丢失的工作：每 100 竞价 GPU·小时丢失 %.1f GPU·小时；%.0f%% 的中断丢失不到 5 分钟（自上次检查点报告以来的工作）。",
 }

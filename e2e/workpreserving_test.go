@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"gpuportal"
+)
+
+// saver reports a checkpoint to its metadata endpoint twice a second and,
+// once it sees its notice, reports ready (its state is saved) and exits
+// cleanly on the SIGTERM that follows at once.
+const saver = `
+trap 'exit 0' TERM
+i=0
+while [ $i -lt 1200 ]; do
+  curl -s -X PUT "$GPUPORTAL_METADATA_URL/gpuportal/checkpoint" > /dev/null
+  if curl -sf "$GPUPORTAL_METADATA_URL/latest/meta-data/spot/instance-action" > /dev/null; then
+    curl -s -X PUT "$GPUPORTAL_METADATA_URL/gpuportal/ready"
+  fi
+  i=$((i+1))
+  sleep 0.5
+done`
+
+// silent never reports anything.
+const silent = `i=0; while [ $i -lt 6000 ]; do i=$((i+1)); sleep 0.1; done`
+
+// (issue 26) With a real agent and the test clock: of two spot instances
+// in the way of a booking, the older one that reports checkpoints is
+// interrupted and the younger silent one keeps running; the older one
+// reports ready and is stopped well before its notice runs out, billed to
+// that minute, with the work it lost recorded.
+func TestTheCheckpointingInstanceGivesWay(t *testing.T) {
+	p := startPortal(t, true) // business time 09:30 Shanghai
+	dir := t.TempDir()
+	p.startAgent(t, dir+"/node", dir+"/ckpt", "mock:dgxa100", true)
+	old := launch(t, p, 4, saver, false)
+	eventually(t, 15*time.Second, "the saver to report a checkpoint", func() bool { return p.instance(old.ID).LastCheckpoint != nil })
+	advance(t, p, "30m") // 10:00
+	young := launch(t, p, 4, silent, false)
+	eventually(t, 15*time.Second, "the silent one to run", func() bool { return p.instance(young.ID).Status == gpuportal.InstanceRunning })
+	if st := p.api("POST", "/api/v1/reservations", p.user, `{"model":"a100-80g","region":"cd-1","count":4,"start":"2026-12-01T11:00:00+08:00","end":"2026-12-01T15:00:00+08:00"}`, nil); st != 201 {
+		t.Fatalf("book = %d", st)
+	}
+	advance(t, p, "50m") // 10:50: the saver's reports are stamped now
+	at := time.Date(2026, 12, 1, 2, 50, 0, 0, time.UTC)
+	eventually(t, 15*time.Second, "a checkpoint stamped at 10:50", func() bool {
+		c := p.instance(old.ID).LastCheckpoint
+		return c != nil && !c.Before(at)
+	})
+	if i := p.instance(old.ID); i.WorkSinceCheckpoint == nil || *i.WorkSinceCheckpoint != 0 {
+		t.Errorf("work since the saver's checkpoint = %v; want 0", i.WorkSinceCheckpoint)
+	}
+	if i := p.instance(young.ID); i.WorkSinceCheckpoint == nil || *i.WorkSinceCheckpoint != 4*50*60 {
+		t.Errorf("work since the silent one's start = %v; want 4 GPUs × 50 min", i.WorkSinceCheckpoint)
+	}
+
+	advance(t, p, "9m") // 10:59: within notice + grace + a minute of 11:00
+	eventually(t, 10*time.Second, "the saver's notice", func() bool { return p.instance(old.ID).Status != gpuportal.InstanceRunning })
+	got := p.instance(old.ID)
+	if got.Interruption == nil || got.Interruption.Reason != gpuportal.ReasonReservation {
+		t.Fatalf("the saver = %+v; want interrupted for the reservation", got)
+	}
+	if st := p.instance(young.ID).Status; st != gpuportal.InstanceRunning {
+		t.Fatalf("the silent young one is %s; it loses more and should keep running", st)
+	}
+	// Ready → stopped at once: long before its 10 s notice would end (the
+	// test clock is still; wall time tells).
+	noticed := time.Now()
+	eventually(t, 8*time.Second, "the saver to be stopped after ready", func() bool { return p.instance(old.ID).Status == gpuportal.InstanceInterrupted })
+	if took := time.Since(noticed); took > 8*time.Second {
+		t.Errorf("stopped %s after the notice", took)
+	}
+	got = p.instance(old.ID)
+	if got.ReadyAt == nil || got.Lost == nil || *got.Lost > 4*60 || got.EndedAt == nil || !got.EndedAt.Before(got.Interruption.Deadline) {
+		t.Fatalf("after ready: ready %v, lost %v, ended %v (deadline %s)", got.ReadyAt, got.Lost, got.EndedAt, got.Interruption.Deadline)
+	}
+	// Billed to that minute: 09:30 to 10:59 is 89 minutes.
+	if want := gpuportal.RunCost(got.PricePerGPU, 4, 89); got.Cost != want {
+		t.Errorf("cost %s; want %s (89 minutes)", got.Cost, want)
+	}
+	var rates gpuportal.InterruptionRates
+	p.api("GET", "/api/v1/interruption-rates?model=a100-80g&region=cd-1", p.user, "", &rates)
+	if rates.Trailing.MeasuredInterrupted != 1 || rates.Trailing.ShareLostUnder5Min != 1 {
+		t.Errorf("rates: %+v", rates.Trailing)
+	}
+	var stopped gpuportal.Instance
+	p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", young.ID), p.user, "", &stopped)
+}
