@@ -91,7 +91,7 @@ func TestCheckpointingInstanceIsTheVictim(t *testing.T) {
 	if got.Lost == nil || *got.Lost != 0 {
 		t.Errorf("lost %v GPU-seconds; ready is a checkpoint, so nothing", got.Lost)
 	}
-	minutes := int(stop.Sub(t0)/time.Minute) // started at t0, interrupted: the minute of the stop is not billed
+	minutes := int(stop.Sub(t0) / time.Minute) // started at t0, interrupted: the minute of the stop is not billed
 	if want := gpuportal.RunCost(old.PricePerGPU, 2, minutes); got.Cost != want {
 		t.Errorf("cost %s; want %s (%d minutes)", got.Cost, want, minutes)
 	}
