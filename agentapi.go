@@ -141,6 +141,9 @@ type DesiredWorkload struct {
 	// started here — report it exited. The portal lists a stopped workload
 	// until it has applied its exit, so no exit report can be lost.
 	Stop bool `json:"stop,omitempty"`
+	// Rebalance: the book will want this spot instance's GPUs soon; its
+	// metadata answers events/recommendations/rebalance (as EC2's does).
+	Rebalance bool `json:"rebalance,omitempty"`
 }
 
 // TaskRef names a job's task.

@@ -24,6 +24,7 @@ const (
 	NoteTokensRevoked      = "api_tokens_revoked" // a password reset (or a change, when asked) ended every API token
 	NoteVerifyEmail        = "verify_email"       // email only: the link that verifies the address
 	NoteVerifyPhone        = "verify_phone"       // SMS only: the code that verifies the phone
+	NoteSpotRebalance      = "spot_rebalance"     // in-app only: the book will want a spot instance's GPUs soon
 )
 
 // NoteKinds is every notification kind: each must render in every
@@ -31,7 +32,7 @@ const (
 var NoteKinds = []string{
 	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
 	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
-	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone,
+	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance,
 }
 
 // Notification channels.

@@ -41,6 +41,12 @@ type Policy struct {
 	SpotGraceSeconds           int                `json:"spot_grace_seconds"`
 	WaitlistClaimMinutes       int                `json:"waitlist_claim_minutes"`
 	OnDemandMinBillableMinutes int                `json:"on_demand_min_billable_minutes"`
+	// Work-preserving preemption: the bounds of the notice a spot launch
+	// may ask for (notice_seconds), and how long before a notice is due a
+	// rebalance recommendation goes out (0: none).
+	SpotNoticeMinSeconds int `json:"spot_notice_min_seconds"`
+	SpotNoticeMaxSeconds int `json:"spot_notice_max_seconds"`
+	RebalanceLeadMinutes int `json:"rebalance_lead_minutes"`
 }
 
 // PolicyOverride names only what differs from the global policy for one
@@ -58,6 +64,9 @@ type PolicyOverride struct {
 	SpotGraceSeconds           *int                `json:"spot_grace_seconds,omitempty"`
 	WaitlistClaimMinutes       *int                `json:"waitlist_claim_minutes,omitempty"`
 	OnDemandMinBillableMinutes *int                `json:"on_demand_min_billable_minutes,omitempty"`
+	SpotNoticeMinSeconds       *int                `json:"spot_notice_min_seconds,omitempty"`
+	SpotNoticeMaxSeconds       *int                `json:"spot_notice_max_seconds,omitempty"`
+	RebalanceLeadMinutes       *int                `json:"rebalance_lead_minutes,omitempty"`
 }
 
 // Policies is the whole policies document: the global policy and per-model
@@ -83,7 +92,16 @@ func DefaultPolicy() Policy {
 		LateCancelLimit30d:  3,
 		SpotDiscountPercent: 70, SpotNoticeSeconds: 120, SpotGraceSeconds: 30,
 		WaitlistClaimMinutes: 30, OnDemandMinBillableMinutes: 60,
+		SpotNoticeMinSeconds: 10, SpotNoticeMaxSeconds: 600, RebalanceLeadMinutes: 30,
 	}
+}
+
+// PoliciesToDecode is what a policies document is decoded into: rules
+// added after a document was written (the notice bounds, the rebalance
+// lead) keep their defaults when it does not name them.
+func PoliciesToDecode() Policies {
+	d := DefaultPolicy()
+	return Policies{Global: Policy{SpotNoticeMinSeconds: d.SpotNoticeMinSeconds, SpotNoticeMaxSeconds: d.SpotNoticeMaxSeconds, RebalanceLeadMinutes: d.RebalanceLeadMinutes}}
 }
 
 // DefaultPolicies is the policies document with no overrides.
@@ -114,6 +132,9 @@ func (p Policies) For(modelID string) Policy {
 	setInt(&out.SpotGraceSeconds, o.SpotGraceSeconds)
 	setInt(&out.WaitlistClaimMinutes, o.WaitlistClaimMinutes)
 	setInt(&out.OnDemandMinBillableMinutes, o.OnDemandMinBillableMinutes)
+	setInt(&out.SpotNoticeMinSeconds, o.SpotNoticeMinSeconds)
+	setInt(&out.SpotNoticeMaxSeconds, o.SpotNoticeMaxSeconds)
+	setInt(&out.RebalanceLeadMinutes, o.RebalanceLeadMinutes)
 	if o.OffPeak != nil {
 		out.OffPeak = *o.OffPeak
 	}
@@ -168,6 +189,12 @@ func (p Policy) validate(prefix string) []*Error {
 	check("spot_grace_seconds", p.SpotGraceSeconds, 5, 300, "Must be between %d and %d seconds (5 s to 5 min).")
 	check("waitlist_claim_minutes", p.WaitlistClaimMinutes, 1, 7*24*60, "Must be between %d and %d minutes.")
 	check("on_demand_min_billable_minutes", p.OnDemandMinBillableMinutes, 0, 24*60, "Must be between %d and %d minutes.")
+	check("spot_notice_min_seconds", p.SpotNoticeMinSeconds, 10, 600, "Must be between %d and %d seconds (10 s to 10 min).")
+	check("spot_notice_max_seconds", p.SpotNoticeMaxSeconds, 10, 3600, "Must be between %d and %d seconds (10 s to an hour).")
+	check("rebalance_lead_minutes", p.RebalanceLeadMinutes, 0, 240, "Must be between %d and %d minutes.")
+	if p.SpotNoticeMinSeconds > p.SpotNoticeMaxSeconds {
+		errs = append(errs, FieldErrorf(EINVALID, prefix+".spot_notice_min_seconds", "The shortest notice must not exceed the longest."))
+	}
 	for i, w := range p.OffPeak {
 		f := fmt.Sprintf("%s.off_peak[%d]", prefix, i)
 		if len(w.Days) == 0 {

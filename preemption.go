@@ -30,6 +30,7 @@ type SpotCandidate struct {
 	// LastCheckpoint is its workload's last checkpoint report (zero: none
 	// since it started).
 	LastCheckpoint time.Time
+	Rebalanced     bool // it has had its rebalance recommendation
 }
 
 // WorkAtRisk is the GPU-seconds of work since the candidate's last

@@ -35,6 +35,7 @@ type metadataView struct {
 	lifecycle  string
 	deadline   time.Time // zero until an interruption is scheduled
 	action     string    // terminate (default) or stop
+	rebalance  time.Time // zero until a rebalance recommendation came
 }
 
 // metadataServer holds what every instance's endpoint shares: the view of
@@ -120,7 +121,19 @@ func (m *metadataServer) serve(w http.ResponseWriter, r *http.Request, id int64)
 	when := view.deadline.UTC().Format("2006-01-02T15:04:05Z")
 	switch strings.TrimSuffix(path, "/") {
 	case "/latest/meta-data":
-		text("instance-id\ninstance-life-cycle\nspot/")
+		text("events/\ninstance-id\ninstance-life-cycle\nspot/")
+	case "/latest/meta-data/events":
+		text("recommendations/")
+	case "/latest/meta-data/events/recommendations":
+		text("rebalance")
+	case "/latest/meta-data/events/recommendations/rebalance":
+		// EC2's shape: {"noticeTime": "…Z"}; 404 until one is posted.
+		if view.rebalance.IsZero() {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"noticeTime": view.rebalance.UTC().Format("2006-01-02T15:04:05Z")})
 	case "/latest/meta-data/instance-id":
 		text(view.instanceID)
 	case "/latest/meta-data/instance-life-cycle":
@@ -194,7 +207,7 @@ func (a *Agent) metadataView(instanceID int64) (metadataView, bool) {
 	if !ok {
 		return metadataView{}, false
 	}
-	v := metadataView{instanceID: strconv.FormatInt(w.rec.InstanceID, 10), lifecycle: w.rec.Lifecycle}
+	v := metadataView{instanceID: strconv.FormatInt(w.rec.InstanceID, 10), lifecycle: w.rec.Lifecycle, rebalance: w.rec.RebalanceAt}
 	if !w.rec.NoticeAt.IsZero() {
 		v.deadline, v.action = w.rec.Deadline, w.rec.Action
 	}

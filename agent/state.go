@@ -46,6 +46,8 @@ type workloadRecord struct {
 	// machine's clock: its last checkpoint, and "ready" after a notice.
 	CheckpointAt time.Time `json:"checkpoint_at,omitzero"`
 	ReadyAt      time.Time `json:"ready_at,omitzero"`
+	// RebalanceAt: when the portal's rebalance recommendation arrived.
+	RebalanceAt time.Time `json:"rebalance_at,omitzero"`
 }
 
 func readJSON(path string, v any) (bool, error) {

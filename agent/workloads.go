@@ -90,6 +90,11 @@ func (a *Agent) reconcile(d gpuportal.AgentDesired) {
 		if w.rec.Attempt != dw.Attempt || dw.Stop {
 			continue // an older attempt's exit still to be acknowledged, or being stopped
 		}
+		if dw.Rebalance && w.rec.RebalanceAt.IsZero() && !w.exited {
+			w.rec.RebalanceAt = now
+			a.log.Info("rebalance recommendation", "instance", dw.InstanceID)
+			changed = true
+		}
 		if dw.Interrupt == nil && !w.exited && !w.rec.NoticeAt.IsZero() && !w.rec.TermSent && !w.rec.StopAsked {
 			// The portal called the notice off (a top-up arrived in time).
 			a.log.Info("interruption notice withdrawn", "instance", dw.InstanceID)

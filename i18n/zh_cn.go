@@ -998,4 +998,12 @@ var zhCN = map[string]string{
 	"interruptions lost %d GPU-min of work":      "中断共丢失 %d GPU·分钟的工作",
 	"stopped early: it reported its state saved": "已提前停止：它报告状态已保存",
 	"Work lost: %.1f GPU-hours per 100 spot GPU-hours; %.0f%% of interruptions lost under 5 minutes (work since the last checkpoint report).": "丢失的工作：每 100 竞价 GPU·小时丢失 %.1f GPU·小时；%.0f%% 的中断丢失不到 5 分钟（自上次检查点报告以来的工作）。",
+	"Spot instance #%d: checkpoint soon": "竞价实例 #%d：请尽快保存检查点",
+	"Booked demand will want the GPUs of instance #%d (%s) within about half an hour: save a checkpoint now and report it; its metadata endpoint shows the rebalance recommendation.": "约半小时内预订需求将需要实例 #%d（%s）的 GPU：请现在保存检查点并报告；其元数据端点会显示再平衡建议。",
+	"The interruption notice still comes before the GPUs are needed.":       "在需要这些 GPU 之前仍会发出中断通知。",
+	"gpuportal: spot instance #%d may be interrupted soon; checkpoint now.": "gpuportal：竞价实例 #%d 可能很快被中断；请立即保存检查点。",
+	"The shortest notice must not exceed the longest.":                      "最短通知时间不能超过最长通知时间。",
+	"Shortest notice a spot launch may ask (seconds)":                       "竞价启动可请求的最短通知（秒）",
+	"Longest notice a spot launch may ask (seconds)":                        "竞价启动可请求的最长通知（秒）",
+	"Rebalance recommendation before a notice (minutes, 0 = none)":          "通知前的再平衡建议（分钟，0 = 不发）",
 }

@@ -97,6 +97,12 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		lines = []string{T("Instance #%d (%s) gets SIGTERM at %s (%s), reason: %s.", p.InstanceID, what, at, zone, T(p.Reason)),
 			T("Save a checkpoint now; its metadata endpoint shows the same deadline.")}
 		m.SMS = T("gpuportal: spot instance #%d gets SIGTERM at %s. Checkpoint now.", p.InstanceID, p.Deadline.In(loc).Format("15:04:05"))
+	case gpuportal.NoteSpotRebalance:
+		link += "/instances"
+		m.Subject = T("Spot instance #%d: checkpoint soon", p.InstanceID)
+		lines = []string{T("Booked demand will want the GPUs of instance #%d (%s) within about half an hour: save a checkpoint now and report it; its metadata endpoint shows the rebalance recommendation.", p.InstanceID, what),
+			T("The interruption notice still comes before the GPUs are needed.")}
+		m.SMS = T("gpuportal: spot instance #%d may be interrupted soon; checkpoint now.", p.InstanceID)
 	case gpuportal.NoteInstanceRestarted:
 		link += "/instances"
 		m.Subject = T("Spot instance #%d restarted", p.InstanceID)

@@ -32,6 +32,16 @@ func (p *planner) preempt() {
 				p.interrupt(pl, v.ID, reason)
 			}
 		}
+		// Before their notices are due, the instances the book will want
+		// back within the rebalance lead are told (once): a workload can
+		// checkpoint early, and one that does becomes the cheaper victim.
+		if need := forRebalance(pl, p.now); need > 0 {
+			for _, v := range gpuportal.SelectVictims(p.s.VictimRule, p.spotCandidates(pl, false), need, p.now) {
+				if !v.Rebalanced {
+					p.out.Rebalance = append(p.out.Rebalance, Recommendation{InstanceID: v.ID, Node: nodeOf(pl, v.ID)})
+				}
+			}
+		}
 		// Job tasks already leaving count as gone (no second notice for
 		// the same wait).
 		if need := pl.SpotWait - roomAfterLeaving(pl); need > 0 {
@@ -175,4 +185,14 @@ func (p *planner) jobs() {
 			cands = slices.Delete(cands, best, best+1)
 		}
 	}
+}
+
+// nodeOf is the node a spot instance of the pool runs on.
+func nodeOf(pl *Pool, id int64) string {
+	for _, s := range pl.Spots {
+		if s.ID == id {
+			return s.Node
+		}
+	}
+	return ""
 }

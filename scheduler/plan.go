@@ -17,6 +17,7 @@ type Decisions struct {
 	Replace    []Assignment // active reservations' replacement GPUs for failed ones
 	Balance    []BalanceAction
 	Interrupt  []Interruption // spot instances given notice (activation, preemption, fair share)
+	Rebalance  []Recommendation
 	Place      []Placement
 	Tasks      []TaskStart
 	UnpaidJobs []int64 // jobs whose owner is told that the balance holds their tasks back
@@ -26,7 +27,7 @@ type Decisions struct {
 
 // Empty reports whether the plan does nothing.
 func (p Decisions) Empty() bool {
-	return len(p.Complete)+len(p.Activate)+len(p.LostWork)+len(p.Replace)+len(p.Balance)+len(p.Interrupt)+len(p.Place)+
+	return len(p.Complete)+len(p.Activate)+len(p.LostWork)+len(p.Replace)+len(p.Balance)+len(p.Interrupt)+len(p.Rebalance)+len(p.Place)+
 		len(p.Tasks)+len(p.UnpaidJobs)+len(p.Waitlist)+len(p.Reminders) == 0
 }
 
@@ -104,6 +105,13 @@ type WaitlistAction struct {
 	// Start and End are the window a flexible entry books (zero for an
 	// exact entry: its own window).
 	Start, End time.Time
+}
+
+// Recommendation is a rebalance recommendation for a spot instance: the
+// book will want its GPUs within the policy's lead.
+type Recommendation struct {
+	InstanceID int64
+	Node       string
 }
 
 // Reminder is a notification due about a reservation.
@@ -200,7 +208,7 @@ func DetailNeeded(s Snapshot, now time.Time) map[PoolKey]Detail {
 		}
 	}
 	for key, pl := range s.Pools {
-		if notice(pl, now) > 0 || (pl.SpotWait > roomAfterLeaving(pl) && pl.JobTaskSpot > 0) {
+		if notice(pl, now) > 0 || forRebalance(pl, now) > 0 || (pl.SpotWait > roomAfterLeaving(pl) && pl.JobTaskSpot > 0) {
 			at(key, DetailFull)
 		}
 	}

@@ -578,3 +578,43 @@ func TestWaitlistPassesOverEntriesThatCannotPay(t *testing.T) {
 		t.Fatalf("waitlist = %+v, want %+v", got, want)
 	}
 }
+
+// (issue 26) Within the rebalance lead of a booking, the rebalance
+// recommendation goes exactly to the instances that will get the notice
+// (by the same rule), once; the notice itself comes at the horizon, as
+// before.
+func TestRebalanceGoesToTheInstancesThatWillGetNotice(t *testing.T) {
+	start := t0.Add(2 * time.Hour)
+	build := func(now time.Time, rebalanced bool) Decisions {
+		pl := testPool(4, "n1")
+		runSpot(pl, Spot{ID: 1, StartedAt: now.Add(-3 * time.Hour), LastCheckpoint: now.Add(-time.Minute), Rebalanced: rebalanced}, "n1-0", "n1-1")
+		runSpot(pl, Spot{ID: 2, StartedAt: now.Add(-time.Hour)}, "n1-2", "n1-3")
+		pl.Booked[start.Unix()] = 2
+		return Plan(snapshotOf(pl), now)
+	}
+	policy := gpuportal.DefaultPolicy()
+	early := start.Add(-RebalanceLead(policy) - time.Minute)
+	if got := build(early, false); len(got.Rebalance) != 0 || len(got.Interrupt) != 0 {
+		t.Fatalf("before the lead: %+v", got)
+	}
+	within := start.Add(-RebalanceLead(policy) + time.Minute)
+	got := build(within, false)
+	if len(got.Rebalance) != 1 || got.Rebalance[0].InstanceID != 1 || got.Rebalance[0].Node != "n1" || len(got.Interrupt) != 0 {
+		t.Fatalf("within the lead: rebalance %+v, interrupt %+v; want a recommendation to 1 alone", got.Rebalance, got.Interrupt)
+	}
+	if again := build(within, true); len(again.Rebalance) != 0 {
+		t.Fatalf("recommended twice: %+v", again.Rebalance)
+	}
+	notice := build(start.Add(-SpotHorizon(policy)), true)
+	if len(notice.Interrupt) != 1 || notice.Interrupt[0].InstanceID != 1 {
+		t.Fatalf("at the horizon: %+v; want the notice to the recommended instance", notice.Interrupt)
+	}
+	// With the lead off, no recommendation.
+	pl := testPool(4, "n1")
+	pl.Policy.RebalanceLeadMinutes = 0
+	runSpot(pl, Spot{ID: 1, StartedAt: within.Add(-time.Hour)}, "n1-0", "n1-1", "n1-2", "n1-3")
+	pl.Booked[start.Unix()] = 2
+	if got := Plan(snapshotOf(pl), within); len(got.Rebalance) != 0 {
+		t.Fatalf("lead 0: %+v", got.Rebalance)
+	}
+}

@@ -16,6 +16,15 @@ func forReservations(pl *Pool, now time.Time) int {
 	return pl.ReservedSoon + pl.OnDemand + pl.Spot + leavingAfter(pl, now.Truncate(time.Hour).Add(time.Hour)) - pl.Healthy
 }
 
+// forRebalance is how many spot GPUs the book will want back within the
+// rebalance lead: their instances get the recommendation first.
+func forRebalance(pl *Pool, now time.Time) int {
+	if pl.Policy.RebalanceLeadMinutes <= 0 {
+		return 0
+	}
+	return pl.ReservedLead + pl.OnDemand + pl.Spot + leavingAfter(pl, now.Truncate(time.Hour).Add(time.Hour)) - pl.Healthy
+}
+
 // notice is how many spot GPUs must get their notice now: for reservations
 // within the horizon and for on-demand instances waiting for GPUs.
 func notice(pl *Pool, now time.Time) int { return forReservations(pl, now) + pl.OnDemandWait }
@@ -120,7 +129,7 @@ func (p *planner) spotCandidates(pl *Pool, tasksOnly bool) []gpuportal.SpotCandi
 		if p.stopped[s.UserID] || (tasksOnly && !s.JobTask) {
 			continue
 		}
-		out = append(out, gpuportal.SpotCandidate{ID: s.ID, Count: s.Count, StartedAt: s.StartedAt, LastCheckpoint: s.LastCheckpoint})
+		out = append(out, gpuportal.SpotCandidate{ID: s.ID, Count: s.Count, StartedAt: s.StartedAt, LastCheckpoint: s.LastCheckpoint, Rebalanced: s.Rebalanced})
 	}
 	return out
 }

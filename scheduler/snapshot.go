@@ -65,6 +65,9 @@ type Pool struct {
 	Booked map[int64]int
 	// Derived from Booked by the planner (see derive).
 	ReservedSoon int // most GPUs reserved in any hour of the spot horizon
+	// ReservedLead: the same within the rebalance lead (what spot
+	// instances will have to give back soon, for the recommendation).
+	ReservedLead int
 	// ReservedAhead is the most GPUs reserved in any hour from now on, the
 	// whole book (loaded by the store; at least what Booked shows): what
 	// on-demand starts must leave.
@@ -122,6 +125,7 @@ type Spot struct {
 	// LastCheckpoint is the workload's last checkpoint report (zero:
 	// none since it started): the work an interruption loses is since then.
 	LastCheckpoint time.Time
+	Rebalanced     bool // it has had its rebalance recommendation
 }
 
 // Reservation is a confirmed or active reservation.
@@ -225,6 +229,16 @@ func SpotHorizon(p gpuportal.Policy) time.Duration {
 	return time.Duration(p.SpotNoticeSeconds+p.SpotGraceSeconds+60) * time.Second
 }
 
+// RebalanceLead is how long before its notice is due a spot instance gets
+// a rebalance recommendation (0: none): the policy's lead plus the
+// notice horizon, since notices go out that long before the booked hour.
+func RebalanceLead(p gpuportal.Policy) time.Duration {
+	if p.RebalanceLeadMinutes <= 0 {
+		return 0
+	}
+	return SpotHorizon(p) + time.Duration(p.RebalanceLeadMinutes)*time.Minute
+}
+
 // BookedAhead is how far ahead a pool's Booked hours must reach.
 const BookedAhead = 24 * time.Hour
 
@@ -244,5 +258,6 @@ func reservedWithin(pl *Pool, now time.Time, d time.Duration) int {
 // the next day's hours it holds.
 func derive(pl *Pool, now time.Time) {
 	pl.ReservedSoon = reservedWithin(pl, now, SpotHorizon(pl.Policy))
+	pl.ReservedLead = max(pl.ReservedSoon, reservedWithin(pl, now, RebalanceLead(pl.Policy)))
 	pl.ReservedAhead = max(pl.ReservedAhead, reservedWithin(pl, now, BookedAhead))
 }

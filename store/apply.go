@@ -33,6 +33,7 @@ func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, plan sch
 		{"replace failed reservation GPUs", a.replace},
 		{"balances", a.balances},
 		{"interrupt", a.interrupt},
+		{"rebalance recommendations", a.rebalance},
 		{"place", a.place},
 		{"start job tasks", a.tasks},
 		{"waitlist", a.waitlist},
@@ -353,6 +354,36 @@ func (a *applier) reminders(ctx context.Context, plan scheduler.Decisions) error
 		if err := a.db.notify(ctx, a.tx, r.UserID, rm.Kind, params); err != nil {
 			return fmt.Errorf("reservation %d: %w", r.ID, err)
 		}
+	}
+	return nil
+}
+
+// rebalance posts each recommendation once: the instance's metadata
+// answers events/recommendations/rebalance from now on, and its owner is
+// told in the portal (its notice still comes as before if the workload
+// does nothing).
+func (a *applier) rebalance(ctx context.Context, plan scheduler.Decisions) error {
+	for _, r := range plan.Rebalance {
+		res, err := a.db.execTx(ctx, a.tx, `UPDATE instances SET rebalance_at = ? WHERE id = ? AND rebalance_at IS NULL AND status IN ('pending', 'running')`, unix(a.now), r.InstanceID)
+		if err != nil {
+			return fmt.Errorf("instance %d: %w", r.InstanceID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			continue
+		}
+		i, err := instanceFor(ctx, a.tx, nil, r.InstanceID)
+		if err != nil {
+			return err
+		}
+		if i.JobID == nil {
+			if err := a.db.notifyInApp(ctx, a.tx, i.UserID, gpuportal.NoteSpotRebalance, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Kind: i.Kind}); err != nil {
+				return err
+			}
+		}
+		if err := bumpNode(ctx, a.tx, r.Node); err != nil {
+			return err
+		}
+		a.nodes = append(a.nodes, r.Node)
 	}
 	return nil
 }

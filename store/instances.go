@@ -333,21 +333,22 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	// Instances asked to stop stay listed (with Stop) until their exit is
 	// applied: dropping them earlier lost the exits of workloads that
 	// ended between two reports, and left them billing forever.
-	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+`, notice_wall_at, grace_seconds, stop_requested_at IS NOT NULL FROM instances
+	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+`, notice_wall_at, grace_seconds, stop_requested_at IS NOT NULL, rebalance_at IS NOT NULL FROM instances
 		WHERE node_id = ? AND status IN ('pending', 'running', 'interrupting') ORDER BY id`, nodeID)
 	if err != nil {
 		return d, fmt.Errorf("desired state: %w", err)
 	}
 	type extra struct {
-		wall  sql.NullInt64
-		grace sql.NullInt64
-		stop  bool
+		wall      sql.NullInt64
+		grace     sql.NullInt64
+		stop      bool
+		rebalance bool
 	}
 	var list []*gpuportal.Instance
 	var extras []extra
 	for rows.Next() {
 		var x extra
-		i, err := scanInstance(rows, &x.wall, &x.grace, &x.stop)
+		i, err := scanInstance(rows, &x.wall, &x.grace, &x.stop, &x.rebalance)
 		if err != nil {
 			rows.Close()
 			return d, err
@@ -384,7 +385,7 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	}
 	for k, i := range list {
 		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, Image: i.Image, CheckpointKey: i.CheckpointKey,
-			Stop: extras[k].stop}
+			Stop: extras[k].stop, Rebalance: extras[k].rebalance}
 		if i.JobID != nil {
 			dw.Task = &gpuportal.TaskRef{JobID: *i.JobID, Index: *i.TaskIndex, Count: taskCounts[*i.JobID]}
 		}

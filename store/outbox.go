@@ -15,6 +15,21 @@ import (
 // an in-app row always, and email/SMS rows as the user's settings, their
 // verified contacts, the hourly limit and the portal's configured
 // channels allow. The dispatcher sends them later.
+// notifyInApp writes a notification to the user's in-portal list alone
+// (news too frequent or too soon stale for email and SMS).
+func (db *DB) notifyInApp(ctx context.Context, tx *sql.Tx, userID int64, kind string, p gpuportal.NoteParams) error {
+	if p.Model != "" && p.ModelName == "" {
+		if err := db.row(ctx, tx, `SELECT name FROM models WHERE id = ?`, p.Model).Scan(&p.ModelName); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("notify: %w", err)
+		}
+	}
+	params, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return db.addToOutbox(ctx, tx, userID, kind, string(params), gpuportal.ChannelApp, "", "sent")
+}
+
 func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string, p gpuportal.NoteParams) error {
 	var email, phone string
 	var wantEmail, wantSMS, emailOK, phoneOK bool

@@ -33,7 +33,7 @@ func decodePolicies(doc string) (gpuportal.Policies, error) {
 	if doc == "" {
 		return gpuportal.DefaultPolicies(), nil
 	}
-	var p gpuportal.Policies
+	p := gpuportal.PoliciesToDecode()
 	if err := json.Unmarshal([]byte(doc), &p); err != nil {
 		return gpuportal.Policies{}, fmt.Errorf("decode policies: %w", err)
 	}

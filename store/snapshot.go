@@ -261,13 +261,13 @@ func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool, detail s
 	if detail == scheduler.DetailFull {
 		if spots, err = scanAll(ctx, q, func(r *sql.Rows, s *scheduler.Spot) error {
 			var started, checkpoint int64
-			err := r.Scan(&s.ID, &s.UserID, &s.Count, &s.Node, &started, &s.JobTask, &checkpoint)
+			err := r.Scan(&s.ID, &s.UserID, &s.Count, &s.Node, &started, &s.JobTask, &checkpoint, &s.Rebalanced)
 			s.StartedAt = fromUnix(started)
 			if checkpoint > 0 {
 				s.LastCheckpoint = fromUnix(checkpoint)
 			}
 			return err
-		}, `SELECT id, user_id, count, node_id, coalesce(started_at, created_at), job_id IS NOT NULL, coalesce(last_checkpoint_at, 0) FROM instances
+		}, `SELECT id, user_id, count, node_id, coalesce(started_at, created_at), job_id IS NOT NULL, coalesce(last_checkpoint_at, 0), rebalance_at IS NOT NULL FROM instances
 			WHERE model_id = ? AND region_id = ? AND kind = 'spot' AND status IN ('pending', 'running') AND node_id IS NOT NULL`, pl.Key.Model, pl.Key.Region); err != nil {
 			return err
 		}

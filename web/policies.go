@@ -21,7 +21,7 @@ func (s *Server) apiGetPolicies(c echo.Context) error {
 // apiPutPolicies replaces the policies document; every problem is reported
 // (error.fields), and nothing is saved unless all is well.
 func (s *Server) apiPutPolicies(c echo.Context) error {
-	var p gpuportal.Policies
+	p := gpuportal.PoliciesToDecode()
 	if err := bindJSON(c, &p); err != nil {
 		return err
 	}

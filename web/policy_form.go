@@ -24,6 +24,7 @@ import (
 var policyInts = []string{
 	"min_duration_hours", "max_duration_hours", "max_advance_days", "reservable_percent", "late_cancel_limit_30d",
 	"spot_discount_percent", "spot_notice_seconds", "spot_grace_seconds", "waitlist_claim_minutes", "on_demand_min_billable_minutes",
+	"spot_notice_min_seconds", "spot_notice_max_seconds", "rebalance_lead_minutes",
 }
 
 func policyIntPtr(p *gpuportal.Policy, name string) *int {
@@ -48,6 +49,12 @@ func policyIntPtr(p *gpuportal.Policy, name string) *int {
 		return &p.WaitlistClaimMinutes
 	case "on_demand_min_billable_minutes":
 		return &p.OnDemandMinBillableMinutes
+	case "spot_notice_min_seconds":
+		return &p.SpotNoticeMinSeconds
+	case "spot_notice_max_seconds":
+		return &p.SpotNoticeMaxSeconds
+	case "rebalance_lead_minutes":
+		return &p.RebalanceLeadMinutes
 	}
 	return nil
 }
@@ -74,6 +81,12 @@ func overrideIntPtr(o *gpuportal.PolicyOverride, name string) **int {
 		return &o.WaitlistClaimMinutes
 	case "on_demand_min_billable_minutes":
 		return &o.OnDemandMinBillableMinutes
+	case "spot_notice_min_seconds":
+		return &o.SpotNoticeMinSeconds
+	case "spot_notice_max_seconds":
+		return &o.SpotNoticeMaxSeconds
+	case "rebalance_lead_minutes":
+		return &o.RebalanceLeadMinutes
 	}
 	return nil
 }

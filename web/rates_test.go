@@ -13,7 +13,7 @@ func TestRatesAPIAndPage(t *testing.T) {
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	st, body := e.apiCall("GET", "/api/v1/interruption-rates?model=a100-80g&region=cd-1&count=2", "", "")
-	if st != 200 || !strings.Contains(body, `"trailing_30d":{"instances":0,"interrupted":0,"rate":0,"bucket":"\u003c5%"}`) || !strings.Contains(body, `"safe_until":null`) {
+	if st != 200 || !strings.Contains(body, `"trailing_30d":{"instances":0,"interrupted":0,"rate":0,"bucket":"\u003c5%","lost_gpu_hours":0,"lost_gpu_hours_per_100_spot_gpu_hours":0,"share_lost_under_5_min":1,"measured_interruptions":0}`) || !strings.Contains(body, `"safe_until":null`) {
 		t.Fatalf("rates = %d %s", st, body)
 	}
 	r := decodeObject(t, body)

@@ -9,3 +9,14 @@ ALTER TABLE instances ADD COLUMN checkpoint_reported TEXT;
 ALTER TABLE instances ADD COLUMN lost_gpu_seconds INTEGER;
 ALTER TABLE instances ADD COLUMN ready_at INTEGER;
 ALTER TABLE interruptions ADD COLUMN lost_gpu_seconds INTEGER;
+-- A rebalance recommendation: the book will want the instance's GPUs soon
+-- (posted once). notice_seconds: the notice its launch asked for (NULL:
+-- the policy's). A drill: the real notice to the owner's own spot
+-- instance, withdrawn on ready or when it runs out; its result is kept.
+ALTER TABLE instances ADD COLUMN rebalance_at INTEGER;
+ALTER TABLE instances ADD COLUMN notice_seconds INTEGER;
+ALTER TABLE instances ADD COLUMN drill_started_at INTEGER;
+ALTER TABLE instances ADD COLUMN drill_wall_at INTEGER;
+ALTER TABLE instances ADD COLUMN drill_seconds INTEGER;
+ALTER TABLE instances ADD COLUMN drill_result TEXT;
+ALTER TABLE instances ADD COLUMN drill_ready_after INTEGER;
