@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -87,4 +90,49 @@ func TestTheCheckpointingInstanceGivesWay(t *testing.T) {
 	}
 	var stopped gpuportal.Instance
 	p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", young.ID), p.user, "", &stopped)
+}
+
+// (issue 26) The stock AWS SDK for Go v2 IMDS client reads the rebalance
+// recommendation a while before the notice: the book wants the instance's
+// GPUs within the rebalance lead, and the instance that will get the
+// notice is told first.
+func TestStockAWSSDKReadsTheRebalanceRecommendation(t *testing.T) {
+	p := startPortal(t, true) // 09:30
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "ckpt")
+	p.startAgent(t, dir+"/node", ckpt, "mock:dgxa100", true)
+	inst := launch(t, p, 8, imdsWorkloadBin, false)
+	eventually(t, 15*time.Second, "the SDK to read instance-id", func() bool {
+		_, err := os.Stat(filepath.Join(ckpt, fmt.Sprintf("instance-%d", inst.ID), "instance-id"))
+		return err == nil
+	})
+	if st := p.api("POST", "/api/v1/reservations", p.user, `{"model":"a100-80g","region":"cd-1","count":4,"start":"2026-12-01T11:00:00+08:00","end":"2026-12-01T15:00:00+08:00"}`, nil); st != 201 {
+		t.Fatalf("book = %d", st)
+	}
+	advance(t, p, "30m") // 10:00: an hour ahead, nothing yet
+	if _, err := os.Stat(filepath.Join(ckpt, fmt.Sprintf("instance-%d", inst.ID), "rebalance")); err == nil {
+		t.Fatal("a recommendation an hour ahead")
+	}
+	advance(t, p, "30m") // 10:30: within 30 min (+ the notice horizon) of 11:00
+	file := filepath.Join(ckpt, fmt.Sprintf("instance-%d", inst.ID), "rebalance")
+	eventually(t, 15*time.Second, "the SDK to read the rebalance recommendation", func() bool { _, err := os.Stat(file); return err == nil })
+	raw, _ := os.ReadFile(file)
+	var doc map[string]string
+	if err := json.Unmarshal(raw, &doc); err != nil || doc["noticeTime"] == "" {
+		t.Fatalf("recommendation as the SDK read it: %s", raw)
+	}
+	if st := p.instance(inst.ID).Status; st != gpuportal.InstanceRunning {
+		t.Fatalf("the recommendation is no notice: the instance is %s", st)
+	}
+	var notes []gpuportal.Notification
+	p.api("GET", "/api/v1/notifications", p.user, "", &notes)
+	found := false
+	for _, n := range notes {
+		found = found || n.Kind == gpuportal.NoteSpotRebalance
+	}
+	if !found {
+		t.Error("the owner was not told in the portal")
+	}
+	var stopped gpuportal.Instance
+	p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", inst.ID), p.user, "", &stopped)
 }

@@ -7,6 +7,7 @@
 // into its checkpoint directory:
 //
 //	instance-id  what IMDS said
+//	rebalance    the rebalance recommendation document, once it appeared
 //	notice       the instance-action document, once it appeared
 //	term         "after-notice" or "without-notice", on SIGTERM
 package main
@@ -44,7 +45,7 @@ func main() {
 	write("instance-id", id)
 	fmt.Println("running as instance", id)
 
-	noticed := false
+	noticed, rebalanced := false, false
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -57,6 +58,13 @@ func main() {
 			}
 			os.Exit(0)
 		case <-tick.C:
+			if !rebalanced {
+				if doc, err := get(ctx, client, "events/recommendations/rebalance"); err == nil {
+					rebalanced = true
+					write("rebalance", doc)
+					fmt.Println("rebalance recommendation:", doc)
+				}
+			}
 			if noticed {
 				continue
 			}
