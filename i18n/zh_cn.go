@@ -748,6 +748,7 @@ var zhCN = map[string]string{
 	"Revenue from on-demand":                    "按需收入",
 	"Revenue from spot":                         "竞价收入",
 	"Spot interruptions per 100 spot GPU-hours": "每 100 竞价 GPU 小时的中断次数",
+	"Work lost to interruptions (GPU-hours)":    "中断丢失的工作（GPU 小时）",
 	"Reservations on time":                      "按时开始的预约",
 	"Spot demand served":                        "竞价需求满足率",
 	"Customers saved against list price":        "客户相对标价节省",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"gpuportal"
@@ -23,6 +24,11 @@ type fleet struct {
 	// left is the work each instance (or job task) has still to do; an
 	// interrupted instance resumes from its checkpoint.
 	left map[string]time.Duration
+
+	// Spot workloads that checkpoint report every checkpointEvery of
+	// running (zero: none do); which do is fixed per instance.
+	checkpointEvery time.Duration
+	checkpointShare float64
 
 	gpuSeconds    map[string]int64 // by lifecycle: spot, on-demand (scheduled: within reservations)
 	plainSpotDone int64            // GPU-seconds of spot work outside jobs
@@ -44,6 +50,12 @@ type workload struct {
 	finishAt  time.Time // when its work is done
 	deadline  time.Time // its notice's deadline; zero without one
 	notified  bool
+	// checkpoints: it reports a checkpoint every checkpointEvery; the
+	// last one reported so far.
+	checkpoints bool
+	reported    time.Time
+	instance    int64
+	attempt     int
 }
 
 func newFleet(db *store.DB) *fleet {
@@ -121,7 +133,9 @@ func (f *fleet) obey(node string, d gpuportal.AgentDesired, now time.Time) []gpu
 		}
 		wanted[key] = true
 		if w == nil {
-			w = &workload{node: node, lifecycle: dw.Lifecycle, gpus: dw.GPUs, job: dw.Task != nil, leftKey: workKeyOf(dw), started: now}
+			w = &workload{node: node, lifecycle: dw.Lifecycle, gpus: dw.GPUs, job: dw.Task != nil, leftKey: workKeyOf(dw), started: now,
+				instance: dw.InstanceID, attempt: dw.Attempt}
+			w.checkpoints = f.checkpointEvery > 0 && dw.Lifecycle == gpuportal.LifecycleSpot && checkpointsByChance(dw.InstanceID, f.checkpointShare)
 			left, ok := f.left[w.leftKey]
 			if !ok {
 				left = time.Hour // work the simulator did not generate (none today): an hour
@@ -167,6 +181,60 @@ func (f *fleet) obey(node string, d gpuportal.AgentDesired, now time.Time) []gpu
 		reports = append(reports, exit)
 	}
 	return reports
+}
+
+// checkpointsByChance says, the same way every run, whether an instance's
+// workload is one of the share that report checkpoints.
+func checkpointsByChance(instanceID int64, share float64) bool {
+	h := uint64(instanceID) * 0x9E3779B97F4A7C15 // Fibonacci hashing: spreads consecutive ids
+	return float64(h>>11)/float64(1<<53) < share
+}
+
+// checkpoint reports, before the scheduler looks, the checkpoints spot
+// workloads made since their last report, each stamped at the time it was
+// made (the business clock is set back to it for the report, then
+// restored): the planner weighs victims by them and an interruption's
+// lost work is measured from them.
+func (f *fleet) checkpoint(ctx context.Context, clock *gpuportal.ManualClock, now time.Time) error {
+	if f.checkpointEvery <= 0 {
+		return nil
+	}
+	type batch struct {
+		node string
+		at   time.Time
+	}
+	due := map[batch][]gpuportal.WorkloadStatus{}
+	var order []batch
+	for _, w := range f.work {
+		if !w.checkpoints || !w.deadline.IsZero() {
+			continue
+		}
+		last := w.started.Add(now.Sub(w.started) / f.checkpointEvery * f.checkpointEvery)
+		if !last.After(w.started) || !last.After(w.reported) {
+			continue
+		}
+		w.reported = last
+		b := batch{w.node, last}
+		if _, ok := due[b]; !ok {
+			order = append(order, b)
+		}
+		at := last
+		due[b] = append(due[b], gpuportal.WorkloadStatus{InstanceID: w.instance, Attempt: w.attempt, State: gpuportal.WorkloadRunning, CheckpointAt: &at})
+	}
+	slices.SortFunc(order, func(a, b batch) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return strings.Compare(a.node, b.node)
+	})
+	defer clock.Set(now)
+	for _, b := range order {
+		clock.Set(b.at)
+		if err := f.db.ApplyWorkloadReports(ctx, b.node, due[b]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // end finishes a workload at the time it ended: its GPU-time is counted

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,12 +32,17 @@ type Report struct {
 	ReservationsStarted int     `json:"reservations_started"`
 	// Interruptions of spot work for bookings, on-demand demand or failed
 	// nodes, per 100 spot GPU-hours.
-	InterruptionsPer100SpotGPUHours float64                  `json:"interruptions_per_100_spot_gpu_hours"`
-	Interruptions                   int                      `json:"interruptions"`
-	Revenue                         map[string]gpuportal.Fen `json:"revenue_fen"`
-	RevenueTotal                    gpuportal.Fen            `json:"revenue_total_fen"`
-	CustomerSavings                 gpuportal.Fen            `json:"customer_savings_fen"`
-	Demand                          DemandSeen               `json:"demand"`
+	InterruptionsPer100SpotGPUHours float64 `json:"interruptions_per_100_spot_gpu_hours"`
+	Interruptions                   int     `json:"interruptions"`
+	// LostGPUHours is the work the interruptions lost: GPU-hours since
+	// the workloads' last checkpoint reports (since their start when
+	// none), under the victim rule Victims.
+	LostGPUHours    float64                  `json:"lost_gpu_hours"`
+	Victims         string                   `json:"victims"`
+	Revenue         map[string]gpuportal.Fen `json:"revenue_fen"`
+	RevenueTotal    gpuportal.Fen            `json:"revenue_total_fen"`
+	CustomerSavings gpuportal.Fen            `json:"customer_savings_fen"`
+	Demand          DemandSeen               `json:"demand"`
 }
 
 // GPUHours is GPU-hours by use.
@@ -107,6 +113,12 @@ func (s *sim) report(ctx context.Context) (*Report, error) {
 	for _, v := range sales.Revenue {
 		r.RevenueTotal += v
 	}
+	lost, err := s.db.LostGPUSeconds(ctx, s.opt.Start.Add(-time.Hour), s.end)
+	if err != nil {
+		return nil, err
+	}
+	r.LostGPUHours = round(float64(lost)/3600, 1)
+	r.Victims = cmp.Or(s.opt.Scenario.Victims, gpuportal.VictimsByWorkLost)
 	f := FlexibleSeen{WindowFull: s.flexibleFull, FromOfferings: s.flexibleOffered, Waitlisted: s.flexibleWaitlisted}
 	if s.flexibleWaitlisted > 0 {
 		for _, u := range s.customers {
@@ -161,6 +173,7 @@ func (r *Report) Write(w io.Writer) error {
 		{"spot demand served", pct(r.SpotDemandServed)},
 		{"reservations on time", fmt.Sprintf("%s of %d", pct(r.ReservationsOnTime), r.ReservationsStarted)},
 		{"interruptions / 100 spot GPU-h", fmt.Sprintf("%.2f (%d)", r.InterruptionsPer100SpotGPUHours, r.Interruptions)},
+		{"work lost to interruptions", fmt.Sprintf("%.1f GPU-hours (victims by %s)", r.LostGPUHours, r.Victims)},
 		{"revenue reserved", r.Revenue[store.ProductReserved].String()},
 		{"revenue on-demand", r.Revenue[store.ProductOnDemand].String()},
 		{"revenue spot", r.Revenue[store.ProductSpot].String()},

@@ -109,7 +109,14 @@ func newSim(ctx context.Context, opt Options, path string) (*sim, error) {
 	}
 	db.Location = opt.Location
 	db.Wall = clock // notices count in business time here: there is no real agent
-	s := &sim{opt: opt, db: db, clock: clock, fleet: newFleet(db), refusals: map[string]int{}, checkedStarts: map[int64]bool{}, reservationOf: map[int]int64{},
+	db.VictimRule = opt.Scenario.Victims
+	fl := newFleet(db)
+	fl.checkpointEvery = time.Duration(opt.Scenario.CheckpointMinutes) * time.Minute
+	fl.checkpointShare = opt.Scenario.CheckpointShare
+	if fl.checkpointShare == 0 {
+		fl.checkpointShare = 1
+	}
+	s := &sim{opt: opt, db: db, clock: clock, fleet: fl, refusals: map[string]int{}, checkedStarts: map[int64]bool{}, reservationOf: map[int]int64{},
 		end: opt.Start.Add(time.Duration(opt.Days) * 24 * time.Hour)}
 	if err := s.setUp(ctx); err != nil {
 		db.Close()
@@ -188,6 +195,9 @@ func (s *sim) run(ctx context.Context) error {
 				return err
 			}
 			next++
+		}
+		if err := s.fleet.checkpoint(ctx, s.clock, now); err != nil {
+			return err
 		}
 		for round := 0; round < 5; round++ {
 			if _, err := s.db.Tick(ctx, now); err != nil {

@@ -32,6 +32,14 @@ type Scenario struct {
 	// week (default 0.6).
 	HourWeights   []float64 `json:"hour_weights,omitempty"`
 	WeekendFactor float64   `json:"weekend_factor,omitempty"`
+	// CheckpointMinutes: spot workloads report a checkpoint to their
+	// metadata endpoint every so many minutes of running (0: they never
+	// do); CheckpointShare of them do (default all).
+	CheckpointMinutes int     `json:"checkpoint_minutes,omitempty"`
+	CheckpointShare   float64 `json:"checkpoint_share,omitempty"`
+	// Victims is the scheduler's rule for whom to interrupt:
+	// "work_lost" (the default) or "youngest", to compare the two.
+	Victims string `json:"victims,omitempty"`
 }
 
 // FleetPart is a group of identical nodes.
@@ -127,6 +135,15 @@ func (s *Scenario) Validate() error {
 	}
 	if s.WeekendFactor < 0 {
 		return bad("weekend_factor", "weekend_factor cannot be negative.")
+	}
+	if s.CheckpointMinutes < 0 || s.CheckpointMinutes > 24*60 {
+		return bad("checkpoint_minutes", "checkpoint_minutes is between 0 and 1440.")
+	}
+	if s.CheckpointShare < 0 || s.CheckpointShare > 1 {
+		return bad("checkpoint_share", "checkpoint_share is between 0 and 1.")
+	}
+	if s.Victims != "" && s.Victims != gpuportal.VictimsByWorkLost && s.Victims != gpuportal.VictimsYoungest {
+		return bad("victims", "victims is work_lost or youngest.")
 	}
 	for _, d := range s.Demand {
 		if d.Model == "" || d.Region == "" {
@@ -240,7 +257,7 @@ var demoScenario = Scenario{
 // peakScenario is a crunch (一卡难求): the demo fleet with H100 demand
 // twice what the fleet has and A100 demand high.
 var peakScenario = Scenario{
-	Name: "peak", Seed: 2, Customers: 24,
+	Name: "peak", Seed: 2, Customers: 24, CheckpointMinutes: 30, CheckpointShare: 0.6,
 	Fleet: demoScenario.Fleet,
 	Demand: []Demand{
 		{Model: "a100-80g", Region: "cd-1",

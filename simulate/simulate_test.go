@@ -200,3 +200,27 @@ func TestFlexibleCustomersSaveBookings(t *testing.T) {
 		t.Errorf("flexible_share 1.5: %v", err)
 	}
 }
+
+// (issue 26) Choosing victims by the work they lose since their
+// checkpoints loses less than youngest-first on the peak scenario, and
+// every reservation still starts on time.
+func TestWorkLostVictimsLoseLessThanYoungest(t *testing.T) {
+	t.Parallel()
+	byWork, youngest := Builtin["peak"], Builtin["peak"]
+	youngest.Victims = gpuportal.VictimsYoungest
+	a, b := run(t, byWork, 2, nil), run(t, youngest, 2, nil)
+	if a.Victims != gpuportal.VictimsByWorkLost || b.Victims != gpuportal.VictimsYoungest {
+		t.Fatalf("rules: %s, %s", a.Victims, b.Victims)
+	}
+	if b.LostGPUHours == 0 || a.LostGPUHours >= b.LostGPUHours {
+		t.Errorf("lost GPU-hours: %.1f by work lost, %.1f youngest first; want less by work lost", a.LostGPUHours, b.LostGPUHours)
+	}
+	if a.ReservationsOnTime != 1 || b.ReservationsOnTime != 1 {
+		t.Errorf("reservations on time: %v, %v", a.ReservationsOnTime, b.ReservationsOnTime)
+	}
+	bad := byWork
+	bad.Victims = "oldest"
+	if err := bad.Validate(); gpuportal.ErrorField(err) != "victims" {
+		t.Errorf("victims oldest: %v", err)
+	}
+}

@@ -241,3 +241,13 @@ func (db *DB) Rates(ctx context.Context, model, region string, count int) (*gpup
 	}
 	return r, nil
 }
+
+// LostGPUSeconds is the work the interruptions noticed in [from, to) lost
+// (those measured: their instances have ended), for `portal simulate`.
+func (db *DB) LostGPUSeconds(ctx context.Context, from, to time.Time) (int64, error) {
+	var lost int64
+	if err := db.read.QueryRowContext(ctx, `SELECT coalesce(sum(lost_gpu_seconds), 0) FROM interruptions WHERE notice_at >= ? AND notice_at < ?`, unix(from), unix(to)).Scan(&lost); err != nil {
+		return 0, fmt.Errorf("lost work: %w", err)
+	}
+	return lost, nil
+}

@@ -248,6 +248,8 @@ func (s *Server) whatIfView(run *whatIfRun) templates.WhatIfView {
 		pct("Utilization", cur.Utilization, dr.Utilization, true),
 		whatIfRow("Spot interruptions per 100 spot GPU-hours", fmt.Sprintf("%.2f", cur.InterruptionsPer100SpotGPUHours), fmt.Sprintf("%.2f", dr.InterruptionsPer100SpotGPUHours),
 			cur.InterruptionsPer100SpotGPUHours, dr.InterruptionsPer100SpotGPUHours, fmt.Sprintf("%+.2f", dr.InterruptionsPer100SpotGPUHours-cur.InterruptionsPer100SpotGPUHours), false),
+		whatIfRow("Work lost to interruptions (GPU-hours)", fmt.Sprintf("%.1f", cur.LostGPUHours), fmt.Sprintf("%.1f", dr.LostGPUHours),
+			cur.LostGPUHours, dr.LostGPUHours, fmt.Sprintf("%+.1f", dr.LostGPUHours-cur.LostGPUHours), false),
 		pct("Reservations on time", cur.ReservationsOnTime, dr.ReservationsOnTime, true),
 		pct("Spot demand served", cur.SpotDemandServed, dr.SpotDemandServed, true),
 		money("Customers saved against list price", cur.CustomerSavings, dr.CustomerSavings, true),

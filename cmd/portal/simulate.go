@@ -25,6 +25,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	policies := fs.String("policies", "", "a policies JSON file (the GET /admin/policies document) to run under; default: the defaults")
 	seed := fs.Uint64("seed", 0, "the random seed (default: the scenario's)")
 	scale := fs.Int("scale", 1, "multiply the scenario's fleet and demand (e.g. 20 for a 1,000-GPU fleet from demo)")
+	victims := fs.String("victims", "", "whom the scheduler interrupts: work_lost (the least work since checkpoints) or youngest (default: the scenario's, else work_lost)")
 	timezone := fs.String("timezone", envOr(getenv, "PORTAL_TIMEZONE", "Asia/Shanghai"), "site time zone (env PORTAL_TIMEZONE)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -36,6 +37,12 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	s = s.Scale(*scale)
 	if *seed != 0 {
 		s.Seed = *seed
+	}
+	if *victims != "" {
+		s.Victims = *victims
+		if err := s.Validate(); err != nil {
+			return errors.New(gpuportal.ErrorMessage(err))
+		}
 	}
 	loc, err := time.LoadLocation(*timezone)
 	if err != nil {
@@ -61,7 +68,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 // readPolicies reads a policies document (the simulation validates it as
 // PUT /admin/policies does).
 func readPolicies(path string) (gpuportal.Policies, error) {
-	var p gpuportal.Policies
+	p := gpuportal.PoliciesToDecode()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return p, fmt.Errorf("--policies: %w", err)
