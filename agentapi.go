@@ -80,6 +80,10 @@ type WorkloadStatus struct {
 	// ReadyAt: after its notice the workload said its state is saved (PUT
 	// /gpuportal/ready); the agent stops it at once.
 	ReadyAt *time.Time `json:"ready_at,omitempty"`
+	// DrillID and DrillReadyAfterSeconds: during drill DrillID the
+	// workload reported ready that long after the notice.
+	DrillID                int64    `json:"drill_id,omitempty"`
+	DrillReadyAfterSeconds *float64 `json:"drill_ready_after_seconds,omitempty"`
 }
 
 // AgentHeartbeat reports a node's GPUs and workloads. WaitSeconds > 0 asks
@@ -106,6 +110,10 @@ type Interruption struct {
 	DeadlineInSeconds float64 `json:"deadline_in_seconds"`
 	GraceSeconds      int     `json:"grace_seconds"`
 	Reason            string  `json:"reason"`
+	// Drill: a rehearsal — show the notice, never signal; DrillID names it
+	// (the agent echoes it with the workload's ready time).
+	Drill   bool  `json:"drill,omitempty"`
+	DrillID int64 `json:"drill_id,omitempty"`
 }
 
 // Instance lifecycles, as the metadata endpoint's instance-life-cycle says.

@@ -144,6 +144,47 @@ type Instance struct {
 	Lost                *int64     `json:"lost_gpu_seconds,omitempty"`
 	// ReadyAt: after its notice the workload reported its state saved.
 	ReadyAt *time.Time `json:"ready_at,omitempty"`
+	// Drill is the instance's last drill, if it had one.
+	Drill *Drill `json:"drill,omitempty"`
+}
+
+// Drill results.
+const (
+	DrillRunning  = "running"
+	DrillReady    = "ready"     // the workload reported ready within the notice
+	DrillNotReady = "not_ready" // the notice ran out first
+)
+
+// DrillEvery is how often a customer may drill one instance.
+const DrillEvery = time.Hour
+
+// ReasonDrill is the reason a drill's notice gives.
+const ReasonDrill = "drill"
+
+// Drill is a rehearsal interruption: the real notice to the owner's own
+// spot instance, withdrawn when its workload reports ready or the notice
+// runs out (no SIGTERM). It is free and never in the published rates.
+type Drill struct {
+	StartedAt         time.Time `json:"started_at"`
+	Deadline          time.Time `json:"deadline"`
+	Result            string    `json:"result"`
+	ReadyAfterSeconds *float64  `json:"ready_after_seconds,omitempty"`
+	// WallAt and Seconds are the notice in real time (notices count in
+	// real time, so a test clock moved ahead does not end it).
+	WallAt  time.Time `json:"-"`
+	Seconds int       `json:"-"`
+}
+
+// Settle works out a drill's result at the real time wallNow.
+func (d *Drill) Settle(wallNow time.Time) {
+	switch {
+	case d.ReadyAfterSeconds != nil:
+		d.Result = DrillReady
+	case wallNow.Before(d.WallAt.Add(time.Duration(d.Seconds) * time.Second)):
+		d.Result = DrillRunning
+	default:
+		d.Result = DrillNotReady
+	}
 }
 
 // WorkAtRisk is the GPU-seconds an interruption at now would lose: since

@@ -320,6 +320,9 @@ func (a *Agent) statusesLocked() []gpuportal.WorkloadStatus {
 			at := w.rec.ReadyAt
 			st.ReadyAt = &at
 		}
+		if w.rec.DrillReadyAfter != nil {
+			st.DrillID, st.DrillReadyAfterSeconds = w.rec.DrillID, w.rec.DrillReadyAfter
+		}
 		if w.exited {
 			st.State = gpuportal.WorkloadExited
 			end := w.endedAt

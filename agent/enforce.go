@@ -39,8 +39,8 @@ func (a *Agent) enforce(now time.Time) time.Time {
 	}
 	dirty := false
 	for _, w := range a.workloads {
-		if w.exited || w.proc == nil || w.rec.Deadline.IsZero() {
-			continue
+		if w.exited || w.proc == nil || w.rec.Deadline.IsZero() || w.rec.Drill {
+			continue // a drill's notice is never signalled
 		}
 		killAt := w.rec.Deadline.Add(time.Duration(w.rec.Grace * float64(time.Second)))
 		switch {

@@ -234,6 +234,17 @@ func (a *Agent) workloadReport(instanceID int64, kind string) (int, string) {
 		if w.rec.NoticeAt.IsZero() {
 			return http.StatusConflict, "no interruption notice is pending; report saved state with PUT /gpuportal/checkpoint"
 		}
+		if w.rec.Drill {
+			// A drill: the notice is withdrawn at once and the workload
+			// keeps running; the portal keeps how long it took.
+			after := now.Sub(w.rec.NoticeAt).Seconds()
+			w.rec.CheckpointAt, w.rec.DrillReadyAfter = now, &after
+			w.rec.NoticeAt, w.rec.Deadline, w.rec.Reason, w.rec.Action, w.rec.Drill = time.Time{}, time.Time{}, "", "", false
+			a.log.Info("drill: workload ready", "instance", instanceID, "after_seconds", after)
+			a.persistLocked()
+			a.pushNow()
+			return http.StatusOK, fmt.Sprintf("drill: ready after %.1f s; the notice is withdrawn and the workload keeps running", after)
+		}
 		w.rec.CheckpointAt, w.rec.ReadyAt = now, now
 		if !w.rec.TermSent && w.rec.Deadline.After(now) {
 			w.rec.Deadline = now

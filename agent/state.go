@@ -48,6 +48,11 @@ type workloadRecord struct {
 	ReadyAt      time.Time `json:"ready_at,omitzero"`
 	// RebalanceAt: when the portal's rebalance recommendation arrived.
 	RebalanceAt time.Time `json:"rebalance_at,omitzero"`
+	// Drill: the notice is a rehearsal (never signalled); DrillID names
+	// it, DrillReadyAfter is how long after it the workload said ready.
+	Drill           bool     `json:"drill,omitempty"`
+	DrillID         int64    `json:"drill_id,omitempty"`
+	DrillReadyAfter *float64 `json:"drill_ready_after,omitempty"`
 }
 
 func readJSON(path string, v any) (bool, error) {

@@ -95,18 +95,24 @@ func (a *Agent) reconcile(d gpuportal.AgentDesired) {
 			a.log.Info("rebalance recommendation", "instance", dw.InstanceID)
 			changed = true
 		}
-		if dw.Interrupt == nil && !w.exited && !w.rec.NoticeAt.IsZero() && !w.rec.TermSent && !w.rec.StopAsked {
-			// The portal called the notice off (a top-up arrived in time).
-			a.log.Info("interruption notice withdrawn", "instance", dw.InstanceID)
-			w.rec.NoticeAt, w.rec.Deadline, w.rec.Grace, w.rec.Reason, w.rec.Action = time.Time{}, time.Time{}, 0, "", ""
+		realAfterDrill := dw.Interrupt != nil && !dw.Interrupt.Drill && w.rec.Drill
+		if (dw.Interrupt == nil || realAfterDrill) && !w.exited && !w.rec.NoticeAt.IsZero() && !w.rec.TermSent && !w.rec.StopAsked {
+			// The portal called the notice off (a top-up arrived in time,
+			// a drill ended), or a real one replaces a drill's.
+			a.log.Info("interruption notice withdrawn", "instance", dw.InstanceID, "drill", w.rec.Drill)
+			w.rec.NoticeAt, w.rec.Deadline, w.rec.Grace, w.rec.Reason, w.rec.Action, w.rec.Drill = time.Time{}, time.Time{}, 0, "", "", false
 			changed = true
 		}
-		if dw.Interrupt != nil && !w.exited && w.rec.NoticeAt.IsZero() {
+		newDrill := dw.Interrupt != nil && dw.Interrupt.Drill && dw.Interrupt.DrillID != w.rec.DrillID
+		if dw.Interrupt != nil && !w.exited && (w.rec.NoticeAt.IsZero() && (!dw.Interrupt.Drill || newDrill)) {
 			w.rec.NoticeAt = now
 			w.rec.Deadline = now.Add(time.Duration(dw.Interrupt.DeadlineInSeconds * float64(time.Second)))
 			w.rec.Grace = float64(dw.Interrupt.GraceSeconds)
 			w.rec.Reason = dw.Interrupt.Reason
 			w.rec.Action = dw.Interrupt.Action
+			if dw.Interrupt.Drill {
+				w.rec.Drill, w.rec.DrillID, w.rec.DrillReadyAfter = true, dw.Interrupt.DrillID, nil
+			}
 			a.log.Info("interruption notice", "instance", dw.InstanceID, "deadline", w.rec.Deadline.UTC().Format(time.RFC3339), "reason", dw.Interrupt.Reason)
 			changed = true
 		}

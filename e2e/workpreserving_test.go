@@ -136,3 +136,57 @@ func TestStockAWSSDKReadsTheRebalanceRecommendation(t *testing.T) {
 	var stopped gpuportal.Instance
 	p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", inst.ID), p.user, "", &stopped)
 }
+
+// (issue 26) A drill gives the real notice without SIGTERM: a workload
+// that reports ready ends it at once and keeps running ("ready after N
+// s"); a silent one sees it run out and keeps running too ("not ready").
+// One an hour per instance; never in the published rates.
+func TestDrillsOnARealAgent(t *testing.T) {
+	p := startPortal(t, true)
+	dir := t.TempDir()
+	p.startAgent(t, dir+"/node", dir+"/ckpt", "mock:dgxa100", true)
+	ready := launch(t, p, 2, saver, false)
+	quiet := launch(t, p, 2, silent, false)
+	for _, i := range []gpuportal.Instance{ready, quiet} {
+		eventually(t, 15*time.Second, "the instance to run", func() bool { return p.instance(i.ID).Status == gpuportal.InstanceRunning })
+	}
+	var drill struct {
+		NoticeAt time.Time `json:"notice_at"`
+		Deadline time.Time `json:"deadline"`
+	}
+	for _, i := range []gpuportal.Instance{ready, quiet} {
+		if st := p.api("POST", fmt.Sprintf("/api/v1/instances/%d/drill", i.ID), p.user, "", &drill); st != 201 || !drill.Deadline.After(drill.NoticeAt) {
+			t.Fatalf("drill on %d = %d %+v", i.ID, st, drill)
+		}
+	}
+	eventually(t, 10*time.Second, "the ready workload's drill result", func() bool {
+		d := p.instance(ready.ID).Drill
+		return d != nil && d.Result == gpuportal.DrillReady
+	})
+	if d := p.instance(ready.ID).Drill; d.ReadyAfterSeconds == nil || *d.ReadyAfterSeconds > 10 {
+		t.Errorf("ready after %v s", d.ReadyAfterSeconds)
+	}
+	eventually(t, 20*time.Second, "the silent workload's drill to run out", func() bool {
+		d := p.instance(quiet.ID).Drill
+		return d != nil && d.Result == gpuportal.DrillNotReady
+	})
+	// Give the agent a few seconds past the drill's deadline: no SIGTERM.
+	hb := *p.nodes()[0].LastHeartbeatAt
+	eventually(t, 15*time.Second, "two more heartbeats", func() bool { return p.nodes()[0].LastHeartbeatAt.After(hb.Add(time.Second)) })
+	for _, i := range []gpuportal.Instance{ready, quiet} {
+		if got := p.instance(i.ID); got.Status != gpuportal.InstanceRunning {
+			t.Fatalf("instance %d after its drill is %s", i.ID, got.Status)
+		}
+	}
+	if st := p.api("POST", fmt.Sprintf("/api/v1/instances/%d/drill", ready.ID), p.user, "", nil); st != 429 {
+		t.Errorf("a second drill within the hour = %d", st)
+	}
+	var rates gpuportal.InterruptionRates
+	p.api("GET", "/api/v1/interruption-rates?model=a100-80g&region=cd-1", p.user, "", &rates)
+	if rates.Trailing.Interrupted != 0 || rates.Trailing.MeasuredInterrupted != 0 {
+		t.Errorf("drills in the rates: %+v", rates.Trailing)
+	}
+	for _, i := range []gpuportal.Instance{ready, quiet} {
+		p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", i.ID), p.user, "", nil)
+	}
+}

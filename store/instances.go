@@ -14,17 +14,18 @@ import (
 
 const instanceColumns = `id, user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, coalesce(node_id, ''),
 	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail, image,
-	job_id, task_index, last_checkpoint_at, lost_gpu_seconds, ready_at`
+	job_id, task_index, last_checkpoint_at, lost_gpu_seconds, ready_at, drill_started_at, drill_wall_at, drill_seconds, drill_ready_after`
 
 // scanInstance reads instanceColumns, then any extra columns into extra.
 func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal.Instance, error) {
 	var i gpuportal.Instance
-	var resID, started, ended, notice, deadline, exit, jobID, taskIndex, checkpoint, lost, ready sql.NullInt64
+	var resID, started, ended, notice, deadline, exit, jobID, taskIndex, checkpoint, lost, ready, drillAt, drillWall, drillSeconds sql.NullInt64
+	var drillReady sql.NullFloat64
 	var reason sql.NullString
 	var created int64
 	dest := append([]any{&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
 		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &i.Image,
-		&jobID, &taskIndex, &checkpoint, &lost, &ready}, extra...)
+		&jobID, &taskIndex, &checkpoint, &lost, &ready, &drillAt, &drillWall, &drillSeconds, &drillReady}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -38,6 +39,13 @@ func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal
 	if lost.Valid {
 		i.Lost = &lost.Int64
 	}
+	if drillAt.Valid && drillWall.Valid {
+		i.Drill = &gpuportal.Drill{StartedAt: fromUnix(drillAt.Int64), Deadline: fromUnix(drillAt.Int64 + drillSeconds.Int64),
+			WallAt: time.Unix(drillWall.Int64, 0), Seconds: int(drillSeconds.Int64), Result: gpuportal.DrillRunning}
+		if drillReady.Valid {
+			i.Drill.ReadyAfterSeconds = &drillReady.Float64
+		}
+	}
 	if resID.Valid {
 		i.ReservationID = &resID.Int64
 	}
@@ -50,6 +58,15 @@ func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal
 	}
 	i.GPUs = []string{}
 	return &i, nil
+}
+
+// live fills in what an instance's reader sees change by the minute: its
+// cost so far, the work at risk, its drill's result.
+func (db *DB) live(i *gpuportal.Instance) {
+	liveCost(i, db.now())
+	if i.Drill != nil {
+		i.Drill.Settle(db.Wall.Now())
+	}
 }
 
 // liveCost adds the running attempt's cost so far (every started minute)
@@ -136,10 +153,9 @@ func (db *DB) InstanceList(ctx context.Context, user *gpuportal.User, f Instance
 	if err := db.instanceGPUs(ctx, db.read, list); err != nil {
 		return nil, err
 	}
-	now := db.now()
 	out := make([]gpuportal.Instance, len(list))
 	for k, i := range list {
-		liveCost(i, now)
+		db.live(i)
 		out[k] = *i
 	}
 	return out, nil
@@ -155,7 +171,7 @@ func (db *DB) Instance(ctx context.Context, user *gpuportal.User, id int64) (*gp
 	if err := db.instanceGPUs(ctx, db.read, []*gpuportal.Instance{i}); err != nil {
 		return nil, err
 	}
-	liveCost(i, db.now())
+	db.live(i)
 	if i.Kind == gpuportal.KindSpot && (i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstancePending) {
 		if t, err := db.SafeUntil(ctx, i.Model, i.Region, 0); err == nil {
 			i.SafeUntil = t
@@ -402,6 +418,9 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 			}
 			dw.Interrupt = &gpuportal.Interruption{Action: action, DeadlineInSeconds: max(0, notice.Seconds()), GraceSeconds: int(extras[k].grace.Int64), Reason: i.Interruption.Reason}
 		}
+		if dw.Interrupt == nil && !dw.Stop {
+			dw.Interrupt = drillNotice(i, wallNow)
+		}
 		if i.Kind == gpuportal.KindReserved && i.ReservationID != nil && !dw.Stop {
 			if left := reservationEnds[*i.ReservationID].Sub(now); left <= gpuportal.ReservedStopNotice {
 				dw.Interrupt = &gpuportal.Interruption{Action: "stop", DeadlineInSeconds: max(0, left.Seconds()), GraceSeconds: reservedStopGraceSeconds, Reason: gpuportal.ReasonReservationEnd}
@@ -449,6 +468,9 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 				}
 			}
 			if err := recordCheckpoint(ctx, tx, i, r, now); err != nil {
+				return err
+			}
+			if err := recordDrillReady(ctx, tx, i, r); err != nil {
 				return err
 			}
 			switch {

@@ -232,7 +232,7 @@ func (db *DB) TaskAttempts(ctx context.Context, user *gpuportal.User, jobID int6
 		return nil, fmt.Errorf("task attempts: %w", err)
 	}
 	for _, i := range list {
-		liveCost(i, db.now())
+		db.live(i)
 	}
 	if err := db.instanceGPUs(ctx, db.read, list); err != nil {
 		return nil, err

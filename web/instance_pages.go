@@ -169,3 +169,21 @@ func (s *Server) handleStopForm(c echo.Context) error {
 	s.addFlash(c, "info", i18n.T(reqOf(c).lang, "Instance #%d is stopping.", id))
 	return redirect(c, "/instances")
 }
+
+// handleDrillForm starts a drill from the instances list.
+func (s *Server) handleDrillForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	lang := reqOf(c).lang
+	inst, err := s.db.Drill(c.Request().Context(), currentUser(c), id)
+	if code := gpuportal.ErrorCode(err); code == gpuportal.ERATELIMITED || code == gpuportal.ECONFLICT {
+		s.addFlash(c, "error", i18n.Error(lang, err))
+		return redirect(c, "/instances")
+	} else if err != nil {
+		return err
+	}
+	s.addFlash(c, "info", i18n.T(lang, "Drill on instance #%d: its workload has the real notice now (%d s, no SIGTERM). Reporting ready ends it.", id, inst.Drill.Seconds))
+	return redirect(c, "/instances")
+}

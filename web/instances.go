@@ -53,6 +53,24 @@ func (s *Server) apiStop(c echo.Context) error {
 	return c.JSON(http.StatusOK, inst)
 }
 
+// drillJSON is POST /instances/{id}/drill's answer.
+type drillJSON struct {
+	NoticeAt time.Time `json:"notice_at"`
+	Deadline time.Time `json:"deadline"`
+}
+
+func (s *Server) apiDrill(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	inst, err := s.db.Drill(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, drillJSON{NoticeAt: inst.Drill.StartedAt, Deadline: inst.Drill.Deadline})
+}
+
 func (s *Server) apiAdminInterrupt(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {

@@ -84,6 +84,7 @@ func (s *Server) routes() {
 	app.GET("/instances/launch-form", s.handleLaunchFormPanel, requireUser)
 	app.POST("/instances", s.handleLaunchForm, requireUser)
 	app.POST("/instances/:id/stop", s.handleStopForm, requireUser)
+	app.POST("/instances/:id/drill", s.handleDrillForm, requireUser)
 	app.GET("/jobs", s.handleJobsPage, requireUser)
 	app.GET("/jobs/list", s.handleJobList, requireUser)
 	app.POST("/jobs", s.handleJobForm, requireUser)
@@ -159,6 +160,7 @@ func (s *Server) routes() {
 	api.GET("/instances", s.apiInstances, requireUser)
 	api.GET("/instances/:id", s.apiInstance, requireUser)
 	api.POST("/instances/:id/stop", s.apiStop, requireUser)
+	api.POST("/instances/:id/drill", s.apiDrill, requireUser, s.idempotent)
 
 	api.POST("/jobs", s.apiCreateJob, requireUser, s.idempotent)
 	api.GET("/jobs", s.apiJobs, requireUser)

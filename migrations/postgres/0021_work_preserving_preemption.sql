@@ -18,5 +18,4 @@ ALTER TABLE instances ADD COLUMN notice_seconds INTEGER;
 ALTER TABLE instances ADD COLUMN drill_started_at INTEGER;
 ALTER TABLE instances ADD COLUMN drill_wall_at INTEGER;
 ALTER TABLE instances ADD COLUMN drill_seconds INTEGER;
-ALTER TABLE instances ADD COLUMN drill_result TEXT;
-ALTER TABLE instances ADD COLUMN drill_ready_after INTEGER;
+ALTER TABLE instances ADD COLUMN drill_ready_after REAL;
