@@ -61,6 +61,24 @@ type LaunchRequest struct {
 	ReservationID *int64 `json:"reservation_id,omitempty"`
 	// Image is a catalog image id (GET /images); empty: the first.
 	Image string `json:"image,omitempty"`
+	// NoticeSeconds (spot only) asks for a notice of this length, within
+	// the policy's bounds; nil: the policy's notice.
+	NoticeSeconds *int `json:"notice_seconds,omitempty"`
+}
+
+// ValidateNotice checks a spot launch's notice_seconds against the
+// policy's bounds (policy_violation); other kinds cannot ask for one.
+func (r *LaunchRequest) ValidateNotice(p Policy) error {
+	if r.NoticeSeconds == nil {
+		return nil
+	}
+	if r.Kind != KindSpot {
+		return FieldErrorf(EINVALID, "notice_seconds", "Only spot instances are interrupted with notice; notice_seconds is for spot launches.")
+	}
+	if n := *r.NoticeSeconds; n < p.SpotNoticeMinSeconds || n > p.SpotNoticeMaxSeconds {
+		return FieldErrorf(EPOLICY, "notice_seconds", "The notice must be between %d and %d seconds.", p.SpotNoticeMinSeconds, p.SpotNoticeMaxSeconds)
+	}
+	return nil
 }
 
 // Validate checks the shape of a launch request.

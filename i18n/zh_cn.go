@@ -1016,4 +1016,9 @@ var zhCN = map[string]string{
 	"drill under way: notice until %s": "演练中：通知至 %s",
 	"last drill: ready after %.0f s":   "上次演练：%.0f 秒后就绪",
 	"last drill: not ready in %d s":    "上次演练：%d 秒内未就绪",
+	"Notice before an interruption (seconds, spot; empty: the platform's)":                              "中断前的通知时间（秒，竞价实例；留空：平台默认）",
+	"A longer notice gives your workload more time to save; the platform then gives it notice earlier.": "更长的通知让工作负载有更多时间保存；平台会相应更早发出通知。",
+	"The notice must be a whole number of seconds.":                                                     "通知时间必须是整数秒。",
+	"Only spot instances are interrupted with notice; notice_seconds is for spot launches.":             "只有竞价实例会带通知地中断；notice_seconds 仅用于竞价启动。",
+	"The notice must be between %d and %d seconds.":                                                     "通知时间必须在 %d 到 %d 秒之间。",
 }

@@ -618,3 +618,33 @@ func TestRebalanceGoesToTheInstancesThatWillGetNotice(t *testing.T) {
 		t.Fatalf("lead 0: %+v", got.Rebalance)
 	}
 }
+
+// (issue 26) A spot instance that asked for a longer notice gets it, and
+// it goes out earlier: the GPUs are still free by the booked hour.
+func TestLongerNoticesStartEarlier(t *testing.T) {
+	start := t0.Add(2 * time.Hour)
+	policy := gpuportal.DefaultPolicy()
+	plan := func(now time.Time, notice int) Decisions {
+		pl := testPool(2, "n1")
+		runSpot(pl, Spot{ID: 1, StartedAt: now.Add(-time.Hour), NoticeSeconds: notice}, "n1-0", "n1-1")
+		pl.LongestNotice = notice
+		pl.Booked[start.Unix()] = 2
+		return Plan(snapshotOf(pl), now)
+	}
+	long := 600
+	early := start.Add(-time.Duration(long+policy.SpotGraceSeconds+60) * time.Second)
+	if got := plan(early, 0); len(got.Interrupt) != 0 {
+		t.Fatalf("with the policy's notice, no notice yet %s before the start: %+v", start.Sub(early), got.Interrupt)
+	}
+	got := plan(early, long)
+	if len(got.Interrupt) != 1 {
+		t.Fatalf("with a %d s notice asked for: %+v; want the notice now", long, got.Interrupt)
+	}
+	in := got.Interrupt[0]
+	if !in.Deadline.Equal(early.Add(time.Duration(long) * time.Second)) {
+		t.Errorf("deadline %s; want the %d s asked for", in.Deadline, long)
+	}
+	if free := in.Deadline.Add(time.Duration(in.Grace) * time.Second); free.After(start) {
+		t.Errorf("GPUs free at %s, after the booked hour %s", free, start)
+	}
+}

@@ -75,6 +75,9 @@ type Pool struct {
 	OnDemand      int // GPUs of placed on-demand instances
 	OnDemandWait  int // GPUs of on-demand instances waiting for a place
 	Spot          int // GPUs of placed spot instances without notice
+	// LongestNotice is the longest notice (seconds) a spot instance of the
+	// pool asked for at launch (0: none asked for more than the policy).
+	LongestNotice int
 	JobTaskSpot   int // of those, job tasks' (they give way to spot launches)
 	SpotWait      int // GPUs of spot instances (not job tasks) waiting for a place
 	// Leaving is the instances that have their notice: their GPUs are
@@ -126,6 +129,7 @@ type Spot struct {
 	// none since it started): the work an interruption loses is since then.
 	LastCheckpoint time.Time
 	Rebalanced     bool // it has had its rebalance recommendation
+	NoticeSeconds  int  // the notice its launch asked for (0: the policy's)
 }
 
 // Reservation is a confirmed or active reservation.
@@ -229,6 +233,15 @@ func SpotHorizon(p gpuportal.Policy) time.Duration {
 	return time.Duration(p.SpotNoticeSeconds+p.SpotGraceSeconds+60) * time.Second
 }
 
+// PoolHorizon is the pool's spot horizon: the policy's, or longer when a
+// spot instance of the pool asked for a longer notice — notices then go
+// out earlier (a longer notice never makes a reservation late).
+func PoolHorizon(pl *Pool) time.Duration {
+	p := pl.Policy
+	p.SpotNoticeSeconds = max(p.SpotNoticeSeconds, pl.LongestNotice)
+	return SpotHorizon(p)
+}
+
 // RebalanceLead is how long before its notice is due a spot instance gets
 // a rebalance recommendation (0: none): the policy's lead plus the
 // notice horizon, since notices go out that long before the booked hour.
@@ -257,7 +270,12 @@ func reservedWithin(pl *Pool, now time.Time, d time.Duration) int {
 // hour comes within it), and makes sure the book ahead counts at least
 // the next day's hours it holds.
 func derive(pl *Pool, now time.Time) {
-	pl.ReservedSoon = reservedWithin(pl, now, SpotHorizon(pl.Policy))
-	pl.ReservedLead = max(pl.ReservedSoon, reservedWithin(pl, now, RebalanceLead(pl.Policy)))
+	horizon := PoolHorizon(pl)
+	pl.ReservedSoon = reservedWithin(pl, now, horizon)
+	if lead := RebalanceLead(pl.Policy); lead > 0 {
+		pl.ReservedLead = max(pl.ReservedSoon, reservedWithin(pl, now, horizon-SpotHorizon(pl.Policy)+lead))
+	} else {
+		pl.ReservedLead = 0
+	}
 	pl.ReservedAhead = max(pl.ReservedAhead, reservedWithin(pl, now, BookedAhead))
 }

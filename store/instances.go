@@ -225,6 +225,9 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if err != nil {
 			return err
 		}
+		if err := req.ValidateNotice(policy); err != nil {
+			return err
+		}
 		price := model.ListPrice
 		switch req.Kind {
 		case gpuportal.KindSpot:
@@ -269,9 +272,9 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 			return err
 		}
 		var id int64
-		if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at, image)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?, ?) RETURNING id`,
-			user.ID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now), image.Reference).Scan(&id); err != nil {
+		if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at, image, notice_seconds)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?, ?, ?) RETURNING id`,
+			user.ID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now), image.Reference, req.NoticeSeconds).Scan(&id); err != nil {
 			return fmt.Errorf("insert instance: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE instances SET checkpoint_key = ? WHERE id = ?`, fmt.Sprintf("instance-%d", id), id); err != nil {

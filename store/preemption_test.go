@@ -116,3 +116,100 @@ func TestCheckpointingInstanceIsTheVictim(t *testing.T) {
 		t.Errorf("rates: %+v; want 2 measured, half under 5 minutes, %.3f GPU-hours lost", tr, float64(want)/3600)
 	}
 }
+
+// A spot launch may ask for its own notice within the policy's bounds;
+// its interruption then gives exactly that.
+func TestNoticePerLaunch(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 4)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	ask := func(kind string, n int) error {
+		_, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: kind, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x", NoticeSeconds: &n})
+		return err
+	}
+	if err := ask(gpuportal.KindSpot, 5); gpuportal.ErrorCode(err) != gpuportal.EPOLICY || gpuportal.ErrorField(err) != "notice_seconds" {
+		t.Errorf("5 s under the 10 s minimum: %v", err)
+	}
+	if err := ask(gpuportal.KindSpot, 601); gpuportal.ErrorCode(err) != gpuportal.EPOLICY {
+		t.Errorf("601 s over the 600 s maximum: %v", err)
+	}
+	if err := ask(gpuportal.KindOnDemand, 60); gpuportal.ErrorCode(err) != gpuportal.EINVALID {
+		t.Errorf("on-demand with a notice: %v", err)
+	}
+	n := 300
+	inst, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 4, Command: "x", NoticeSeconds: &n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, clock.Now())
+	fakeAgent{t, db}.runAll()
+	start := storetest.Epoch.Add(2 * time.Hour)
+	if _, err := db.Book(ctx, u, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 4, Start: start, End: start.Add(4 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	// With the policy's 120 s notice it would come 3.5 min before; with
+	// 300 s asked for it comes 6.5 min before the start.
+	tick(t, db, clock, start.Add(-6*time.Minute-30*time.Second))
+	got := getInstance(t, db, inst.ID)
+	if got.Status != gpuportal.InstanceInterrupting || got.Interruption.Deadline.Sub(got.Interruption.NoticeAt) != 300*time.Second {
+		t.Fatalf("interruption = %s %+v; want a 300 s notice now", got.Status, got.Interruption)
+	}
+}
+
+// Drills: only on the owner's running spot instance, once an hour; the
+// notice goes to the agent as a drill (never signalled).
+func TestDrillRules(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 4)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	other := storetest.MustCreateUser(t, db, "o@example.com", gpuportal.RoleCustomer)
+	spot, _ := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x"})
+	od, _ := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x"})
+	if _, err := db.Drill(ctx, u, spot.ID); gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+		t.Errorf("drill before it runs: %v", err)
+	}
+	tick(t, db, clock, clock.Now())
+	fakeAgent{t, db}.runAll()
+	if _, err := db.Drill(ctx, u, od.ID); gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+		t.Errorf("drill on on-demand: %v", err)
+	}
+	if _, err := db.Drill(ctx, other, spot.ID); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Errorf("another customer's drill: %v", err)
+	}
+	got, err := db.Drill(ctx, u, spot.ID)
+	if err != nil || got.Drill == nil || got.Drill.Result != gpuportal.DrillRunning || got.Drill.Seconds != 120 {
+		t.Fatalf("drill = %+v, %v", got.Drill, err)
+	}
+	d, _ := db.DesiredFor(ctx, got.Node)
+	var in *gpuportal.Interruption
+	for _, w := range d.Workloads {
+		if w.InstanceID == spot.ID {
+			in = w.Interrupt
+		}
+	}
+	if in == nil || !in.Drill || in.Reason != gpuportal.ReasonDrill || in.DrillID == 0 {
+		t.Fatalf("the agent is told %+v; want a drill notice", in)
+	}
+	if _, err := db.Drill(ctx, u, spot.ID); gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+		t.Errorf("a second drill while one runs: %v", err)
+	}
+	// The agent reports ready 7 s in: the drill is over, the instance runs.
+	after := 7.0
+	i := getInstance(t, db, spot.ID)
+	if err := db.ApplyWorkloadReports(ctx, i.Node, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadRunning,
+		DrillID: in.DrillID, DrillReadyAfterSeconds: &after}}); err != nil {
+		t.Fatal(err)
+	}
+	if i := getInstance(t, db, spot.ID); i.Status != gpuportal.InstanceRunning || i.Drill.Result != gpuportal.DrillReady || *i.Drill.ReadyAfterSeconds != 7 {
+		t.Fatalf("after ready: %s %+v", i.Status, i.Drill)
+	}
+	if _, err := db.Drill(ctx, u, spot.ID); gpuportal.ErrorCode(err) != gpuportal.ERATELIMITED {
+		t.Errorf("a drill within the hour: %v", err)
+	}
+	rates, _ := db.Rates(ctx, "a100-80g", "cd-1", 1)
+	if rates.Trailing.Interrupted != 0 {
+		t.Errorf("the drill counts in the rates: %+v", rates.Trailing)
+	}
+}

@@ -180,14 +180,16 @@ type instanceCount struct {
 	key                                          scheduler.PoolKey
 	kind, status                                 string
 	placed, placedTasks, waiting, waitingPlainly int
+	longestNotice                                int // seconds a launch asked for
 }
 
 func instanceCounts(ctx context.Context, q queryer, where string, args ...any) ([]instanceCount, error) {
 	return scanAll(ctx, q, func(r *sql.Rows, c *instanceCount) error {
-		return r.Scan(&c.status, &c.kind, &c.key.Model, &c.key.Region, &c.placed, &c.placedTasks, &c.waiting, &c.waitingPlainly)
+		return r.Scan(&c.status, &c.kind, &c.key.Model, &c.key.Region, &c.placed, &c.placedTasks, &c.waiting, &c.waitingPlainly, &c.longestNotice)
 	}, `SELECT status, kind, model_id, region_id, sum(CASE WHEN node_id IS NOT NULL THEN count ELSE 0 END),
 		sum(CASE WHEN node_id IS NOT NULL AND job_id IS NOT NULL THEN count ELSE 0 END),
-		sum(CASE WHEN node_id IS NULL THEN count ELSE 0 END), sum(CASE WHEN node_id IS NULL AND job_id IS NULL THEN count ELSE 0 END)
+		sum(CASE WHEN node_id IS NULL THEN count ELSE 0 END), sum(CASE WHEN node_id IS NULL AND job_id IS NULL THEN count ELSE 0 END),
+		coalesce(max(notice_seconds), 0)
 		FROM instances WHERE status IN ('pending', 'running', 'interrupting') `+where+` GROUP BY status, kind, model_id, region_id`, args...)
 }
 
@@ -206,6 +208,7 @@ func (c instanceCount) addTo(pl *scheduler.Pool) {
 		pl.Spot += c.placed
 		pl.JobTaskSpot += c.placedTasks
 		pl.SpotWait += c.waitingPlainly
+		pl.LongestNotice = max(pl.LongestNotice, c.longestNotice)
 	}
 }
 
@@ -261,13 +264,13 @@ func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool, detail s
 	if detail == scheduler.DetailFull {
 		if spots, err = scanAll(ctx, q, func(r *sql.Rows, s *scheduler.Spot) error {
 			var started, checkpoint int64
-			err := r.Scan(&s.ID, &s.UserID, &s.Count, &s.Node, &started, &s.JobTask, &checkpoint, &s.Rebalanced)
+			err := r.Scan(&s.ID, &s.UserID, &s.Count, &s.Node, &started, &s.JobTask, &checkpoint, &s.Rebalanced, &s.NoticeSeconds)
 			s.StartedAt = fromUnix(started)
 			if checkpoint > 0 {
 				s.LastCheckpoint = fromUnix(checkpoint)
 			}
 			return err
-		}, `SELECT id, user_id, count, node_id, coalesce(started_at, created_at), job_id IS NOT NULL, coalesce(last_checkpoint_at, 0), rebalance_at IS NOT NULL FROM instances
+		}, `SELECT id, user_id, count, node_id, coalesce(started_at, created_at), job_id IS NOT NULL, coalesce(last_checkpoint_at, 0), rebalance_at IS NOT NULL, coalesce(notice_seconds, 0) FROM instances
 			WHERE model_id = ? AND region_id = ? AND kind = 'spot' AND status IN ('pending', 'running') AND node_id IS NOT NULL`, pl.Key.Model, pl.Key.Region); err != nil {
 			return err
 		}

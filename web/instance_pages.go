@@ -124,12 +124,19 @@ func (s *Server) handleLaunchForm(c echo.Context) error {
 	form := templates.LaunchForm{
 		Kind: c.FormValue("kind"), Model: c.FormValue("model"), Region: c.FormValue("region"), Image: c.FormValue("image"),
 		Command: c.FormValue("command"), AutoRestart: c.FormValue("auto_restart") == "true",
-		ReservationID: strings.TrimSpace(c.FormValue("reservation_id")),
+		ReservationID: strings.TrimSpace(c.FormValue("reservation_id")), NoticeSeconds: strings.TrimSpace(c.FormValue("notice_seconds")),
 	}
 	req := gpuportal.LaunchRequest{Kind: form.Kind, Model: form.Model, Region: form.Region, Command: form.Command, AutoRestart: form.AutoRestart, Image: form.Image}
 	var err error
 	if form.Count, err = strconv.Atoi(c.FormValue("count")); err != nil {
 		err = gpuportal.FieldErrorf(gpuportal.EINVALID, "count", "The GPU count must be a whole number.")
+	}
+	if err == nil && form.NoticeSeconds != "" {
+		var n int
+		if n, err = strconv.Atoi(form.NoticeSeconds); err != nil {
+			err = gpuportal.FieldErrorf(gpuportal.EINVALID, "notice_seconds", "The notice must be a whole number of seconds.")
+		}
+		req.NoticeSeconds = &n
 	}
 	req.Count = form.Count
 	if err == nil && form.ReservationID != "" {
@@ -144,7 +151,7 @@ func (s *Server) handleLaunchForm(c echo.Context) error {
 		inst, err = s.db.Launch(c.Request().Context(), currentUser(c), req)
 	}
 	if err != nil {
-		status, internal := formError(c, err, &form.Errors, &form.Error, "count", "command", "reservation_id", "image")
+		status, internal := formError(c, err, &form.Errors, &form.Error, "count", "command", "reservation_id", "image", "notice_seconds")
 		if internal != nil {
 			return internal
 		}
