@@ -369,3 +369,35 @@ func TestContainerReadoptedByLabel(t *testing.T) {
 		t.Fatal("the re-adopted container outlived its stop")
 	}
 }
+
+// (issue 26) The stock AWS SDK for Go v2 IMDS client reads the rebalance
+// recommendation from inside a container, before any notice.
+func TestStockAWSSDKReadsTheRebalanceInAContainer(t *testing.T) {
+	needPodman(t)
+	p := startPortal(t, true) // 09:30
+	addTestImage(t, p)
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "ckpt")
+	startPodmanAgent(t, p, filepath.Join(dir, "node"), ckpt)
+	a := launchIn(t, p, 8, "imdsworkload", false)
+	runDir := filepath.Join(ckpt, fmt.Sprintf("instance-%d", a.ID))
+	eventually(t, 30*time.Second, "the SDK to read instance-id", func() bool {
+		return readTrim(filepath.Join(runDir, "instance-id")) == strconv.FormatInt(a.ID, 10)
+	})
+	if st := p.api("POST", "/api/v1/reservations", p.user, `{"model":"a100-80g","region":"cd-1","count":4,"start":"2026-12-01T11:00:00+08:00","end":"2026-12-01T15:00:00+08:00"}`, nil); st != 201 {
+		t.Fatalf("book = %d", st)
+	}
+	advance(t, p, "1h") // 10:30: within the rebalance lead of 11:00
+	eventually(t, 30*time.Second, "the SDK to read the rebalance recommendation", func() bool {
+		_, err := os.Stat(filepath.Join(runDir, "rebalance"))
+		return err == nil
+	})
+	var doc map[string]string
+	if err := json.Unmarshal([]byte(readTrim(filepath.Join(runDir, "rebalance"))), &doc); err != nil || doc["noticeTime"] == "" {
+		t.Fatalf("recommendation as the SDK read it: %v %v", doc, err)
+	}
+	if _, err := os.Stat(filepath.Join(runDir, "notice")); err == nil {
+		t.Fatal("a notice came with the recommendation")
+	}
+	p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", a.ID), p.user, "", nil)
+}

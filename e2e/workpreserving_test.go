@@ -46,12 +46,31 @@ func TestTheCheckpointingInstanceGivesWay(t *testing.T) {
 	if st := p.api("POST", "/api/v1/reservations", p.user, `{"model":"a100-80g","region":"cd-1","count":4,"start":"2026-12-01T11:00:00+08:00","end":"2026-12-01T15:00:00+08:00"}`, nil); st != 201 {
 		t.Fatalf("book = %d", st)
 	}
-	advance(t, p, "50m") // 10:50: the saver's reports are stamped now
-	at := time.Date(2026, 12, 1, 2, 50, 0, 0, time.UTC)
-	eventually(t, 15*time.Second, "a checkpoint stamped at 10:50", func() bool {
-		c := p.instance(old.ID).LastCheckpoint
-		return c != nil && !c.Before(at)
-	})
+	stampedBy := func(at time.Time) {
+		t.Helper()
+		eventually(t, 15*time.Second, "a checkpoint stamped at "+at.Format("15:04Z"), func() bool {
+			c := p.instance(old.ID).LastCheckpoint
+			return c != nil && !c.Before(at)
+		})
+	}
+	advance(t, p, "25m") // 10:25: the saver keeps reporting
+	stampedBy(time.Date(2026, 12, 1, 2, 25, 0, 0, time.UTC))
+	advance(t, p, "5m") // 10:30: within the rebalance lead of 11:00
+	// The book wants GPUs back within the rebalance lead: the saver (the
+	// instance that will get the notice) is told first, the silent one not.
+	var notes []gpuportal.Notification
+	p.api("GET", "/api/v1/notifications", p.user, "", &notes)
+	recommended := map[int64]bool{}
+	for _, n := range notes {
+		if n.Kind == gpuportal.NoteSpotRebalance {
+			recommended[n.Params.InstanceID] = true
+		}
+	}
+	if !recommended[old.ID] || recommended[young.ID] {
+		t.Errorf("rebalance recommendations went to %v; want the saver (%d) alone", recommended, old.ID)
+	}
+	advance(t, p, "20m") // 10:50
+	stampedBy(time.Date(2026, 12, 1, 2, 50, 0, 0, time.UTC))
 	if i := p.instance(old.ID); i.WorkSinceCheckpoint == nil || *i.WorkSinceCheckpoint != 0 {
 		t.Errorf("work since the saver's checkpoint = %v; want 0", i.WorkSinceCheckpoint)
 	}

@@ -391,3 +391,31 @@ func TestFlexibleWaitlistBooksTheEarliestWindowThatFrees(t *testing.T) {
 		t.Errorf("bad requests added entries: %d → %d", len(list), len(after))
 	}
 }
+
+// An extension the balance cannot pay is 402 and changes nothing: not the
+// end, not the hours taken, not the balance.
+func TestExtensionTheBalanceCannotPay(t *testing.T) {
+	ctx := context.Background()
+	db, _ := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "h100-80g", 1, 8)
+	poor := storetest.MustCreatePoorUser(t, db, "poor@example.com", gpuportal.RoleCustomer)
+	start := storetest.Epoch.Add(26 * time.Hour)
+	req := h100(1, start, start.Add(4*time.Hour))
+	q := quoteOf(t, db, req)
+	if _, err := db.Credit(ctx, nil, poor.ID, gpuportal.CreditRequest{Amount: q.Total, Note: "exactly one booking"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := db.Book(ctx, poor, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Extend(ctx, poor, r.ID, 2); gpuportal.ErrorCode(err) != gpuportal.EFUNDS {
+		t.Fatalf("extend with nothing left = %v; want insufficient_funds", err)
+	}
+	got, _ := db.Reservation(ctx, poor, r.ID)
+	slots, _ := db.Availability(ctx, "h100-80g", "cd-1", r.End, r.End.Add(2*time.Hour))
+	b, _ := db.Balance(ctx, poor)
+	if !got.End.Equal(r.End) || got.Price != r.Price || slots[0].Reserved != 0 || b.Available != 0 {
+		t.Fatalf("the refused extension changed something: end %s, price %d, reserved %d, available %d", got.End, got.Price, slots[0].Reserved, b.Available)
+	}
+}
