@@ -176,7 +176,7 @@ func TestFlexibleCustomersSaveBookings(t *testing.T) {
 		exact.Demand[k].Bookings.FlexibleShare = 0
 		flexible.Demand[k].Bookings.FlexibleShare = 1
 	}
-	a, b := run(t, exact, 2, nil), run(t, flexible, 2, nil)
+	a, b := run(t, exact, 1, nil), run(t, flexible, 1, nil)
 	if a.Demand.Flexible.WindowFull != 0 || a.Demand.Flexible.Saved != 0 {
 		t.Errorf("exact customers: %+v", a.Demand.Flexible)
 	}
@@ -208,7 +208,7 @@ func TestWorkLostVictimsLoseLessThanYoungest(t *testing.T) {
 	t.Parallel()
 	byWork, youngest := Builtin["peak"], Builtin["peak"]
 	youngest.Victims = gpuportal.VictimsYoungest
-	a, b := run(t, byWork, 2, nil), run(t, youngest, 2, nil)
+	a, b := run(t, byWork, 1, nil), run(t, youngest, 1, nil)
 	if a.Victims != gpuportal.VictimsByWorkLost || b.Victims != gpuportal.VictimsYoungest {
 		t.Fatalf("rules: %s, %s", a.Victims, b.Victims)
 	}
