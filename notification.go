@@ -4,27 +4,28 @@ import "time"
 
 // Notification kinds.
 const (
-	NoteBookingConfirmed   = "booking_confirmed"
-	NoteBookingCancelled   = "booking_cancelled"
-	NoteWaitlistOffer      = "waitlist_offer"
-	NoteWaitlistExpired    = "waitlist_expired"
-	NoteWaitlistBooked     = "waitlist_booked"
-	NoteReservationStarts  = "reservation_starting"
-	NoteReservationEnds    = "reservation_ending"
-	NoteSpotInterruption   = "spot_interruption"
-	NoteInstanceRestarted  = "instance_restarted"
-	NoteReservationShorted = "reservation_short"
-	NotePasswordReset      = "password_reset" // email only: it carries a one-time link
-	NoteJobSucceeded       = "job_succeeded"
-	NoteJobUnpaid          = "job_unpaid"      // a job's tasks wait: its owner's balance cannot pay for another
-	NoteAutoBookUnpaid     = "waitlist_unpaid" // capacity freed but the balance could not pay the auto-book
-	NoteBalanceLow         = "balance_low"     // runs out within 30 min at the current burn
-	NoteBalanceStop        = "balance_stop"    // ran out: instances get the stop notice
-	NoteJobFailed          = "job_failed"
-	NoteTokensRevoked      = "api_tokens_revoked" // a password reset (or a change, when asked) ended every API token
-	NoteVerifyEmail        = "verify_email"       // email only: the link that verifies the address
-	NoteVerifyPhone        = "verify_phone"       // SMS only: the code that verifies the phone
-	NoteSpotRebalance      = "spot_rebalance"     // in-app only: the book will want a spot instance's GPUs soon
+	NoteBookingConfirmed    = "booking_confirmed"
+	NoteBookingCancelled    = "booking_cancelled"
+	NoteWaitlistOffer       = "waitlist_offer"
+	NoteWaitlistExpired     = "waitlist_expired"
+	NoteWaitlistBooked      = "waitlist_booked"
+	NoteReservationStarts   = "reservation_starting"
+	NoteReservationEnds     = "reservation_ending"
+	NoteSpotInterruption    = "spot_interruption"
+	NoteInstanceRestarted   = "instance_restarted"
+	NoteReservationShorted  = "reservation_short"
+	NotePasswordReset       = "password_reset" // email only: it carries a one-time link
+	NoteJobSucceeded        = "job_succeeded"
+	NoteJobUnpaid           = "job_unpaid"      // a job's tasks wait: its owner's balance cannot pay for another
+	NoteAutoBookUnpaid      = "waitlist_unpaid" // capacity freed but the balance could not pay the auto-book
+	NoteBalanceLow          = "balance_low"     // runs out within 30 min at the current burn
+	NoteBalanceStop         = "balance_stop"    // ran out: instances get the stop notice
+	NoteJobFailed           = "job_failed"
+	NoteTokensRevoked       = "api_tokens_revoked"   // a password reset (or a change, when asked) ended every API token
+	NoteVerifyEmail         = "verify_email"         // email only: the link that verifies the address
+	NoteVerifyPhone         = "verify_phone"         // SMS only: the code that verifies the phone
+	NoteSpotRebalance       = "spot_rebalance"       // in-app only: the book will want a spot instance's GPUs soon
+	NoteReservationLaunched = "reservation_launched" // its launch spec started on its GPUs
 )
 
 // NoteKinds is every notification kind: each must render in every
@@ -32,7 +33,7 @@ const (
 var NoteKinds = []string{
 	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
 	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
-	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance,
+	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance, NoteReservationLaunched,
 }
 
 // Notification channels.

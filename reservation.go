@@ -2,6 +2,7 @@ package gpuportal
 
 import (
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -38,6 +39,8 @@ type Reservation struct {
 	CancelledAt       *time.Time         `json:"cancelled_at,omitempty"`
 	Fee               *Fen               `json:"fee_fen,omitempty"`
 	Refund            *Fen               `json:"refund_fen,omitempty"`
+	// Launch is what runs by itself at its start (nil: nothing).
+	Launch *LaunchSpec `json:"launch,omitempty"`
 	// Sequence counts the changes a calendar must take (a cancellation,
 	// an extension), ModifiedAt is the last one: the .ics's SEQUENCE and
 	// LAST-MODIFIED.
@@ -55,6 +58,35 @@ type BookingRequest struct {
 	Count  int       `json:"count"`
 	Start  time.Time `json:"start"`
 	End    time.Time `json:"end"`
+	// Launch, when set, runs at the start on all the reservation's GPUs.
+	Launch *LaunchSpec `json:"launch,omitempty"`
+}
+
+// LaunchSpec is what a reservation runs by itself at its start (and what
+// "Launch on this reservation" runs): a command in a catalog image, one
+// instance per node on all its GPUs.
+type LaunchSpec struct {
+	Image   string `json:"image,omitempty"` // a catalog image id; empty: the first
+	Command string `json:"command"`
+}
+
+// MachineCommand is the command of "a machine to log into": it runs until
+// the reservation ends, doing nothing.
+const MachineCommand = "while :; do sleep 3600; done"
+
+// MaxCommandLength bounds a launch's command.
+const MaxCommandLength = 4096
+
+// Validate checks the shape of a launch spec.
+func (s *LaunchSpec) Validate() error {
+	s.Command = strings.TrimSpace(s.Command)
+	if s.Command == "" {
+		return FieldErrorf(EINVALID, "launch.command", "Say what to run at the start (a command), or choose a machine to log into.")
+	}
+	if len(s.Command) > MaxCommandLength {
+		return FieldErrorf(EINVALID, "launch.command", "The command is longer than %d characters.", MaxCommandLength)
+	}
+	return nil
 }
 
 // ValidateBooking checks a booking request against a policy at now: the

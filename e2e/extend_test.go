@@ -91,3 +91,29 @@ func sameGPUs(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// (issue 23) A booking that carries a launch spec starts by itself: at
+// its start the portal launches it on all its GPUs and the agent runs it,
+// with nothing launched by hand.
+func TestReservationStartsItselfOnTheAgent(t *testing.T) {
+	p := startPortal(t, true) // 09:30
+	dir := t.TempDir()
+	p.startAgent(t, dir+"/node", dir+"/ckpt", "mock:dgxa100", true)
+	var r gpuportal.Reservation
+	body := `{"model":"a100-80g","region":"cd-1","count":8,"start":"2026-12-01T10:00:00+08:00","end":"2026-12-01T14:00:00+08:00","launch":{"command":"echo started on $CUDA_VISIBLE_DEVICES; while :; do sleep 1; done"}}`
+	if st := p.api("POST", "/api/v1/reservations", p.user, body, &r); st != 201 || r.Launch == nil {
+		t.Fatalf("book with a launch spec = %d %+v", st, r)
+	}
+	advance(t, p, "30m") // 10:00
+	var list []gpuportal.Instance
+	eventually(t, 20*time.Second, "the reservation's own instance to run", func() bool {
+		p.api("GET", "/api/v1/instances", p.user, "", &list)
+		return len(list) == 1 && list[0].Status == gpuportal.InstanceRunning
+	})
+	if i := list[0]; i.Kind != gpuportal.KindReserved || i.Count != 8 || i.ReservationID == nil || *i.ReservationID != r.ID {
+		t.Fatalf("instance = %+v", i)
+	}
+	eventually(t, 10*time.Second, "its output", func() bool { return strings.Contains(p.instance(list[0].ID).LogTail, "started on GPU-") })
+	advance(t, p, "4h") // 14:00: it ends with the reservation
+	eventually(t, 20*time.Second, "the instance to stop at the end", func() bool { return p.instance(list[0].ID).Status == gpuportal.InstanceStopped })
+}

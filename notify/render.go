@@ -97,6 +97,11 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		lines = []string{T("Instance #%d (%s) gets SIGTERM at %s (%s), reason: %s.", p.InstanceID, what, at, zone, T(p.Reason)),
 			T("Save a checkpoint now; its metadata endpoint shows the same deadline.")}
 		m.SMS = T("gpuportal: spot instance #%d gets SIGTERM at %s. Checkpoint now.", p.InstanceID, p.Deadline.In(loc).Format("15:04:05"))
+	case gpuportal.NoteReservationLaunched:
+		link += fmt.Sprintf("/reservations/%d", p.ReservationID)
+		m.Subject = T("Reservation #%d has started and its work is launching", p.ReservationID)
+		lines = []string{T("Reservation #%d (%s) started at %s (%s): what you asked to run is starting on its GPUs, until %s.", p.ReservationID, what, when(p.Start), zone, when(p.End))}
+		m.SMS = T("gpuportal: reservation #%d started; your work is launching on its GPUs.", p.ReservationID)
 	case gpuportal.NoteSpotRebalance:
 		link += "/instances"
 		m.Subject = T("Spot instance #%d: checkpoint soon", p.InstanceID)

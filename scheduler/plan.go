@@ -130,6 +130,9 @@ const (
 // TickResult counts what one tick did.
 type TickResult struct {
 	Activated, Completed, Interrupted, Placed, NodeFailures, Offers, TasksStarted int
+	// Launched counts the instances reservations started by themselves
+	// (their launch specs); the next tick places them.
+	Launched int
 }
 
 // Result counts what a plan does.

@@ -75,6 +75,9 @@ func (a *applier) activate(ctx context.Context, plan scheduler.Decisions) error 
 		if err := a.assign(ctx, as); err != nil {
 			return fmt.Errorf("reservation %d: %w", as.ReservationID, err)
 		}
+		if err := a.startLaunch(ctx, as.ReservationID); err != nil {
+			return fmt.Errorf("reservation %d: its launch: %w", as.ReservationID, err)
+		}
 	}
 	return nil
 }

@@ -271,13 +271,8 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if err != nil {
 			return err
 		}
-		var id int64
-		if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at, image, notice_seconds)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?, ?, ?) RETURNING id`,
-			user.ID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now), image.Reference, req.NoticeSeconds).Scan(&id); err != nil {
-			return fmt.Errorf("insert instance: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE instances SET checkpoint_key = ? WHERE id = ?`, fmt.Sprintf("instance-%d", id), id); err != nil {
+		id, err := insertInstance(ctx, tx, user.ID, req, resID, price, image.Reference, now)
+		if err != nil {
 			return err
 		}
 		inst, err = instanceFor(ctx, tx, user, id)
@@ -291,6 +286,21 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		inst.SafeUntil, _ = db.SafeUntil(ctx, inst.Model, inst.Region, inst.Count)
 	}
 	return inst, nil
+}
+
+// insertInstance writes a new pending instance (Launch and a
+// reservation's own launch), its checkpoint directory named after it.
+func insertInstance(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.LaunchRequest, resID sql.NullInt64, price gpuportal.Fen, imageRef string, now time.Time) (int64, error) {
+	var id int64
+	if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at, image, notice_seconds)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?, ?, ?) RETURNING id`,
+		userID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now), imageRef, req.NoticeSeconds).Scan(&id); err != nil {
+		return 0, fmt.Errorf("insert instance: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE instances SET checkpoint_key = ? WHERE id = ?`, fmt.Sprintf("instance-%d", id), id); err != nil {
+		return 0, err
+	}
+	return id, nil
 }
 
 // Stop asks for an instance to stop: at once if it has not started, else

@@ -151,6 +151,17 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 	if err := db.takeCapacity(ctx, tx, req.Model, req.Region, req.Start, req.End, req.Count, capacity, db.Location); err != nil {
 		return nil, err
 	}
+	var launchJSON sql.NullString
+	if req.Launch != nil {
+		if err := req.Launch.Validate(); err != nil {
+			return nil, err
+		}
+		if _, err := imageForLaunch(ctx, tx, req.Launch.Image); err != nil {
+			return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "launch.image", "Unknown image %q; GET /api/v1/images lists them.", req.Launch.Image)
+		}
+		raw, _ := json.Marshal(req.Launch)
+		launchJSON = sql.NullString{String: string(raw), Valid: true}
+	}
 	quote := gpuportal.QuoteFor(*model, req.Count, req.Start, req.End, policy, db.Location)
 	quoteJSON, _ := json.Marshal(quote)
 	tiersJSON, _ := json.Marshal(policy.CancellationTiers)
@@ -159,9 +170,10 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 		Status: gpuportal.ReservationConfirmed, Price: quote.Total, Quote: &quote,
 		CancellationTiers: policy.CancellationTiers, CreatedAt: now,
 	}
-	err = db.row(ctx, tx, `INSERT INTO reservations (user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		userID, req.Model, req.Region, req.Count, unix(req.Start), unix(req.End), res.Status, res.Price, string(quoteJSON), string(tiersJSON), unix(now)).Scan(&res.ID)
+	res.Launch = req.Launch
+	err = db.row(ctx, tx, `INSERT INTO reservations (user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, launch_json)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		userID, req.Model, req.Region, req.Count, unix(req.Start), unix(req.End), res.Status, res.Price, string(quoteJSON), string(tiersJSON), unix(now), launchJSON).Scan(&res.ID)
 	if err != nil {
 		return nil, fmt.Errorf("insert reservation: %w", err)
 	}
@@ -280,16 +292,23 @@ func (db *DB) checkCredit(ctx context.Context, q queryer, userID int64, p gpupor
 	return nil
 }
 
-const reservationColumns = `id, user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, cancelled_at, fee_fen, refund_fen, sequence, modified_at`
+const reservationColumns = `id, user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, cancelled_at, fee_fen, refund_fen, sequence, modified_at, launch_json`
 
 func scanReservation(row interface{ Scan(...any) error }) (*gpuportal.Reservation, error) {
 	var r gpuportal.Reservation
 	var start, end, created int64
 	var quoteJSON, tiersJSON string
 	var cancelled, fee, refund, modified sql.NullInt64
+	var launch sql.NullString
 	if err := row.Scan(&r.ID, &r.UserID, &r.Model, &r.Region, &r.Count, &start, &end, &r.Status, &r.Price, &quoteJSON, &tiersJSON, &created, &cancelled, &fee, &refund,
-		&r.Sequence, &modified); err != nil {
+		&r.Sequence, &modified, &launch); err != nil {
 		return nil, err
+	}
+	if launch.Valid && launch.String != "" {
+		r.Launch = &gpuportal.LaunchSpec{}
+		if err := json.Unmarshal([]byte(launch.String), r.Launch); err != nil {
+			return nil, fmt.Errorf("decode launch of reservation %d: %w", r.ID, err)
+		}
 	}
 	r.Start, r.End, r.CreatedAt = fromUnix(start), fromUnix(end), fromUnix(created)
 	r.ModifiedAt = r.CreatedAt

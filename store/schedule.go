@@ -42,6 +42,9 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 		return res, fmt.Errorf("tick at %s: %w", now.Format(time.RFC3339), err)
 	}
 	db.wake(ctx, nodes...)
+	if res.Launched > 0 {
+		db.Kick(ctx) // place the instances reservations launched by themselves
+	}
 	return res, nil
 }
 

@@ -17,6 +17,8 @@ type bookingJSON struct {
 	Count  int    `json:"count"`
 	Start  string `json:"start"`
 	End    string `json:"end"`
+	// Launch: what to run by itself at the start (bookings only).
+	Launch *gpuportal.LaunchSpec `json:"launch,omitempty"`
 }
 
 // parseBookingJSON decodes and checks the shape of a booking request body.
@@ -29,7 +31,22 @@ func parseBookingJSON(body []byte, loc *time.Location) (gpuportal.BookingRequest
 	if err := decodeStrict(bytes.NewReader(body), &in); err != nil {
 		return gpuportal.BookingRequest{}, err
 	}
-	return bookingFields(in.Model, in.Region, in.Count, in.Start, in.End, loc)
+	req, err := bookingFields(in.Model, in.Region, in.Count, in.Start, in.End, loc)
+	req.Launch = in.Launch
+	return req, err
+}
+
+// launchSpecValues reads a booking form's "start by itself" choice: "" (run
+// nothing), "machine" (a machine to log into) or "command" with
+// launch_command, in the image launch_image.
+func launchSpecValues(get func(string) string) *gpuportal.LaunchSpec {
+	switch get("launch") {
+	case "machine":
+		return &gpuportal.LaunchSpec{Image: get("launch_image"), Command: gpuportal.MachineCommand}
+	case "command":
+		return &gpuportal.LaunchSpec{Image: get("launch_image"), Command: get("launch_command")}
+	}
+	return nil
 }
 
 // parseBookingValues reads a booking request from form or query values.

@@ -154,3 +154,19 @@ func (s *Server) apiExtend(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, r)
 }
+
+func (s *Server) apiLaunchOnReservation(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	var spec gpuportal.LaunchSpec
+	if err := bindJSON(c, &spec); err != nil {
+		return err
+	}
+	list, err := s.db.LaunchOnReservation(c.Request().Context(), currentUser(c), id, spec)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, list)
+}

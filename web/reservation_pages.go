@@ -118,6 +118,9 @@ func (s *Server) quotePanel(c echo.Context, get func(string) string, model, regi
 		var quote gpuportal.Quote
 		if quote, err = s.db.Quote(c.Request().Context(), req); err == nil {
 			q.Quote = &quote
+			if images, err := s.db.Images(c.Request().Context()); err == nil {
+				q.Images = images
+			}
 			s.fundsFor(c, &q, quote.Total)
 			if policies, err := s.db.Policies(c.Request().Context()); err == nil {
 				q.Terms = gpuportal.CancellationSchedule(policies.For(model).CancellationTiers, quote.Start, s.cfg.Clock.Now())
@@ -240,6 +243,7 @@ func (s *Server) handleCalendarQuote(c echo.Context) error {
 // calendar again with the reason where the quote was.
 func (s *Server) handleBookForm(c echo.Context) error {
 	req, err := parseBookingValues(c.FormValue, s.cfg.Location)
+	req.Launch = launchSpecValues(c.FormValue)
 	if err == nil {
 		var r *gpuportal.Reservation
 		if r, err = s.db.Book(c.Request().Context(), currentUser(c), req); err == nil {
@@ -355,6 +359,9 @@ func (s *Server) handleReservationPage(c echo.Context) error {
 		return err
 	}
 	d := templates.ReservationDetail{Row: rows[0]}
+	if images, err := s.db.Images(c.Request().Context()); err == nil {
+		d.Images = images
+	}
 	if u := currentUser(c); r.UserID == u.ID && gpuportal.CanExtend(r, s.cfg.Clock.Now()) == nil {
 		if _, ext, err := s.db.Extension(c.Request().Context(), u, id); err == nil {
 			d.Extend = &templates.ExtendPanel{R: *r, Extension: ext}
@@ -385,6 +392,33 @@ func (s *Server) handleCancelPage(c echo.Context) error {
 		return s.render(c, http.StatusOK, templates.CancelConfirm(panel))
 	}
 	return s.render(c, http.StatusOK, templates.CancelPage(panel))
+}
+
+// handleLaunchOnReservationForm is the reservation page's "Launch on this
+// reservation": the command (or a machine to log into) on all its GPUs.
+func (s *Server) handleLaunchOnReservationForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	spec := launchSpecValues(c.FormValue)
+	if spec == nil {
+		spec = &gpuportal.LaunchSpec{}
+	}
+	lang := reqOf(c).lang
+	list, err := s.db.LaunchOnReservation(c.Request().Context(), currentUser(c), id, *spec)
+	if code := gpuportal.ErrorCode(err); code == gpuportal.ECONFLICT || code == gpuportal.EINVALID {
+		s.addFlash(c, "error", i18n.Error(lang, err))
+		return redirect(c, resPath(id))
+	} else if err != nil {
+		return err
+	}
+	gpus := 0
+	for _, i := range list {
+		gpus += i.Count
+	}
+	s.addFlash(c, "success", i18n.T(lang, "Launched on reservation #%d: %d instances on its %d free GPUs.", id, len(list), gpus))
+	return redirect(c, "/instances")
 }
 
 // handleExtendForm extends a reservation from its page's "Extend".

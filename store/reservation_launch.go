@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"gpuportal"
+)
+
+// LaunchOnReservation runs a command on all the free GPUs of the user's
+// active reservation: one reserved instance per node, each on that node's
+// GPUs of the reservation that no instance of it holds ("Launch on this
+// reservation"). 409 when every GPU already runs something.
+func (db *DB) LaunchOnReservation(ctx context.Context, user *gpuportal.User, reservationID int64, spec gpuportal.LaunchSpec) ([]gpuportal.Instance, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	var ids []int64
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		r, err := reservationFor(ctx, tx, user, reservationID)
+		if err != nil {
+			return err
+		}
+		if r.UserID != user.ID {
+			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only the reservation's owner runs work on it.")
+		}
+		if r.Status != gpuportal.ReservationActive {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Reservation %d is %s; work runs on it while it is active.", r.ID, r.Status)
+		}
+		ids, err = db.launchOnReservation(ctx, tx, r, spec)
+		if err == nil && len(ids) == 0 {
+			err = gpuportal.Errorf(gpuportal.ECONFLICT, "Every GPU of reservation %d already runs an instance of it; stop one first.", r.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	db.Kick(ctx) // place them now
+	out := make([]gpuportal.Instance, 0, len(ids))
+	for _, id := range ids {
+		i, err := db.Instance(ctx, user, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *i)
+	}
+	return out, nil
+}
+
+// launchOnReservation inserts, for each node holding GPUs of the active
+// reservation r, a reserved instance of spec on those of them its
+// instances do not already use. It returns the new instances.
+func (db *DB) launchOnReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.Reservation, spec gpuportal.LaunchSpec) ([]int64, error) {
+	image, err := imageForLaunch(ctx, tx, spec.Image)
+	if err != nil {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "image", "Unknown image %q; GET /api/v1/images lists them.", spec.Image)
+	}
+	type nodeGPUs struct {
+		node string
+		free int
+	}
+	free, err := scanAll(ctx, tx, func(rows *sql.Rows, n *nodeGPUs) error { return rows.Scan(&n.node, &n.free) },
+		`SELECT g.node_id, count(*) FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid
+		WHERE rg.reservation_id = ? AND NOT EXISTS (
+			SELECT 1 FROM instance_gpus ig JOIN instances i ON i.id = ig.instance_id WHERE ig.gpu_uuid = rg.gpu_uuid AND i.reservation_id = rg.reservation_id)
+		GROUP BY g.node_id ORDER BY g.node_id`, r.ID)
+	if err != nil {
+		return nil, fmt.Errorf("free GPUs of reservation %d: %w", r.ID, err)
+	}
+	// Pending instances of the reservation (not placed yet) count against
+	// its GPUs too.
+	var pending int
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(count), 0) FROM instances WHERE reservation_id = ? AND status = 'pending' AND node_id IS NULL`, r.ID).Scan(&pending); err != nil {
+		return nil, err
+	}
+	now := db.now()
+	var ids []int64
+	for _, n := range free {
+		count := n.free
+		if pending > 0 {
+			taken := min(pending, count)
+			count, pending = count-taken, pending-taken
+		}
+		if count == 0 {
+			continue
+		}
+		req := gpuportal.LaunchRequest{Kind: gpuportal.KindReserved, Model: r.Model, Region: r.Region, Count: count, Command: spec.Command, ReservationID: &r.ID}
+		id, err := insertInstance(ctx, tx, r.UserID, req, sql.NullInt64{Int64: r.ID, Valid: true}, 0, image.Reference, now)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// startLaunch runs a reservation's own launch spec at its start (the
+// tick that activates it) and tells its owner.
+func (a *applier) startLaunch(ctx context.Context, reservationID int64) error {
+	r, err := reservationFor(ctx, a.tx, nil, reservationID)
+	if err != nil || r.Launch == nil {
+		return err
+	}
+	ids, err := a.db.launchOnReservation(ctx, a.tx, r, *r.Launch)
+	if err != nil {
+		if gpuportal.ErrorCode(err) == gpuportal.EINVALID {
+			return nil // the image left the catalog since the booking: the owner launches by hand
+		}
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	a.res.Launched += len(ids)
+	return a.db.notify(ctx, a.tx, r.UserID, gpuportal.NoteReservationLaunched, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region,
+		Count: r.Count, Start: r.Start, End: r.End})
+}
