@@ -64,6 +64,33 @@ type LaunchRequest struct {
 	// NoticeSeconds (spot only) asks for a notice of this length, within
 	// the policy's bounds; nil: the policy's notice.
 	NoticeSeconds *int `json:"notice_seconds,omitempty"`
+	// IdleStopMinutes (on-demand and spot) stops the instance after that
+	// many minutes with all its GPUs at 0 % utilisation.
+	IdleStopMinutes *int `json:"idle_stop_minutes,omitempty"`
+}
+
+// MaxIdleStopMinutes bounds idle_stop_minutes (a week).
+const MaxIdleStopMinutes = 7 * 24 * 60
+
+// ValidateIdleStop checks idle_stop_minutes: on-demand and spot only (a
+// reservation's GPUs are paid for anyway), 1 minute to a week.
+func (r *LaunchRequest) ValidateIdleStop() error {
+	if r.IdleStopMinutes == nil {
+		return nil
+	}
+	if r.Kind == KindReserved {
+		return FieldErrorf(EINVALID, "idle_stop_minutes", "Idle stop is for on-demand and spot instances; a reservation's GPUs are paid for either way.")
+	}
+	if n := *r.IdleStopMinutes; n < 1 || n > MaxIdleStopMinutes {
+		return FieldErrorf(EINVALID, "idle_stop_minutes", "idle_stop_minutes must be between 1 and %d.", MaxIdleStopMinutes)
+	}
+	return nil
+}
+
+// IdleStopDue reports whether an instance idle since idleSince has been
+// idle for its minutes by now.
+func IdleStopDue(idleSince time.Time, minutes int, now time.Time) bool {
+	return !idleSince.IsZero() && minutes > 0 && !now.Before(idleSince.Add(time.Duration(minutes)*time.Minute))
 }
 
 // ValidateNotice checks a spot launch's notice_seconds against the
@@ -164,6 +191,12 @@ type Instance struct {
 	ReadyAt *time.Time `json:"ready_at,omitempty"`
 	// Drill is the instance's last drill, if it had one.
 	Drill *Drill `json:"drill,omitempty"`
+	// IdleStopMinutes as launched; IdleSince: its GPUs have been at 0 %
+	// since then (nil: busy, or not watched).
+	IdleStopMinutes *int       `json:"idle_stop_minutes,omitempty"`
+	IdleSince       *time.Time `json:"idle_since,omitempty"`
+	// StopReason says why the platform stopped it for its owner (idle stop).
+	StopReason string `json:"stop_reason,omitempty"`
 }
 
 // Drill results.

@@ -26,6 +26,7 @@ const (
 	NoteVerifyPhone         = "verify_phone"         // SMS only: the code that verifies the phone
 	NoteSpotRebalance       = "spot_rebalance"       // in-app only: the book will want a spot instance's GPUs soon
 	NoteReservationLaunched = "reservation_launched" // its launch spec started on its GPUs
+	NoteIdleStopped         = "idle_stopped"         // an instance stopped by its idle_stop_minutes (Missing: the minutes)
 )
 
 // NoteKinds is every notification kind: each must render in every
@@ -33,7 +34,7 @@ const (
 var NoteKinds = []string{
 	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
 	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
-	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance, NoteReservationLaunched,
+	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance, NoteReservationLaunched, NoteIdleStopped,
 }
 
 // Notification channels.

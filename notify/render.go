@@ -97,6 +97,11 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		lines = []string{T("Instance #%d (%s) gets SIGTERM at %s (%s), reason: %s.", p.InstanceID, what, at, zone, T(p.Reason)),
 			T("Save a checkpoint now; its metadata endpoint shows the same deadline.")}
 		m.SMS = T("gpuportal: spot instance #%d gets SIGTERM at %s. Checkpoint now.", p.InstanceID, p.Deadline.In(loc).Format("15:04:05"))
+	case gpuportal.NoteIdleStopped:
+		link += "/instances"
+		m.Subject = T("Instance #%d was stopped: its GPUs were idle", p.InstanceID)
+		lines = []string{T("Instance #%d (%s) was stopped after %d minutes with all its GPUs at 0 %% utilisation, as its launch asked (idle stop), so it no longer draws on your balance.", p.InstanceID, what, p.Missing)}
+		m.SMS = T("gpuportal: instance #%d stopped after %d idle minutes.", p.InstanceID, p.Missing)
 	case gpuportal.NoteReservationLaunched:
 		link += fmt.Sprintf("/reservations/%d", p.ReservationID)
 		m.Subject = T("Reservation #%d has started and its work is launching", p.ReservationID)

@@ -14,18 +14,19 @@ import (
 
 const instanceColumns = `id, user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, coalesce(node_id, ''),
 	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail, image,
-	job_id, task_index, last_checkpoint_at, lost_gpu_seconds, ready_at, drill_started_at, drill_wall_at, drill_seconds, drill_ready_after`
+	job_id, task_index, last_checkpoint_at, lost_gpu_seconds, ready_at, drill_started_at, drill_wall_at, drill_seconds, drill_ready_after, idle_stop_minutes, idle_since, coalesce(stop_reason, '')`
 
 // scanInstance reads instanceColumns, then any extra columns into extra.
 func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal.Instance, error) {
 	var i gpuportal.Instance
 	var resID, started, ended, notice, deadline, exit, jobID, taskIndex, checkpoint, lost, ready, drillAt, drillWall, drillSeconds sql.NullInt64
 	var drillReady sql.NullFloat64
+	var idleStop, idleSince sql.NullInt64
 	var reason sql.NullString
 	var created int64
 	dest := append([]any{&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
 		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &i.Image,
-		&jobID, &taskIndex, &checkpoint, &lost, &ready, &drillAt, &drillWall, &drillSeconds, &drillReady}, extra...)
+		&jobID, &taskIndex, &checkpoint, &lost, &ready, &drillAt, &drillWall, &drillSeconds, &drillReady, &idleStop, &idleSince, &i.StopReason}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -39,6 +40,11 @@ func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal
 	if lost.Valid {
 		i.Lost = &lost.Int64
 	}
+	if idleStop.Valid {
+		m := int(idleStop.Int64)
+		i.IdleStopMinutes = &m
+	}
+	i.IdleSince = fromNullUnix(idleSince)
 	if drillAt.Valid && drillWall.Valid {
 		i.Drill = &gpuportal.Drill{StartedAt: fromUnix(drillAt.Int64), Deadline: fromUnix(drillAt.Int64 + drillSeconds.Int64),
 			WallAt: time.Unix(drillWall.Int64, 0), Seconds: int(drillSeconds.Int64), Result: gpuportal.DrillRunning}
@@ -228,6 +234,9 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if err := req.ValidateNotice(policy); err != nil {
 			return err
 		}
+		if err := req.ValidateIdleStop(); err != nil {
+			return err
+		}
 		price := model.ListPrice
 		switch req.Kind {
 		case gpuportal.KindSpot:
@@ -292,9 +301,9 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 // reservation's own launch), its checkpoint directory named after it.
 func insertInstance(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.LaunchRequest, resID sql.NullInt64, price gpuportal.Fen, imageRef string, now time.Time) (int64, error) {
 	var id int64
-	if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at, image, notice_seconds)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?, ?, ?) RETURNING id`,
-		userID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now), imageRef, req.NoticeSeconds).Scan(&id); err != nil {
+	if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at, image, notice_seconds, idle_stop_minutes)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?, ?, ?, ?) RETURNING id`,
+		userID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now), imageRef, req.NoticeSeconds, req.IdleStopMinutes).Scan(&id); err != nil {
 		return 0, fmt.Errorf("insert instance: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE instances SET checkpoint_key = ? WHERE id = ?`, fmt.Sprintf("instance-%d", id), id); err != nil {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +88,71 @@ func TestReservationStartsItsOwnWork(t *testing.T) {
 	}
 	if res := tick(t, db, clock, start.Add(4*time.Hour)); res.Activated == 0 || res.Launched != 0 {
 		t.Fatalf("at the plain booking's start: %+v; want it activated and nothing launched", res)
+	}
+}
+
+// (issue 23) Idle stop: an instance launched with idle_stop_minutes whose
+// GPUs read 0 % is stopped that many minutes later, and its owner told
+// why; utilisation in between starts the count again.
+func TestIdleStop(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	nodes := storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 4)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	minutes := 30
+	for _, bad := range []gpuportal.LaunchRequest{
+		{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x", IdleStopMinutes: func() *int { n := 0; return &n }()},
+		{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x", IdleStopMinutes: func() *int { n := gpuportal.MaxIdleStopMinutes + 1; return &n }()},
+	} {
+		if _, err := db.Launch(ctx, u, bad); gpuportal.ErrorField(err) != "idle_stop_minutes" {
+			t.Errorf("idle stop %d: %v", *bad.IdleStopMinutes, err)
+		}
+	}
+	inst, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 2, Command: "x", IdleStopMinutes: &minutes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := clock.Now()
+	tick(t, db, clock, t0)
+	fakeAgent{t, db}.runAll()
+	util := func(percent int) {
+		t.Helper()
+		hb := gpuportal.AgentHeartbeat{HeartbeatSeconds: 10}
+		for _, g := range nodes[0].GPUs {
+			hb.GPUs = append(hb.GPUs, gpuportal.GPUSample{UUID: g.UUID, Healthy: true, UtilizationPercent: percent})
+		}
+		i := getInstance(t, db, inst.ID)
+		hb.Workloads = []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadRunning}}
+		if _, err := db.RecordHeartbeat(ctx, nodes[0].ID, hb, db.Wall.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	util(0)
+	tick(t, db, clock, t0.Add(time.Minute))
+	if i := getInstance(t, db, inst.ID); i.IdleSince == nil || !i.IdleSince.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("idle since %v; want the first tick that saw it idle", i.IdleSince)
+	}
+	util(85) // busy again at 20 minutes: the count starts over
+	tick(t, db, clock, t0.Add(20*time.Minute))
+	if i := getInstance(t, db, inst.ID); i.IdleSince != nil {
+		t.Fatalf("busy, still idle since %v", i.IdleSince)
+	}
+	util(0)
+	tick(t, db, clock, t0.Add(21*time.Minute))
+	tick(t, db, clock, t0.Add(50*time.Minute))
+	if d, _ := db.DesiredFor(ctx, nodes[0].ID); len(notStopping(d)) != 1 {
+		t.Fatal("stopped before 30 idle minutes")
+	}
+	tick(t, db, clock, t0.Add(51*time.Minute))
+	if d, _ := db.DesiredFor(ctx, nodes[0].ID); len(notStopping(d)) != 0 {
+		t.Fatal("not stopped after 30 idle minutes")
+	}
+	notes, _ := db.InApp(ctx, u.ID, 10)
+	if len(notes) == 0 || notes[0].Kind != gpuportal.NoteIdleStopped || notes[0].Params.Missing != 30 {
+		t.Fatalf("the owner was told %+v", notes)
+	}
+	fakeAgent{t, db}.exit(getInstance(t, db, inst.ID))
+	if i := getInstance(t, db, inst.ID); i.Status != gpuportal.InstanceStopped || !strings.Contains(i.StopReason, "idle") {
+		t.Errorf("after the stop: %s %q", i.Status, i.StopReason)
 	}
 }

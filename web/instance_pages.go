@@ -125,6 +125,7 @@ func (s *Server) handleLaunchForm(c echo.Context) error {
 		Kind: c.FormValue("kind"), Model: c.FormValue("model"), Region: c.FormValue("region"), Image: c.FormValue("image"),
 		Command: c.FormValue("command"), AutoRestart: c.FormValue("auto_restart") == "true",
 		ReservationID: strings.TrimSpace(c.FormValue("reservation_id")), NoticeSeconds: strings.TrimSpace(c.FormValue("notice_seconds")),
+		IdleStopMinutes: strings.TrimSpace(c.FormValue("idle_stop_minutes")),
 	}
 	req := gpuportal.LaunchRequest{Kind: form.Kind, Model: form.Model, Region: form.Region, Command: form.Command, AutoRestart: form.AutoRestart, Image: form.Image}
 	var err error
@@ -137,6 +138,13 @@ func (s *Server) handleLaunchForm(c echo.Context) error {
 			err = gpuportal.FieldErrorf(gpuportal.EINVALID, "notice_seconds", "The notice must be a whole number of seconds.")
 		}
 		req.NoticeSeconds = &n
+	}
+	if err == nil && form.IdleStopMinutes != "" {
+		var n int
+		if n, err = strconv.Atoi(form.IdleStopMinutes); err != nil {
+			err = gpuportal.FieldErrorf(gpuportal.EINVALID, "idle_stop_minutes", "Idle stop is a whole number of minutes.")
+		}
+		req.IdleStopMinutes = &n
 	}
 	req.Count = form.Count
 	if err == nil && form.ReservationID != "" {
@@ -151,7 +159,7 @@ func (s *Server) handleLaunchForm(c echo.Context) error {
 		inst, err = s.db.Launch(c.Request().Context(), currentUser(c), req)
 	}
 	if err != nil {
-		status, internal := formError(c, err, &form.Errors, &form.Error, "count", "command", "reservation_id", "image", "notice_seconds")
+		status, internal := formError(c, err, &form.Errors, &form.Error, "count", "command", "reservation_id", "image", "notice_seconds", "idle_stop_minutes")
 		if internal != nil {
 			return internal
 		}
