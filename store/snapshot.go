@@ -126,7 +126,32 @@ func (db *DB) loadPoolCounts(ctx context.Context, q queryer, now time.Time, s *s
 		}
 		pl.Leaving = append(pl.Leaving, l.Leaving)
 	}
+	notices, err := db.longestNotices(ctx, q, "")
+	if err != nil {
+		return err
+	}
+	for _, n := range notices {
+		pl, err := db.poolOf(ctx, q, s, n.key, now)
+		if err != nil {
+			return err
+		}
+		pl.LongestNotice = n.seconds
+	}
 	return nil
+}
+
+type longestNotice struct {
+	key     scheduler.PoolKey
+	seconds int
+}
+
+// longestNotices is, per pool, the longest notice a live spot launch asked
+// for (pools where none asked are absent). A partial index of the few
+// that asked keeps it off the tick's count scans.
+func (db *DB) longestNotices(ctx context.Context, q queryer, where string, args ...any) ([]longestNotice, error) {
+	return scanAll(ctx, q, func(r *sql.Rows, n *longestNotice) error { return r.Scan(&n.key.Model, &n.key.Region, &n.seconds) },
+		`SELECT model_id, region_id, max(notice_seconds) FROM `+db.indexed("instances", "instances_asked_notice")+` WHERE notice_seconds IS NOT NULL AND status IN ('pending', 'running') `+where+`
+		GROUP BY model_id, region_id`, args...)
 }
 
 type leavingInstance struct {
@@ -168,6 +193,13 @@ func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key scheduler.PoolKey, n
 	for _, l := range leaving {
 		pl.Leaving = append(pl.Leaving, l.Leaving)
 	}
+	notices, err := db.longestNotices(ctx, q, "AND model_id = ? AND region_id = ?", key.Model, key.Region)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range notices {
+		pl.LongestNotice = n.seconds
+	}
 	if !detail(pl) {
 		return pl, nil
 	}
@@ -180,16 +212,14 @@ type instanceCount struct {
 	key                                          scheduler.PoolKey
 	kind, status                                 string
 	placed, placedTasks, waiting, waitingPlainly int
-	longestNotice                                int // seconds a launch asked for
 }
 
 func instanceCounts(ctx context.Context, q queryer, where string, args ...any) ([]instanceCount, error) {
 	return scanAll(ctx, q, func(r *sql.Rows, c *instanceCount) error {
-		return r.Scan(&c.status, &c.kind, &c.key.Model, &c.key.Region, &c.placed, &c.placedTasks, &c.waiting, &c.waitingPlainly, &c.longestNotice)
+		return r.Scan(&c.status, &c.kind, &c.key.Model, &c.key.Region, &c.placed, &c.placedTasks, &c.waiting, &c.waitingPlainly)
 	}, `SELECT status, kind, model_id, region_id, sum(CASE WHEN node_id IS NOT NULL THEN count ELSE 0 END),
 		sum(CASE WHEN node_id IS NOT NULL AND job_id IS NOT NULL THEN count ELSE 0 END),
-		sum(CASE WHEN node_id IS NULL THEN count ELSE 0 END), sum(CASE WHEN node_id IS NULL AND job_id IS NULL THEN count ELSE 0 END),
-		coalesce(max(notice_seconds), 0)
+		sum(CASE WHEN node_id IS NULL THEN count ELSE 0 END), sum(CASE WHEN node_id IS NULL AND job_id IS NULL THEN count ELSE 0 END)
 		FROM instances WHERE status IN ('pending', 'running', 'interrupting') `+where+` GROUP BY status, kind, model_id, region_id`, args...)
 }
 
@@ -208,7 +238,6 @@ func (c instanceCount) addTo(pl *scheduler.Pool) {
 		pl.Spot += c.placed
 		pl.JobTaskSpot += c.placedTasks
 		pl.SpotWait += c.waitingPlainly
-		pl.LongestNotice = max(pl.LongestNotice, c.longestNotice)
 	}
 }
 

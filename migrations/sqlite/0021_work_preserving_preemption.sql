@@ -19,3 +19,5 @@ ALTER TABLE instances ADD COLUMN drill_started_at INTEGER;
 ALTER TABLE instances ADD COLUMN drill_wall_at INTEGER;
 ALTER TABLE instances ADD COLUMN drill_seconds INTEGER;
 ALTER TABLE instances ADD COLUMN drill_ready_after REAL;
+-- The few live launches that asked for their own notice, for the tick.
+CREATE INDEX instances_asked_notice ON instances(model_id, region_id, notice_seconds) WHERE notice_seconds IS NOT NULL AND status IN ('pending', 'running');
