@@ -18,6 +18,9 @@ func (s *Server) settingsPage(c echo.Context, p templates.SettingsPage) (templat
 		return p, err
 	}
 	p.Tokens = tokens
+	if p.SSHKeys, err = s.db.SSHKeys(c.Request().Context(), u); err != nil {
+		return p, err
+	}
 	prefs, err := s.db.Prefs(c.Request().Context(), u.ID)
 	if err != nil {
 		return p, err
