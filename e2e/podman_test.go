@@ -401,3 +401,25 @@ func TestStockAWSSDKReadsTheRebalanceInAContainer(t *testing.T) {
 	}
 	p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", a.ID), p.user, "", nil)
 }
+
+// (issue 26) A containerised workload reports its checkpoints to its own
+// metadata endpoint (127.0.0.1:80 in its network namespace) and the
+// portal stamps them.
+func TestCheckpointReportsFromAContainer(t *testing.T) {
+	needPodman(t)
+	p := startPortal(t, false)
+	addTestImage(t, p)
+	dir := t.TempDir()
+	startPodmanAgent(t, p, filepath.Join(dir, "node"), filepath.Join(dir, "ckpt"))
+	report := `trap 'exit 0' TERM
+while true; do
+  printf 'PUT /gpuportal/checkpoint HTTP/1.0\r\nContent-Length: 0\r\n\r\n' | nc -w 2 127.0.0.1 80 | head -n 1
+  sleep 1
+done`
+	inst := launchIn(t, p, 1, report, false)
+	eventually(t, 30*time.Second, "the container's checkpoint report to be stamped", func() bool { return p.instance(inst.ID).LastCheckpoint != nil })
+	if tail := p.instance(inst.ID).LogTail; !strings.Contains(tail, "200 OK") {
+		t.Errorf("the endpoint answered %q", tail)
+	}
+	p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", inst.ID), p.user, "", nil)
+}
