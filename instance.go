@@ -386,3 +386,11 @@ func WorkloadOutcome(i *Instance, stopAsked bool, r WorkloadStatus) string {
 	}
 	return InstanceStopped
 }
+
+// GPUUseSample is an instance's GPUs at one time: their mean utilisation
+// and the memory in use on all of them.
+type GPUUseSample struct {
+	At                 time.Time `json:"at"`
+	UtilizationPercent int       `json:"utilization_percent"`
+	MemoryUsedMiB      int       `json:"memory_used_mib"`
+}

@@ -36,6 +36,9 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 		if err := db.stopIdle(ctx, tx, now, &nodes); err != nil {
 			return fmt.Errorf("idle stop: %w", err)
 		}
+		if err := db.sampleInstances(ctx, tx, now); err != nil {
+			return err
+		}
 		if err := db.rollup(ctx, tx, now); err != nil {
 			return fmt.Errorf("roll up rates: %w", err)
 		}

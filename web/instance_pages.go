@@ -202,3 +202,26 @@ func (s *Server) handleDrillForm(c echo.Context) error {
 	s.addFlash(c, "info", i18n.T(lang, "Drill on instance #%d: its workload has the real notice now (%d s, no SIGTERM). Reporting ready ends it.", id, inst.Drill.Seconds))
 	return redirect(c, "/instances")
 }
+
+// handleInstancePage is one instance's page: what it is and costs, its
+// work at risk and drill, its output, and its GPUs over its life.
+func (s *Server) handleInstancePage(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	i, err := s.db.Instance(ctx, currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	samples, err := s.db.InstanceSamples(ctx, currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	d := templates.InstanceDetail{I: *i, Samples: samples, Now: s.cfg.Clock.Now()}
+	if m, err := s.db.Model(ctx, i.Model); err == nil {
+		d.MemoryTotalMiB = m.MemoryGiB * 1024 * i.Count
+	}
+	return s.render(c, http.StatusOK, templates.InstancePage(d))
+}

@@ -85,6 +85,7 @@ func (s *Server) routes() {
 	app.GET("/instances", s.handleInstancesPage, requireUser)
 	app.GET("/instances/list", s.handleInstanceList, requireUser)
 	app.GET("/instances/launch-form", s.handleLaunchFormPanel, requireUser)
+	app.GET("/instances/:id", s.handleInstancePage, requireUser)
 	app.POST("/instances", s.handleLaunchForm, requireUser)
 	app.POST("/instances/:id/stop", s.handleStopForm, requireUser)
 	app.POST("/instances/:id/drill", s.handleDrillForm, requireUser)

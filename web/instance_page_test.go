@@ -1,0 +1,69 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"gpuportal"
+	"gpuportal/store/storetest"
+)
+
+// (issue 23) A running instance's page: its cost, and its GPUs'
+// utilisation and memory over its life as a chart from the samples the
+// ticks take; another customer gets 404.
+func TestInstancePageChartsItsGPUs(t *testing.T) {
+	ctx := context.Background()
+	e := newTestEnv(t)
+	nodes := storetest.AddFleet(t, e.db, "h", "cd-1", "a100-80g", 1, 8)
+	alice := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	storetest.MustCreateUser(t, e.db, "bob@example.com", gpuportal.RoleCustomer)
+	inst, err := e.db.Launch(ctx, alice, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 2, Command: "train"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := e.clock.Now()
+	if _, err := e.db.Tick(ctx, t0); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := e.db.DesiredFor(ctx, nodes[0].ID)
+	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: d.Workloads[0].Attempt, State: gpuportal.WorkloadRunning}}); err != nil {
+		t.Fatal(err)
+	}
+	for k, util := range []int{10, 90, 55} {
+		hb := gpuportal.AgentHeartbeat{HeartbeatSeconds: 10, Workloads: []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: d.Workloads[0].Attempt, State: gpuportal.WorkloadRunning}}}
+		for _, g := range nodes[0].GPUs {
+			hb.GPUs = append(hb.GPUs, gpuportal.GPUSample{UUID: g.UUID, Healthy: true, UtilizationPercent: util, MemoryUsedMiB: 1000 * (k + 1)})
+		}
+		if _, err := e.db.RecordHeartbeat(ctx, nodes[0].ID, hb, e.wall.Now()); err != nil {
+			t.Fatal(err)
+		}
+		at := t0.Add(time.Duration(k+1) * 5 * time.Minute)
+		e.clock.Set(at)
+		if _, err := e.db.Tick(ctx, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	samples, err := e.db.InstanceSamples(ctx, alice, inst.ID)
+	// The first tick placed it (its GPUs idle), then one sample every 5 min.
+	if err != nil || len(samples) != 4 || samples[2].UtilizationPercent != 90 || samples[3].MemoryUsedMiB != 2*3000 {
+		t.Fatalf("samples = %+v, %v", samples, err)
+	}
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	page := b.get(fmt.Sprintf("/instances/%d", inst.ID))
+	if page.status != http.StatusOK || !strings.Contains(page.body, `data-testid="util-line"`) || !strings.Contains(page.body, `data-testid="cost"`) {
+		t.Fatalf("instance page = %d", page.status)
+	}
+	if list := b.get("/instances"); !strings.Contains(list.body, fmt.Sprintf(`href="/instances/%d"`, inst.ID)) {
+		t.Error("the instances list does not link to the page")
+	}
+	bob := e.browser()
+	bob.login("bob@example.com", storetest.Password)
+	if p := bob.get(fmt.Sprintf("/instances/%d", inst.ID)); p.status != http.StatusNotFound {
+		t.Errorf("bob sees alice's instance page: %d", p.status)
+	}
+}
