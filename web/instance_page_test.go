@@ -61,6 +61,13 @@ func TestInstancePageChartsItsGPUs(t *testing.T) {
 	if list := b.get("/instances"); !strings.Contains(list.body, fmt.Sprintf(`href="/instances/%d"`, inst.ID)) {
 		t.Error("the instances list does not link to the page")
 	}
+	_, token := e.apiToken("carol@example.com", gpuportal.RoleCustomer)
+	if st, _ := e.apiCall("GET", fmt.Sprintf("/api/v1/instances/%d/samples", inst.ID), token, ""); st != http.StatusNotFound {
+		t.Errorf("carol reads alice's samples: %d", st)
+	}
+	if st, body := e.apiCall("GET", fmt.Sprintf("/api/v1/instances/%d/samples", inst.ID), e.tokenFor(alice), ""); st != http.StatusOK || strings.Count(body, `"utilization_percent"`) != 4 {
+		t.Errorf("alice's samples = %d %s", st, body)
+	}
 	bob := e.browser()
 	bob.login("bob@example.com", storetest.Password)
 	if p := bob.get(fmt.Sprintf("/instances/%d", inst.ID)); p.status != http.StatusNotFound {

@@ -121,3 +121,18 @@ func (s *Server) apiClock(c echo.Context) error {
 	}
 	return c.JSON(http.StatusOK, map[string]time.Time{"now": s.cfg.TestClock.Now()})
 }
+
+func (s *Server) apiInstanceSamples(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	list, err := s.db.InstanceSamples(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []gpuportal.GPUUseSample{}
+	}
+	return c.JSON(http.StatusOK, list)
+}
