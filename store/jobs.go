@@ -91,8 +91,11 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 	if err != nil {
 		return nil, err
 	}
-	db.Kick(ctx) // start its tasks now
-	return db.Job(ctx, user, id)
+	// The answer is the job as created (queued, as the API promises); the
+	// scheduler, kicked after it is read, starts its tasks now.
+	j, err := db.Job(ctx, user, id)
+	db.Kick(ctx)
+	return j, err
 }
 
 // Job is one job with its counts, cost and ETA.

@@ -11,6 +11,6 @@ CREATE TABLE instance_samples (
 CREATE INDEX instance_samples_at ON instance_samples(at);
 -- When the fleet was last sampled (one row).
 CREATE TABLE instance_sampling (
-    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    id      INT PRIMARY KEY CHECK (id = 1),
     last_at BIGINT NOT NULL
 );
