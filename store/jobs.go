@@ -51,6 +51,7 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 		return nil, err
 	}
 	var id int64
+	var created *jobRow
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		model, policy, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
 		if err != nil {
@@ -86,16 +87,18 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 			INSERT INTO job_tasks (job_id, task_index, status) SELECT CAST(? AS BIGINT), i, 'queued' FROM seq`, req.Tasks, id); err != nil {
 			return fmt.Errorf("insert tasks: %w", err)
 		}
-		return nil
+		// The answer is the job as created — queued, as the API promises —
+		// read in its own transaction: a tick on another goroutine may
+		// start its tasks the moment it commits.
+		created, err = jobFor(ctx, tx, user, id)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	// The answer is the job as created (queued, as the API promises); the
-	// scheduler, kicked after it is read, starts its tasks now.
-	j, err := db.Job(ctx, user, id)
-	db.Kick(ctx)
-	return j, err
+	created.Tasks = gpuportal.TaskCounts{Total: req.Tasks, Queued: req.Tasks}
+	db.Kick(ctx) // start its tasks now
+	return &created.Job, nil
 }
 
 // Job is one job with its counts, cost and ETA.
