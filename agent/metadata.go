@@ -239,7 +239,7 @@ func (a *Agent) workloadReport(instanceID int64, kind string) (int, string) {
 			// keeps running; the portal keeps how long it took.
 			after := now.Sub(w.rec.NoticeAt).Seconds()
 			w.rec.CheckpointAt, w.rec.DrillReadyAfter = now, &after
-			w.rec.NoticeAt, w.rec.Deadline, w.rec.Reason, w.rec.Action, w.rec.Drill = time.Time{}, time.Time{}, "", "", false
+			w.rec.withdrawNotice()
 			a.log.Info("drill: workload ready", "instance", instanceID, "after_seconds", after)
 			a.persistLocked()
 			a.pushNow()

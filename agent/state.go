@@ -112,3 +112,9 @@ func (a *Agent) persistLocked() {
 		a.log.Error("save workload state", "err", err)
 	}
 }
+
+// withdrawNotice forgets the interruption notice (a real one called off,
+// or a drill's): the metadata shows none, and nothing is signalled.
+func (r *workloadRecord) withdrawNotice() {
+	r.NoticeAt, r.Deadline, r.Grace, r.Reason, r.Action, r.Drill = time.Time{}, time.Time{}, 0, "", "", false
+}

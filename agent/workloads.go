@@ -100,7 +100,7 @@ func (a *Agent) reconcile(d gpuportal.AgentDesired) {
 			// The portal called the notice off (a top-up arrived in time,
 			// a drill ended), or a real one replaces a drill's.
 			a.log.Info("interruption notice withdrawn", "instance", dw.InstanceID, "drill", w.rec.Drill)
-			w.rec.NoticeAt, w.rec.Deadline, w.rec.Grace, w.rec.Reason, w.rec.Action, w.rec.Drill = time.Time{}, time.Time{}, 0, "", "", false
+			w.rec.withdrawNotice()
 			changed = true
 		}
 		newDrill := dw.Interrupt != nil && dw.Interrupt.Drill && dw.Interrupt.DrillID != w.rec.DrillID

@@ -15,19 +15,26 @@ import (
 // an in-app row always, and email/SMS rows as the user's settings, their
 // verified contacts, the hourly limit and the portal's configured
 // channels allow. The dispatcher sends them later.
+// noteParams is a notification's facts as stored, naming the model as
+// customers know it.
+func (db *DB) noteParams(ctx context.Context, tx *sql.Tx, p gpuportal.NoteParams) (string, error) {
+	if p.Model != "" && p.ModelName == "" {
+		if err := db.row(ctx, tx, `SELECT name FROM models WHERE id = ?`, p.Model).Scan(&p.ModelName); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return "", fmt.Errorf("notify: %w", err)
+		}
+	}
+	raw, err := json.Marshal(p)
+	return string(raw), err
+}
+
 // notifyInApp writes a notification to the user's in-portal list alone
 // (news too frequent or too soon stale for email and SMS).
 func (db *DB) notifyInApp(ctx context.Context, tx *sql.Tx, userID int64, kind string, p gpuportal.NoteParams) error {
-	if p.Model != "" && p.ModelName == "" {
-		if err := db.row(ctx, tx, `SELECT name FROM models WHERE id = ?`, p.Model).Scan(&p.ModelName); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("notify: %w", err)
-		}
-	}
-	params, err := json.Marshal(p)
+	params, err := db.noteParams(ctx, tx, p)
 	if err != nil {
 		return err
 	}
-	return db.addToOutbox(ctx, tx, userID, kind, string(params), gpuportal.ChannelApp, "", "sent")
+	return db.addToOutbox(ctx, tx, userID, kind, params, gpuportal.ChannelApp, "", "sent")
 }
 
 func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string, p gpuportal.NoteParams) error {
@@ -53,18 +60,12 @@ func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string,
 		}
 		wantSMS = wantSMS && room > 0
 	}
-	if p.Model != "" && p.ModelName == "" {
-		// Messages name the model as customers know it.
-		if err := db.row(ctx, tx, `SELECT name FROM models WHERE id = ?`, p.Model).Scan(&p.ModelName); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("notify: %w", err)
-		}
-	}
-	params, err := json.Marshal(p)
+	params, err := db.noteParams(ctx, tx, p)
 	if err != nil {
 		return err
 	}
 	add := func(channel, recipient, status string) error {
-		return db.addToOutbox(ctx, tx, userID, kind, string(params), channel, recipient, status)
+		return db.addToOutbox(ctx, tx, userID, kind, params, channel, recipient, status)
 	}
 	if err := add(gpuportal.ChannelApp, "", "sent"); err != nil {
 		return err
