@@ -276,9 +276,16 @@ func (db *DB) inConcurrentTx(ctx context.Context, fn func(tx *sql.Tx) error) err
 	return db.runTx(ctx, false, 3, fn)
 }
 
-// lostConnectionRetries is how often a transaction cut short by a lost
-// PostgreSQL connection (before its commit) is run again.
-const lostConnectionRetries = 8
+// lostConnectionPatience is how long a transaction cut short by a lost
+// PostgreSQL connection (before its commit) keeps being run again: long
+// enough to ride out a server restart or a storm of terminated backends,
+// short enough that a request does not hang on a database that is gone.
+// Between runs it waits a little longer each time (lostConnectionBackoff).
+const lostConnectionPatience = 15 * time.Second
+
+func lostConnectionBackoff(lost int) time.Duration {
+	return min(time.Duration(lost)*10*time.Millisecond, 250*time.Millisecond)
+}
 
 // runTx runs fn in a transaction (after taking the writer lock, if asked),
 // up to attempts times while it fails only for meeting another one.
@@ -291,15 +298,26 @@ func (db *DB) runTxOnce(ctx context.Context, writerLock bool, attempts int, fn f
 	if db.group != nil {
 		return db.group.do(ctx, fn)
 	}
-	// Runs cut short by a lost connection are tried again up to
-	// lostConnectionRetries times, beside the attempts for meeting others.
+	// Runs cut short by a lost connection are tried again for up to
+	// lostConnectionPatience, beside the attempts for meeting others.
 	lost := 0
+	var firstLost time.Time
 	retryLost := func(err error) bool {
-		if db.dialect != "postgres" || !connectionLost(err) || lost >= lostConnectionRetries || ctx.Err() != nil {
+		if db.dialect != "postgres" || !connectionLost(err) || ctx.Err() != nil {
+			return false
+		}
+		if lost == 0 {
+			firstLost = time.Now()
+		} else if time.Since(firstLost) > lostConnectionPatience {
 			return false
 		}
 		lost++
-		return true
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(lostConnectionBackoff(lost)):
+			return true
+		}
 	}
 	for attempt := 1; ; attempt++ {
 		tx, err := db.write.BeginTx(ctx, nil)
