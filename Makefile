@@ -25,10 +25,11 @@ check: generate
 	git diff --exit-code -- '*_templ.go'
 	@test -z "$$(git ls-files --others --exclude-standard -- '*_templ.go')" || (echo "untracked generated files:"; git ls-files --others --exclude-standard -- '*_templ.go'; exit 1)
 
-## build: both binaries into bin/ (the portal is pure Go; the agent needs cgo for NVML)
+## build: the binaries into bin/ (the portal is pure Go; the agent needs cgo for NVML; its SFTP helper is static)
 build:
 	CGO_ENABLED=0 $(GO) build -o bin/portal ./cmd/portal
 	$(GO) build -o bin/agent ./cmd/agent
+	CGO_ENABLED=0 $(GO) build -o bin/gpuportal-sftp ./cmd/gpuportal-sftp
 
 ## generate: templ components → *_templ.go (committed)
 generate:
@@ -42,14 +43,19 @@ bench:
 screenshots:
 	GPUPORTAL_SCREENSHOTS=$(CURDIR)/tmp/screenshots $(GO) test -count=1 -run '^TestScreenshots$$' -v ./web/
 
-## vendor-assets: refresh htmx, Pico CSS (web/static/VERSIONS.md) and the tests' axe-core (web/testdata/VERSIONS.md) from the npm registry
+## vendor-assets: refresh htmx, Pico CSS, xterm.js (web/static/VERSIONS.md) and the tests' axe-core (web/testdata/VERSIONS.md) from the npm registry
 vendor-assets:
 	rm -rf tmp/npm && mkdir -p tmp/npm
-	cd tmp/npm && npm pack htmx.org@2.0.11 @picocss/pico@2.1.1 axe-core@4.14.1 >/dev/null
+	cd tmp/npm && npm pack htmx.org@2.0.11 @picocss/pico@2.1.1 axe-core@4.14.1 @xterm/xterm@6.0.0 @xterm/addon-fit@0.11.0 >/dev/null
 	tar -xzf tmp/npm/htmx.org-2.0.11.tgz -C tmp/npm package/dist/htmx.min.js
 	cp tmp/npm/package/dist/htmx.min.js web/static/htmx.min.js
 	tar -xzf tmp/npm/picocss-pico-2.1.1.tgz -C tmp/npm package/css/pico.min.css
 	cp tmp/npm/package/css/pico.min.css web/static/pico.min.css
+	tar -xzf tmp/npm/xterm-xterm-6.0.0.tgz -C tmp/npm package/lib/xterm.js package/css/xterm.css
+	cp tmp/npm/package/lib/xterm.js web/static/xterm.js
+	cp tmp/npm/package/css/xterm.css web/static/xterm.css
+	tar -xzf tmp/npm/xterm-addon-fit-0.11.0.tgz -C tmp/npm package/lib/addon-fit.js
+	cp tmp/npm/package/lib/addon-fit.js web/static/xterm-addon-fit.js
 	tar -xzf tmp/npm/axe-core-4.14.1.tgz -C tmp/npm package/axe.min.js package/LICENSE
 	cp tmp/npm/package/axe.min.js web/testdata/axe.min.js
 	cp tmp/npm/package/LICENSE web/testdata/axe-LICENSE

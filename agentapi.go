@@ -166,6 +166,8 @@ type AgentDesired struct {
 	Revision         int64             `json:"revision"`
 	HeartbeatSeconds int               `json:"heartbeat_seconds"`
 	Workloads        []DesiredWorkload `json:"workloads"`
+	// Sessions the agent should connect out for (each once).
+	Sessions []DesiredSession `json:"sessions,omitempty"`
 	// RotateToken asks the agent to fetch a new node token (POST
 	// /agent/rotate-token), keep it and use it from then on.
 	RotateToken bool `json:"rotate_token,omitempty"`

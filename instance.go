@@ -197,6 +197,9 @@ type Instance struct {
 	IdleSince       *time.Time `json:"idle_since,omitempty"`
 	// StopReason says why the platform stopped it for its owner (idle stop).
 	StopReason string `json:"stop_reason,omitempty"`
+	// Sessions are the interactive sessions open into it now (its page
+	// and GET /instances/{id}).
+	Sessions []Session `json:"sessions,omitempty"`
 }
 
 // Drill results.

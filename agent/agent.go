@@ -68,6 +68,9 @@ type Agent struct {
 	revision  int64
 	samples   []gpuportal.GPUSample
 
+	sessions     map[string]*liveSession // the session streams served now, by id
+	sessionsSeen map[string]time.Time    // sessions connected out for (each once)
+
 	wake     chan struct{} // re-check interruption deadlines
 	push     chan struct{} // report workload changes now
 	meta     *metadataServer
@@ -148,8 +151,8 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Log, devices: cfg.GPUs.Devices(),
 		client:    &client{base: cfg.Portal, http: cfg.HTTPClient},
-		workloads: map[int64]*workload{},
-		wake:      make(chan struct{}, 1), push: make(chan struct{}, 1),
+		workloads: map[int64]*workload{}, sessions: map[string]*liveSession{}, sessionsSeen: map[string]time.Time{},
+		wake: make(chan struct{}, 1), push: make(chan struct{}, 1),
 		registry: prometheus.NewRegistry(), metaHost: metaHost,
 	}
 	a.metrics = newGPUMetrics(a.registry)
@@ -267,6 +270,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) error {
 		b.reset()
 		a.acknowledge(hb.Workloads)
 		a.reconcile(desired)
+		a.startSessions(ctx, desired.Sessions)
 		if desired.RotateToken {
 			a.rotateToken(ctx)
 		}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"gpuportal"
 )
 
 // Inside a container the workload finds its metadata endpoint and its
@@ -60,6 +62,10 @@ type ContainerRuntime struct {
 	// UID (and root inside the container) is then no real user of the node.
 	UserNSBase int
 	LogMax     int64 // bytes of output the engine keeps (its log rotates past it)
+	// SFTPHelper is the node's static SFTP server (gpuportal-sftp),
+	// mounted read-only into every container at gpuportal.SFTPHelperPath
+	// for sftp and scp sessions; "" offers none.
+	SFTPHelper string
 
 	Log  *slog.Logger
 	OOMs *OOMWatcher // nil: rely on the engine's own OOMKilled flag
@@ -142,6 +148,11 @@ func (r *ContainerRuntime) CreateArgs(spec Spec) []string {
 		"--ulimit", fmt.Sprintf("nofile=%d:%d", r.NoFile, r.NoFile),
 		"--ulimit", fmt.Sprintf("nproc=%d:%d", pids, pids),
 		"--volume", spec.CheckpointDir+":"+ContainerCheckpointDir+":rw",
+	)
+	if r.SFTPHelper != "" {
+		args = append(args, "--volume", r.SFTPHelper+":"+gpuportal.SFTPHelperPath+":ro")
+	}
+	args = append(args,
 		"--workdir", ContainerCheckpointDir,
 		// Nothing of the node's disk but the checkpoint directory: the
 		// image is read-only, scratch space a sized tmpfs (charged to the

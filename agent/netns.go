@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,4 +40,32 @@ func listenInNetns(pid int, addr string) (net.Listener, error) {
 	}()
 	r := <-done
 	return r.l, r.err
+}
+
+// dialInNetns connects to addr from inside the network namespace of
+// process pid: a session's forwarded port reaches what listens on the
+// container's own loopback. Like listenInNetns, the socket is made on a
+// thread in that namespace which is then discarded.
+func dialInNetns(pid int, addr string) (net.Conn, error) {
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer ns.Close()
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- result{err: fmt.Errorf("enter the network namespace of %d: %w", pid, err)}
+			return
+		}
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		done <- result{c, err}
+	}()
+	r := <-done
+	return r.c, r.err
 }

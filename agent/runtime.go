@@ -63,6 +63,9 @@ type Runtime interface {
 type ExecRuntime struct {
 	Init     string
 	UID, GID int
+	// SFTPHelper is the static SFTP server (gpuportal-sftp) sessions run
+	// for sftp and scp; "" offers none.
+	SFTPHelper string
 }
 
 func (ExecRuntime) Name() string { return "exec" }

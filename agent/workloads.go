@@ -114,6 +114,7 @@ func (a *Agent) reconcile(d gpuportal.AgentDesired) {
 				w.rec.Drill, w.rec.DrillID, w.rec.DrillReadyAfter = true, dw.Interrupt.DrillID, nil
 			}
 			a.log.Info("interruption notice", "instance", dw.InstanceID, "deadline", w.rec.Deadline.UTC().Format(time.RFC3339), "reason", dw.Interrupt.Reason)
+			a.announceNoticeLocked(w)
 			changed = true
 		}
 	}
@@ -266,6 +267,7 @@ func (a *Agent) watch(w *workload) {
 	}
 	a.mu.Lock()
 	w.exited, w.exitCode, w.endedAt, w.gpusFree, w.errText = true, code, a.clock.Now(), free, why
+	a.endSessionsLocked(w.rec.InstanceID)
 	a.persistLocked()
 	a.mu.Unlock()
 	markEnded(a.cfg.CheckpointRoot, filepath.Base(w.rec.CheckpointDir))

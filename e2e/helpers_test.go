@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,12 +25,13 @@ import (
 
 	"gpuportal"
 	"gpuportal/scheduler"
+	"gpuportal/sessions"
 	"gpuportal/store"
 	"gpuportal/store/storetest"
 	"gpuportal/web"
 )
 
-var agentBin, imdsWorkloadBin string
+var agentBin, imdsWorkloadBin, sftpHelperBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "gpuportal-e2e")
@@ -51,6 +53,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build imdsworkload: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// The agents' static SFTP helper (for sftp and scp sessions).
+	sftpHelperBin = filepath.Join(dir, "gpuportal-sftp")
+	build = exec.Command("go", "build", "-o", sftpHelperBin, "gpuportal/cmd/gpuportal-sftp")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build gpuportal-sftp: %v\n%s", err, out)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -61,6 +71,7 @@ func TestMain(m *testing.M) {
 type portal struct {
 	t     testing.TB
 	url   string
+	ssh   string // the SSH gateway's host:port
 	db    *store.DB
 	clock *gpuportal.ManualClock // nil: real time
 	admin string                 // an admin's API token
@@ -90,16 +101,28 @@ func startPortalTB(t testing.TB, testClock bool) *portal {
 	// These portals never restart: node-failure tests need not wait out
 	// the grace a restarted portal gives its nodes (see restart_test.go).
 	sched.LivenessGrace = 0
-	s, err := web.New(context.Background(), web.Config{DB: db, Logger: log, Clock: clock, TestClock: manual, Location: storetest.Shanghai, Scheduler: sched})
+	ctx, cancel := context.WithCancel(context.Background())
+	hub := sessions.NewHub(db, "", log)
+	gateway, err := sessions.NewGateway(ctx, hub, db, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sshListener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gateway.Serve(sshListener) }()
+	sshAddr := sshListener.Addr().(*net.TCPAddr)
+	s, err := web.New(ctx, web.Config{DB: db, Logger: log, Clock: clock, TestClock: manual, Location: storetest.Shanghai, Scheduler: sched,
+		Hub: hub, SSH: web.SSHEndpoint{Host: "127.0.0.1", Port: sshAddr.Port, Fingerprint: gateway.Fingerprint}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(s)
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { sched.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; srv.Close() })
-	p := &portal{t: t, url: srv.URL, db: db, clock: manual}
+	t.Cleanup(func() { cancel(); <-done; _ = gateway.Close(); hub.Close(); srv.Close() })
+	p := &portal{t: t, url: srv.URL, ssh: sshAddr.String(), db: db, clock: manual}
 	p.admin = p.token(storetest.MustCreateUser(t, db, "admin@example.com", gpuportal.RoleAdmin))
 	p.user = p.token(storetest.MustCreateUser(t, db, "alice@example.com", gpuportal.RoleCustomer))
 	// Short notices so the test does not wait two minutes.
@@ -224,7 +247,7 @@ func startAgentProcArgs(t testing.TB, portalURL, enrollToken, stateDir, checkpoi
 	args := []string{"--portal", portalURL, "--state-dir", stateDir, "--checkpoint-root", checkpoints, "--region", "cd-1",
 		"--nvml", backend, "--heartbeat", heartbeat, "--hostname", filepath.Base(stateDir),
 		// exec unless the test asks for a container runtime (a later flag wins).
-		"--runtime", "exec", "--exec-allow-root"}
+		"--runtime", "exec", "--exec-allow-root", "--sftp-helper", sftpHelperBin}
 	if metrics != "" {
 		args = append(args, "--metrics-addr", metrics)
 	}

@@ -87,7 +87,7 @@ func startPortalProcArgs(t testing.TB, dsn, addr string, extra ...string) *porta
 	p := &portalProc{t: t}
 	args := append([]string{"serve", "--addr", addr, "--db", dsn, "--test-clock", "--now", testClockStart.Format(time.RFC3339), "--timezone", "Asia/Shanghai"}, extra...)
 	p.cmd = exec.Command(buildPortal(t), args...)
-	p.cmd.Env = append(os.Environ(), "PORTAL_ADMIN_EMAIL="+pgAdminEmail, "PORTAL_ADMIN_PASSWORD="+pgAdminPassword, "PORTAL_LOG_LEVEL=info")
+	p.cmd.Env = append(os.Environ(), "PORTAL_ADMIN_EMAIL="+pgAdminEmail, "PORTAL_ADMIN_PASSWORD="+pgAdminPassword, "PORTAL_LOG_LEVEL=info", "PORTAL_SSH_ADDR=127.0.0.1:0")
 	stdout, _ := p.cmd.StdoutPipe()
 	p.cmd.Stderr = &p.log
 	if err := p.cmd.Start(); err != nil {

@@ -13,13 +13,14 @@ import (
 // launched with idle_stop_minutes whose GPUs all read 0 % utilisation (the
 // nodes' latest telemetry) is idle from the first tick that sees it so,
 // busy again at the first that does not; once idle for its minutes it is
-// stopped like its owner would stop it, and the owner is told why. (Open
-// interactive sessions will also count as use once there are any.)
+// stopped like its owner would stop it, and the owner is told why. An
+// open interactive session (SSH, the web terminal) counts as use too.
 func (db *DB) stopIdle(ctx context.Context, tx *sql.Tx, now time.Time, nodes *[]string) error {
 	if _, err := db.execTx(ctx, tx, `UPDATE `+db.indexed("instances", "instances_idle_watch")+` SET idle_since = CASE
 			WHEN EXISTS (SELECT 1 FROM instance_gpus ig JOIN gpus g ON g.uuid = ig.gpu_uuid WHERE ig.instance_id = instances.id AND g.utilization_percent > 0) THEN NULL
+			WHEN EXISTS (SELECT 1 FROM sessions s WHERE s.instance_id = instances.id AND s.closed_at IS NULL AND s.connected_at IS NOT NULL AND s.seen_at >= ?) THEN NULL
 			ELSE coalesce(idle_since, ?) END
-		WHERE idle_stop_minutes IS NOT NULL AND status = 'running' AND stop_requested_at IS NULL`, unix(now)); err != nil {
+		WHERE idle_stop_minutes IS NOT NULL AND status = 'running' AND stop_requested_at IS NULL`, unix(db.Wall.Now().Add(-gpuportal.SessionStaleAfter)), unix(now)); err != nil {
 		return fmt.Errorf("track idle instances: %w", err)
 	}
 	type idle struct {
@@ -67,4 +68,13 @@ func (db *DB) indexed(table, index string) string {
 		return table + " INDEXED BY " + index
 	}
 	return table
+}
+
+// indexedAs is indexed for a table named with an alias (SQLite wants the
+// alias before INDEXED BY).
+func (db *DB) indexedAs(table, alias, index string) string {
+	if db.dialect == "sqlite" {
+		return table + " " + alias + " INDEXED BY " + index
+	}
+	return table + " " + alias
 }

@@ -178,6 +178,11 @@ func (db *DB) Instance(ctx context.Context, user *gpuportal.User, id int64) (*gp
 		return nil, err
 	}
 	db.live(i)
+	if i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting {
+		if i.Sessions, err = db.OpenSessions(ctx, i.ID); err != nil {
+			return nil, err
+		}
+	}
 	if i.Kind == gpuportal.KindSpot && (i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstancePending) {
 		if t, err := db.SafeUntil(ctx, i.Model, i.Region, 0); err == nil {
 			i.SafeUntil = t
@@ -449,6 +454,9 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 			}
 		}
 		d.Workloads = append(d.Workloads, dw)
+	}
+	if d.Sessions, err = db.desiredSessions(ctx, nodeID); err != nil {
+		return d, fmt.Errorf("desired sessions: %w", err)
 	}
 	return d, nil
 }

@@ -219,7 +219,8 @@ func (s *Server) handleInstancePage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d := templates.InstanceDetail{I: *i, Samples: samples, Now: s.cfg.Clock.Now()}
+	d := templates.InstanceDetail{I: *i, Samples: samples, Now: s.cfg.Clock.Now(), Owner: i.UserID == currentUser(c).ID,
+		SSHHost: s.cfg.SSH.Host, SSHPort: s.cfg.SSH.Port, SSHFingerprint: s.cfg.SSH.Fingerprint}
 	if m, err := s.db.Model(ctx, i.Model); err == nil {
 		d.MemoryTotalMiB = m.MemoryGiB * 1024 * i.Count
 	}

@@ -86,6 +86,8 @@ func (s *Server) routes() {
 	app.GET("/instances/list", s.handleInstanceList, requireUser)
 	app.GET("/instances/launch-form", s.handleLaunchFormPanel, requireUser)
 	app.GET("/instances/:id", s.handleInstancePage, requireUser)
+	app.GET("/instances/:id/terminal", s.handleTerminalPage, requireUser)
+	app.GET("/instances/:id/terminal/ws", s.handleTerminalWS, requireUser)
 	app.POST("/instances", s.handleLaunchForm, requireUser)
 	app.POST("/instances/:id/stop", s.handleStopForm, requireUser)
 	app.POST("/instances/:id/drill", s.handleDrillForm, requireUser)
@@ -160,6 +162,7 @@ func (s *Server) routes() {
 	api.POST("/ssh-keys", s.apiAddSSHKey, requireUser)
 	api.GET("/ssh-keys", s.apiSSHKeys, requireUser)
 	api.DELETE("/ssh-keys/:id", s.apiDeleteSSHKey, requireUser)
+	api.GET("/ssh", s.apiSSH, requireUser)
 	api.GET("/ledger", s.apiLedger, requireUser)
 	api.GET("/balance", s.apiBalance, requireUser)
 	api.POST("/topups", s.apiCreateTopUp, requireUser, s.idempotent)
@@ -206,6 +209,7 @@ func (s *Server) routes() {
 	api.POST("/agent/heartbeat", s.apiAgentHeartbeat)
 	api.POST("/agent/events", s.apiAgentEvents)
 	api.POST("/agent/rotate-token", s.apiAgentRotateToken)
+	api.GET("/agent/sessions/:id/stream", s.apiAgentSessionStream)
 
 	// Anything else under /api/ is a JSON 404, not a page.
 	api.Any("/*", func(c echo.Context) error { return echo.ErrNotFound })
@@ -235,7 +239,7 @@ func compress() echo.MiddlewareFunc {
 		MinLength: 1024,
 		Skipper: func(c echo.Context) bool {
 			p := c.Request().URL.Path
-			return strings.HasPrefix(p, "/api/v1/agent/") || p == "/metrics"
+			return strings.HasPrefix(p, "/api/v1/agent/") || p == "/metrics" || strings.HasSuffix(p, "/terminal/ws")
 		},
 	})
 }

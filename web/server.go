@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"gpuportal"
+	"gpuportal/sessions"
 	"gpuportal/store"
 )
 
@@ -61,6 +62,19 @@ type Config struct {
 	// due; the server asks it whether it leads, and it runs
 	// the minutes a moved test clock skips. Nil: nothing is scheduled.
 	Scheduler Scheduler
+	// Hub pairs sessions into instances with their agents' streams; the
+	// SSH gateway shares it. Nil: the server makes its own (no gateway).
+	Hub *sessions.Hub
+	// SSH is where the SSH gateway listens, as customers reach it (zero:
+	// no gateway).
+	SSH SSHEndpoint
+}
+
+// SSHEndpoint is what a customer puts in ~/.ssh/config (GET /ssh).
+type SSHEndpoint struct {
+	Host        string `json:"host"`
+	Port        int    `json:"port"`
+	Fingerprint string `json:"host_key_fingerprint"`
 }
 
 // Scheduler is what the web layer needs of the scheduler.
@@ -85,6 +99,7 @@ type Server struct {
 	ratesCache ratesCache
 	whatIfs    whatIfRuns
 	stripe     *stripeProvider // nil: no Stripe
+	hub        *sessions.Hub
 }
 
 // New builds the server and its routes.
@@ -107,6 +122,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.TestPayments && cfg.PaymentSecret == "" {
 		cfg.PaymentSecret = rand.Text() + rand.Text()
 	}
+	if cfg.Hub == nil {
+		cfg.Hub = sessions.NewHub(cfg.DB, "", cfg.Logger)
+	}
+	go cfg.Hub.Run(ctx)
 	sessions, err := newSessionStore(ctx, cfg.DB, cfg.Secret)
 	if err != nil {
 		return nil, err
@@ -117,6 +136,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		log:      cfg.Logger,
 		echo:     echo.New(),
 		sessions: sessions,
+		hub:      cfg.Hub,
 		limiter:  newLimiter(cfg.WallClock),
 		registry: prometheus.NewRegistry(),
 	}

@@ -76,6 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	execUser := fs.String("exec-user", "", "with --runtime exec: the user workloads run as (name or UID[:GID]; default the agent's own)")
 	execAllowRoot := fs.Bool("exec-allow-root", false, "with --runtime exec: allow workloads to run as root (a trusted single-tenant node or a laptop demo only)")
 	metadataAddr := fs.String("metadata-addr", "127.0.0.1:0", "HOST:0 where each instance's own EC2-style metadata endpoint listens, on a port of its own (each bound address is logged)")
+	sftpHelper := fs.String("sftp-helper", defaultSFTPHelper(), "the static SFTP server (gpuportal-sftp, built with CGO_ENABLED=0) sessions run for sftp and scp; mounted read-only into every container (default: gpuportal-sftp beside this binary; empty: no SFTP)")
 	heartbeat := fs.Duration("heartbeat", 10*time.Second, "heartbeat interval")
 	metricsAddr := fs.String("metrics-addr", "", "listen address for Prometheus metrics (dcgm-exporter names); empty: none")
 	hostname := fs.String("hostname", "", "the node's name in the portal (default: the machine's hostname)")
@@ -129,12 +130,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var rt agent.Runtime
 	switch *runtimeName {
 	case "exec":
-		if rt, err = execRuntime(*execUser, *execAllowRoot, log); err != nil {
+		var r agent.ExecRuntime
+		if r, err = execRuntime(*execUser, *execAllowRoot, log); err != nil {
 			return err
 		}
+		r.SFTPHelper = *sftpHelper
+		rt = r
 	case "podman", "docker":
 		c := &agent.ContainerRuntime{CLI: *runtimeName, CDIKind: *cdiKind, DefaultImage: *defaultImage, Network: *network, UIDBase: *uidBase,
-			CPUsPerGPU: *cpusPerGPU, PidsPerGPU: *pidsPerGPU, NoFile: *noFile, TmpPerGPU: tmp, LogMax: logCap, UserNSBase: *usernsBase, Log: log}
+			CPUsPerGPU: *cpusPerGPU, PidsPerGPU: *pidsPerGPU, NoFile: *noFile, TmpPerGPU: tmp, LogMax: logCap, UserNSBase: *usernsBase, Log: log,
+			SFTPHelper: *sftpHelper}
 		if *runtimeName == "podman" {
 			c.OCIRuntime = *ociRuntime
 		}
@@ -172,28 +177,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // execRuntime sets up --runtime exec: as root, each workload gets its own
 // PID and mount namespaces with this binary as its init, and runs as
 // --exec-user; root workloads only with --exec-allow-root.
-func execRuntime(user string, allowRoot bool, log *slog.Logger) (agent.Runtime, error) {
+func execRuntime(user string, allowRoot bool, log *slog.Logger) (agent.ExecRuntime, error) {
 	log.Warn("runtime exec: workloads are processes of this machine, not containers — only for a trusted single-tenant node or a laptop demo")
 	uid, gid := os.Geteuid(), os.Getegid()
 	if user != "" {
 		var err error
 		if uid, gid, err = lookupUser(user); err != nil {
-			return nil, fmt.Errorf("--exec-user: %w", err)
+			return agent.ExecRuntime{}, fmt.Errorf("--exec-user: %w", err)
 		}
 	}
 	if uid == 0 && !allowRoot {
-		return nil, errors.New("refusing to run workloads as root: pass --exec-user (e.g. nobody), or --exec-allow-root on a trusted single-tenant node")
+		return agent.ExecRuntime{}, errors.New("refusing to run workloads as root: pass --exec-user (e.g. nobody), or --exec-allow-root on a trusted single-tenant node")
 	}
 	if os.Geteuid() != 0 {
 		if uid != os.Geteuid() {
-			return nil, errors.New("--exec-user needs the agent to run as root")
+			return agent.ExecRuntime{}, errors.New("--exec-user needs the agent to run as root")
 		}
 		log.Warn("runtime exec without root: workloads share this machine's process namespace and run as the agent's user")
 		return agent.ExecRuntime{}, nil
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("find the agent binary (the workloads' init): %w", err)
+		return agent.ExecRuntime{}, fmt.Errorf("find the agent binary (the workloads' init): %w", err)
 	}
 	return agent.ExecRuntime{Init: self, UID: uid, GID: gid}, nil
 }
@@ -306,4 +311,17 @@ func nodeMemory() (int64, error) {
 		}
 	}
 	return 0, errors.New("no MemTotal in /proc/meminfo")
+}
+
+// defaultSFTPHelper is gpuportal-sftp beside the agent binary, if there.
+func defaultSFTPHelper() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(exe), "gpuportal-sftp")
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	neturl "net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"gpuportal"
 	"gpuportal/notify"
 	"gpuportal/scheduler"
+	"gpuportal/sessions"
 	"gpuportal/store"
 	"gpuportal/web"
 )
@@ -163,6 +165,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	publicURL := fs.String("public-url", getenv("PORTAL_PUBLIC_URL"), "the portal's address as users reach it, for links in emails and SMS and calendar UIDs (env PORTAL_PUBLIC_URL; default http://<addr>)")
 	trustedProxies := fs.String("trusted-proxies", getenv("PORTAL_TRUSTED_PROXIES"), "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For/-Proto are believed (env PORTAL_TRUSTED_PROXIES; default none)")
 	metricsAllow := fs.String("metrics-allow", getenv("PORTAL_METRICS_ALLOW"), "comma-separated addresses or CIDRs allowed to read /metrics (env PORTAL_METRICS_ALLOW; default everyone)")
+	sshAddr := fs.String("ssh-addr", envOr(getenv, "PORTAL_SSH_ADDR", "127.0.0.1:2222"), "where the SSH gateway into instances listens (ssh -p PORT <instance id>@host); empty: no gateway (env PORTAL_SSH_ADDR)")
+	agentURL := fs.String("agent-url", getenv("PORTAL_AGENT_URL"), "this portal's own address as agents reach it, for the session streams they open (set it on each portal when several share a PostgreSQL database; default: the --portal agents were given) (env PORTAL_AGENT_URL)")
 	defaultTTL, err := envDuration(getenv, "PORTAL_ENROLLMENT_TOKEN_TTL", 24*time.Hour)
 	if err != nil {
 		return err
@@ -302,7 +306,16 @@ environment:
 	dispatcher.BaseURL = *publicURL
 	sched := scheduler.New(db, clock, gpuportal.RealClock{}, log)
 	sched.LivenessGrace = *livenessGrace
+	hub := sessions.NewHub(db, *agentURL, log)
+	defer hub.Close()
+	sshEndpoint, stopGateway, err := startGateway(ctx, hub, db, *sshAddr, *publicURL, log)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	defer stopGateway()
 	srv, err := web.New(ctx, web.Config{
+		Hub: hub, SSH: sshEndpoint,
 		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"), Scheduler: sched,
 		TrustedProxies: proxies, MetricsAllow: metricsNets, PublicURL: *publicURL, TestPayments: *testPayments, PaymentSecret: paymentSecret, Stripe: stripeCfg,
 	})
@@ -539,4 +552,33 @@ func newDispatcher(db *store.DB, getenv func(string) string, log *slog.Logger, l
 		db.Channels[gpuportal.ChannelSMS] = true
 	}
 	return d, nil
+}
+
+// startGateway opens the SSH gateway on addr ("" : none) and says how
+// customers reach it: the public URL's host name, the bound port.
+func startGateway(ctx context.Context, hub *sessions.Hub, db *store.DB, addr, publicURL string, log *slog.Logger) (web.SSHEndpoint, func(), error) {
+	if addr == "" {
+		log.Info("no SSH gateway (--ssh-addr is empty)")
+		return web.SSHEndpoint{}, func() {}, nil
+	}
+	gw, err := sessions.NewGateway(ctx, hub, db, log)
+	if err != nil {
+		return web.SSHEndpoint{}, nil, err
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return web.SSHEndpoint{}, nil, fmt.Errorf("--ssh-addr: %w", err)
+	}
+	host := "localhost"
+	if u, err := neturl.Parse(publicURL); err == nil && u.Hostname() != "" {
+		host = u.Hostname()
+	}
+	ep := web.SSHEndpoint{Host: host, Port: l.Addr().(*net.TCPAddr).Port, Fingerprint: gw.Fingerprint}
+	log.Info("ssh gateway listening", "addr", l.Addr().String(), "host_key", gw.Fingerprint)
+	go func() {
+		if err := gw.Serve(l); err != nil {
+			log.Error("ssh gateway", "err", err)
+		}
+	}()
+	return ep, func() { _ = gw.Close() }, nil
 }

@@ -39,7 +39,15 @@ func (s *syncBuffer) String() string {
 }
 
 func env(vars map[string]string) func(string) string {
-	return func(k string) string { return vars[k] }
+	return func(k string) string {
+		if v, ok := vars[k]; ok {
+			return v
+		}
+		if k == "PORTAL_SSH_ADDR" {
+			return "127.0.0.1:0" // tests run side by side: not the default 2222
+		}
+		return ""
+	}
 }
 
 var listening = regexp.MustCompile(`portal listening on (http://\S+)`)

@@ -1,0 +1,369 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/creack/pty"
+
+	"gpuportal"
+	"gpuportal/sessions/stream"
+)
+
+// Sessioner is a runtime that can open sessions into its workloads: run a
+// command inside one (as its user, in its namespaces) and connect to a
+// port inside its network.
+type Sessioner interface {
+	// SessionCommand is argv run inside p's workload; tty asks for a
+	// terminal (the agent gives the command one, and the runtime passes it
+	// on to the workload).
+	SessionCommand(p Process, argv []string, tty bool, term string) (*exec.Cmd, error)
+	// DialInside connects to 127.0.0.1:port as the workload sees it.
+	DialInside(p Process, port int) (net.Conn, error)
+	// SFTPServer is the path of the SFTP helper as the workload sees it
+	// ("" when the node has none).
+	SFTPServer() string
+}
+
+// liveSession is a session stream the agent serves.
+type liveSession struct {
+	instanceID int64
+	tty        bool
+	conn       *stream.Conn
+	cancel     context.CancelFunc
+}
+
+// startSessions connects out for each session of d not seen before.
+func (a *Agent) startSessions(ctx context.Context, list []gpuportal.DesiredSession) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	for id, at := range a.sessionsSeen {
+		if now.Sub(at) > 2*gpuportal.SessionConnectTimeout {
+			delete(a.sessionsSeen, id)
+		}
+	}
+	for _, ds := range list {
+		if _, seen := a.sessionsSeen[ds.ID]; seen {
+			continue
+		}
+		a.sessionsSeen[ds.ID] = now
+		go a.serveSession(ctx, ds)
+	}
+}
+
+// serveSession connects out to the portal for one session and runs it.
+func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
+	base := ds.URL
+	if base == "" {
+		base = a.cfg.Portal
+	}
+	url := strings.TrimRight(base, "/") + "/api/v1/agent/sessions/" + ds.ID + "/stream"
+	url = "ws" + strings.TrimPrefix(url, "http") // http→ws, https→wss
+	header := http.Header{}
+	if t := a.client.token.Load(); t != nil {
+		header.Set("Authorization", "Bearer "+*t)
+	}
+	dialCtx, cancelDial := context.WithTimeout(ctx, gpuportal.SessionConnectTimeout)
+	// Not the API client: its timeout would cut a long session short.
+	ws, _, err := websocket.Dial(dialCtx, url, &websocket.DialOptions{HTTPClient: &http.Client{Transport: a.cfg.HTTPClient.Transport}, HTTPHeader: header})
+	cancelDial()
+	if err != nil {
+		a.log.Warn("cannot connect out for a session", "session", ds.ID, "instance", ds.InstanceID, "err", err)
+		return
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	conn := stream.Agent(sctx, ws)
+	defer conn.CloseNow()
+
+	a.mu.Lock()
+	w := a.workloads[ds.InstanceID]
+	var proc Process
+	if w != nil && w.rec.Attempt == ds.Attempt && !w.exited {
+		proc = w.proc
+	}
+	rt, ok := a.cfg.Runtime.(Sessioner)
+	live := &liveSession{instanceID: ds.InstanceID, tty: ds.TTY != nil, conn: conn, cancel: cancel}
+	if proc != nil {
+		a.sessions[ds.ID] = live
+	}
+	motd := a.motdLocked(w)
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.sessions, ds.ID)
+		a.mu.Unlock()
+	}()
+	fail := func(format string, args ...any) {
+		_ = conn.Control(gpuportal.SessionControl{Error: fmt.Sprintf(format, args...)})
+		_ = conn.Close()
+	}
+	switch {
+	case proc == nil:
+		fail("instance %d is not running on this node", ds.InstanceID)
+		return
+	case !ok:
+		fail("this node's runtime (%s) does not offer sessions", a.cfg.Runtime.Name())
+		return
+	}
+	a.log.Info("session", "session", ds.ID, "instance", ds.InstanceID, "kind", ds.Kind, "port", ds.Port)
+	switch ds.Kind {
+	case gpuportal.SessionTCP:
+		c, err := rt.DialInside(proc, ds.Port)
+		if err != nil {
+			fail("nothing answers on port %d inside the instance: %v", ds.Port, err)
+			return
+		}
+		joinTCP(conn, c)
+		_ = conn.Close()
+		return
+	}
+	var argv []string
+	switch ds.Kind {
+	case gpuportal.SessionShell, gpuportal.SessionTerminal:
+		// The image's bash when it has one (colours, history), else sh.
+		argv = []string{"/bin/sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi"}
+	case gpuportal.SessionExec:
+		argv = []string{"/bin/sh", "-c", ds.Command}
+	case gpuportal.SessionSFTP:
+		helper := rt.SFTPServer()
+		if helper == "" {
+			fail("this node has no SFTP helper (the agent's --sftp-helper)")
+			return
+		}
+		argv = []string{helper}
+	default:
+		fail("unknown session kind %q", ds.Kind)
+		return
+	}
+	term := ""
+	if ds.TTY != nil {
+		term = ds.TTY.Term
+	}
+	cmd, err := rt.SessionCommand(proc, argv, ds.TTY != nil, term)
+	if err != nil {
+		fail("%v", err)
+		return
+	}
+	if ds.TTY != nil && motd != "" {
+		_, _ = conn.Write([]byte(motd))
+	}
+	code := runCommand(conn, cmd, ds.TTY)
+	_ = conn.Control(gpuportal.SessionControl{Exit: &code})
+	_ = conn.Close()
+}
+
+// runCommand runs cmd joined to the stream (on a pty of tty's size when
+// tty is set) and returns its exit status.
+func runCommand(conn *stream.Conn, cmd *exec.Cmd, tty *gpuportal.TTY) int {
+	if tty != nil {
+		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(max(tty.Cols, 1)), Rows: uint16(max(tty.Rows, 1))})
+		if err != nil {
+			_, _ = conn.WriteStderr([]byte("gpuportal: cannot start the shell: " + err.Error() + "\r\n"))
+			return 255
+		}
+		defer f.Close()
+		conn.OnControl = func(ctl gpuportal.SessionControl) {
+			if ctl.Resize != nil {
+				_ = pty.Setsize(f, &pty.Winsize{Cols: uint16(max(ctl.Resize.Cols, 1)), Rows: uint16(max(ctl.Resize.Rows, 1))})
+			}
+			signalCommand(cmd, ctl.Signal)
+		}
+		go func() {
+			_, _ = io.Copy(f, conn)
+			// The customer closed the session: end the shell (a hang-up).
+			_ = cmd.Process.Signal(syscall.SIGHUP)
+		}()
+		_, _ = io.Copy(conn, f) // until the shell and all that hold the pty end (EIO)
+		return exitCode(cmd.Wait())
+	}
+	conn.OnControl = func(ctl gpuportal.SessionControl) { signalCommand(cmd, ctl.Signal) }
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 255
+	}
+	cmd.Stdout, cmd.Stderr = conn, conn.StderrWriter()
+	if err := cmd.Start(); err != nil {
+		_, _ = conn.WriteStderr([]byte("gpuportal: cannot start the command: " + err.Error() + "\n"))
+		return 255
+	}
+	go func() {
+		_, _ = io.Copy(stdin, conn)
+		_ = stdin.Close() // EOF for the command
+	}()
+	return exitCode(cmd.Wait())
+}
+
+func exitCode(err error) int {
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exitErr):
+		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return exitErr.ExitCode()
+	default:
+		return 255
+	}
+}
+
+// sessionSignals are the signals a customer may send (RFC 4254 names).
+var sessionSignals = map[string]syscall.Signal{
+	"INT": syscall.SIGINT, "TERM": syscall.SIGTERM, "HUP": syscall.SIGHUP, "KILL": syscall.SIGKILL,
+	"QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2,
+}
+
+func signalCommand(cmd *exec.Cmd, name string) {
+	if sig, ok := sessionSignals[name]; ok && cmd.Process != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
+// joinTCP copies both ways between a session stream and a connection
+// inside the instance, passing each side's end of input on.
+func joinTCP(conn *stream.Conn, c net.Conn) {
+	defer c.Close()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _ = io.Copy(c, conn)
+		if tc, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = tc.CloseWrite()
+		}
+	}()
+	_, _ = io.Copy(conn, c)
+	_ = conn.CloseWrite()
+	wg.Wait()
+}
+
+// motdLocked is what a shell prints at login: what the instance is and,
+// when one is pending, its interruption notice.
+func (a *Agent) motdLocked(w *workload) string {
+	if w == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "gpuportal · instance %d (%s) · %d GPU · node %s\r\n", w.rec.InstanceID, w.rec.Lifecycle, len(w.rec.GPUs), a.creds.NodeID)
+	fmt.Fprintf(&b, "Checkpoints go in %s; they outlive an interruption.\r\n", a.checkpointDirSeen(w))
+	if line := a.noticeLineLocked(w); line != "" {
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+func (a *Agent) checkpointDirSeen(w *workload) string {
+	if _, ok := a.cfg.Runtime.(*ContainerRuntime); ok {
+		return ContainerCheckpointDir
+	}
+	return w.rec.CheckpointDir
+}
+
+// noticeLineLocked is the line a shell shows for w's pending notice.
+func (a *Agent) noticeLineLocked(w *workload) string {
+	if w.rec.NoticeAt.IsZero() || w.rec.Deadline.IsZero() {
+		return ""
+	}
+	left := max(0, w.rec.Deadline.Sub(a.clock.Now()).Round(time.Second))
+	what := "interrupted"
+	if w.rec.Action == "stop" {
+		what = "stopped"
+	}
+	if w.rec.Drill {
+		what += " (a drill)"
+	}
+	return fmt.Sprintf("\r\n*** gpuportal: this instance will be %s at %s (in %s, reason: %s). Save your work to the checkpoint directory now. ***\r\n",
+		what, w.rec.Deadline.UTC().Format("15:04:05 UTC"), left, w.rec.Reason)
+}
+
+// announceNoticeLocked writes w's new notice into its open shells.
+func (a *Agent) announceNoticeLocked(w *workload) {
+	line := a.noticeLineLocked(w)
+	if line == "" {
+		return
+	}
+	for _, s := range a.sessions {
+		if s.instanceID == w.rec.InstanceID && s.tty {
+			go func() { _, _ = s.conn.Write([]byte(line)) }()
+		}
+	}
+}
+
+// endSessionsLocked closes the sessions into an instance that ended.
+func (a *Agent) endSessionsLocked(instanceID int64) {
+	for _, s := range a.sessions {
+		if s.instanceID == instanceID {
+			s.cancel()
+		}
+	}
+}
+
+// SessionCommand runs argv in the container as its user
+// (`podman exec`), with a terminal when tty is set.
+func (r *ContainerRuntime) SessionCommand(p Process, argv []string, tty bool, term string) (*exec.Cmd, error) {
+	args := []string{"exec", "--interactive", "--workdir", ContainerCheckpointDir}
+	if tty {
+		if term == "" {
+			term = "xterm-256color"
+		}
+		args = append(args, "--tty", "--env", "TERM="+term)
+	}
+	args = append(append(args, p.ID()), argv...)
+	return exec.Command(r.CLI, args...), nil
+}
+
+// DialInside connects to a port in the container's own network namespace.
+func (r *ContainerRuntime) DialInside(p Process, port int) (net.Conn, error) {
+	return dialInNetns(p.PID(), fmt.Sprintf("127.0.0.1:%d", port))
+}
+
+func (r *ContainerRuntime) SFTPServer() string {
+	if r.SFTPHelper == "" {
+		return ""
+	}
+	return gpuportal.SFTPHelperPath
+}
+
+// SessionCommand runs argv as the workload does: its user, its
+// directory and, when isolated, its PID and mount namespaces.
+func (r ExecRuntime) SessionCommand(p Process, argv []string, tty bool, term string) (*exec.Cmd, error) {
+	var cmd *exec.Cmd
+	if r.Init != "" {
+		args := []string{"--target", fmt.Sprint(p.PID()), "--pid", "--mount", "--setuid", fmt.Sprint(r.UID), "--setgid", fmt.Sprint(r.GID), "--"}
+		cmd = exec.Command("nsenter", append(args, argv...)...)
+	} else {
+		cmd = exec.Command(argv[0], argv[1:]...)
+	}
+	if dir, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", p.PID())); err == nil {
+		cmd.Dir = dir
+	}
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + cmd.Dir, "LANG=C.UTF-8"}
+	if tty {
+		if term == "" {
+			term = "xterm-256color"
+		}
+		cmd.Env = append(cmd.Env, "TERM="+term)
+	}
+	return cmd, nil
+}
+
+// DialInside: an exec workload shares the node's network.
+func (r ExecRuntime) DialInside(_ Process, port int) (net.Conn, error) {
+	return net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 5*time.Second)
+}
+
+func (r ExecRuntime) SFTPServer() string { return r.SFTPHelper }

@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gpuportal"
+	"gpuportal/store/storetest"
+)
+
+// sshClient runs the real OpenSSH tools against the portal's gateway with
+// one key.
+type sshClient struct {
+	t    *testing.T
+	host string
+	port string
+	key  string
+}
+
+// needOpenSSH skips (or, in CI, fails) without OpenSSH's client tools.
+func needOpenSSH(t *testing.T) {
+	t.Helper()
+	for _, bin := range []string{"ssh", "scp", "sftp", "ssh-keygen"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("the gateway tests need %s; .ci/run installs openssh-client", bin)
+			}
+			t.Skipf("skipping: the gateway tests need %s (apt-get install -y openssh-client)", bin)
+		}
+	}
+}
+
+// newKey makes an ed25519 key pair in dir and returns its private key's
+// path and its public line.
+func newKey(t *testing.T, dir, name string) (string, string) {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name+"@e2e", "-f", path).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	pub, err := os.ReadFile(path + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, strings.TrimSpace(string(pub))
+}
+
+func (p *portal) sshClient(t *testing.T, key string) *sshClient {
+	host, port, _ := net.SplitHostPort(p.ssh)
+	return &sshClient{t: t, host: host, port: port, key: key}
+}
+
+func (c *sshClient) opts() []string {
+	return []string{"-i", c.key, "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=20"}
+}
+
+// ssh runs `ssh -p PORT <args>` and returns its output and exit status.
+func (c *sshClient) ssh(stdin string, args ...string) (string, int) {
+	c.t.Helper()
+	cmd := exec.Command("ssh", append(append([]string{"-p", c.port}, c.opts()...), args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			c.t.Fatalf("ssh: %v", err)
+		}
+		code = ee.ExitCode()
+	}
+	return string(out), code
+}
+
+func (c *sshClient) target(id int64) string { return fmt.Sprintf("%d@%s", id, c.host) }
+
+// (issue 23) The real OpenSSH client through the gateway into a podman
+// container started by a real agent: a command's output and exit status,
+// a shell on a pty, a 32 MiB file copied in intact with scp and read
+// back with sftp, a forwarded port reaching a web server inside; another
+// customer's key, a password and a stopped instance are refused.
+func TestSSHIntoAContainer(t *testing.T) {
+	needPodman(t)
+	needOpenSSH(t)
+	p := startPortal(t, false)
+	addTestImage(t, p)
+	startPodmanAgent(t, p, t.TempDir(), t.TempDir())
+	dir := t.TempDir()
+
+	aliceKey, alicePub := newKey(t, dir, "alice")
+	body, _ := json.Marshal(map[string]string{"name": "laptop", "public_key": alicePub})
+	if st := p.api("POST", "/api/v1/ssh-keys", p.user, string(body), nil); st != 201 {
+		t.Fatalf("add key = %d", st)
+	}
+	malloryKey, malloryPub := newKey(t, dir, "mallory")
+	mallory := p.token(mustUser(t, p, "mallory@example.com"))
+	body, _ = json.Marshal(map[string]string{"name": "mallory", "public_key": malloryPub})
+	if st := p.api("POST", "/api/v1/ssh-keys", mallory, string(body), nil); st != 201 {
+		t.Fatalf("add mallory's key = %d", st)
+	}
+	var where struct {
+		Host        string `json:"host"`
+		Port        int    `json:"port"`
+		Fingerprint string `json:"host_key_fingerprint"`
+	}
+	if st := p.api("GET", "/api/v1/ssh", p.user, "", &where); st != 200 || where.Port == 0 || !strings.HasPrefix(where.Fingerprint, "SHA256:") {
+		t.Fatalf("GET /ssh = %d %+v", st, where)
+	}
+
+	// A web server inside the container, on its own loopback only.
+	inst := launchIn(t, p, 1, "mkdir -p /tmp/www && echo served-from-inside > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:8000 -h /tmp/www", false)
+	eventually(t, 60*time.Second, "instance running", func() bool {
+		i := p.instance(inst.ID)
+		if i.Status == gpuportal.InstanceFailed {
+			t.Fatalf("instance failed: %s %s", i.Error, i.LogTail)
+		}
+		return i.Status == gpuportal.InstanceRunning
+	})
+	alice := p.sshClient(t, aliceKey)
+
+	// A command: its output and its exit status.
+	out, code := alice.ssh("", alice.target(inst.ID), "echo hello from $(hostname); id -u; exit 7")
+	if code != 7 || !strings.Contains(out, fmt.Sprintf("hello from instance-%d", inst.ID)) {
+		t.Fatalf("ssh command: exit %d, output %q", code, out)
+	}
+	if lines := strings.Fields(out); len(lines) < 4 || lines[len(lines)-1] == "0" {
+		t.Fatalf("the session runs as root, not the container's user: %q", out)
+	}
+
+	// A shell on a pty: the banner, then what was typed.
+	out, code = alice.ssh("echo $((6*7)); tty; exit\n", "-tt", alice.target(inst.ID))
+	if code != 0 || !strings.Contains(out, "42") || !strings.Contains(out, "/dev/pts/") || !strings.Contains(out, fmt.Sprintf("instance %d", inst.ID)) {
+		t.Fatalf("pty shell: exit %d, output %q", code, out)
+	}
+
+	// scp a 32 MiB file in, check it inside, sftp it back out.
+	big := make([]byte, 32<<20)
+	_, _ = rand.Read(big)
+	sum := sha256.Sum256(big)
+	local := filepath.Join(dir, "big.bin")
+	if err := os.WriteFile(local, big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scp := exec.Command("scp", append(append([]string{"-P", alice.port}, alice.opts()...), local, alice.target(inst.ID)+":/checkpoint/big.bin")...)
+	if out, err := scp.CombinedOutput(); err != nil {
+		t.Fatalf("scp: %v\n%s", err, out)
+	}
+	out, code = alice.ssh("", alice.target(inst.ID), "sha256sum /checkpoint/big.bin")
+	if code != 0 || !strings.Contains(out, hex.EncodeToString(sum[:])) {
+		t.Fatalf("the copied file is not intact: exit %d, %q", code, out)
+	}
+	batch := filepath.Join(dir, "batch")
+	back := filepath.Join(dir, "back.bin")
+	_ = os.WriteFile(batch, []byte("ls /checkpoint\nget /checkpoint/big.bin "+back+"\n"), 0o600)
+	sftp := exec.Command("sftp", append(append([]string{"-P", alice.port, "-b", batch}, alice.opts()...), alice.target(inst.ID))...)
+	if out, err := sftp.CombinedOutput(); err != nil || !strings.Contains(string(out), "big.bin") {
+		t.Fatalf("sftp: %v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(back); !bytes.Equal(got, big) {
+		t.Fatalf("sftp brought back %d bytes, not the file", len(got))
+	}
+
+	// -L: a local port reaching the web server inside the container.
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	localPort := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fwd := exec.CommandContext(ctx, "ssh", append(append([]string{"-p", alice.port, "-N", "-o", "ExitOnForwardFailure=yes",
+		"-L", fmt.Sprintf("127.0.0.1:%d:localhost:8000", localPort)}, alice.opts()...), alice.target(inst.ID))...)
+	var fwdLog bytes.Buffer
+	fwd.Stderr = &fwdLog
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = fwd.Wait() }()
+	page := ""
+	eventually(t, 30*time.Second, "the forwarded port answers", func() bool {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(localPort) + "/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		page = string(raw)
+		return resp.StatusCode == 200
+	})
+	if !strings.Contains(page, "served-from-inside") {
+		t.Fatalf("forwarded port answered %q (ssh: %s)", page, fwdLog.String())
+	}
+	// A connection held open through the forward is a session the
+	// instance's page lists.
+	held, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(localPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the open session listed", func() bool {
+		for _, s := range p.instance(inst.ID).Sessions {
+			if s.Kind == gpuportal.SessionTCP && s.Port == 8000 {
+				return true
+			}
+		}
+		return false
+	})
+	held.Close()
+
+	// Refused: another customer's key, a password, then a stopped instance.
+	if out, code := p.sshClient(t, malloryKey).ssh("", alice.target(inst.ID), "true"); code != 255 || !strings.Contains(out, "Permission denied") {
+		t.Fatalf("another customer's key: exit %d, %q", code, out)
+	}
+	pw := exec.Command("ssh", "-p", alice.port, "-o", "PubkeyAuthentication=no", "-o", "PreferredAuthentications=password,keyboard-interactive",
+		"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", alice.target(inst.ID), "true")
+	if out, err := pw.CombinedOutput(); err == nil || !strings.Contains(string(out), "Permission denied (publickey)") {
+		t.Fatalf("password login: %v %q", err, out)
+	}
+	if st := p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", inst.ID), p.user, "", nil); st != 200 {
+		t.Fatalf("stop = %d", st)
+	}
+	eventually(t, 60*time.Second, "instance stopped", func() bool { return p.instance(inst.ID).Status == gpuportal.InstanceStopped })
+	if out, code := alice.ssh("", alice.target(inst.ID), "true"); code != 255 || !strings.Contains(out, "Permission denied") {
+		t.Fatalf("a stopped instance: exit %d, %q", code, out)
+	}
+}
+
+func mustUser(t *testing.T, p *portal, email string) *gpuportal.User {
+	return storetest.MustCreateUser(t, p.db, email, gpuportal.RoleCustomer)
+}

@@ -1,0 +1,111 @@
+package gpuportal
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// Session kinds: what a session runs inside its instance.
+const (
+	SessionShell    = "shell"    // an interactive shell with a pty (SSH, the web terminal)
+	SessionExec     = "exec"     // one command, its exit status returned (ssh host cmd)
+	SessionSFTP     = "sftp"     // the SFTP helper (sftp, scp)
+	SessionTCP      = "tcp"      // a TCP connection to a port inside (ssh -L, a proxied web app)
+	SessionTerminal = "terminal" // the web terminal: a shell with a pty over a WebSocket
+)
+
+// Limits on sessions.
+const (
+	MaxSessionsPerUser = 20
+	// SessionConnectTimeout is how long a session waits for its node's
+	// agent to connect out for it.
+	SessionConnectTimeout = 20 * time.Second
+	// SessionSeenEvery is how often the portal holding a session marks it
+	// alive; one not marked for SessionStaleAfter counts as ended (its
+	// portal died without closing it).
+	SessionSeenEvery  = time.Minute
+	SessionStaleAfter = 3 * time.Minute
+)
+
+// Session is an interactive connection into a running instance.
+type Session struct {
+	ID         string    `json:"id"`
+	InstanceID int64     `json:"instance_id"`
+	UserID     int64     `json:"-"`
+	Node       string    `json:"-"`
+	Kind       string    `json:"kind"`
+	Port       int       `json:"port,omitempty"`
+	OpenedAt   time.Time `json:"opened_at"`
+}
+
+// SessionRequest is what a customer's connection asks of a session.
+type SessionRequest struct {
+	// ID names the session (random, chosen by the portal that holds the
+	// customer's end, so it can wait for the agent before asking for it);
+	// "" lets the store choose.
+	ID      string
+	Kind    string
+	Command string // SessionExec
+	Port    int    // SessionTCP
+	TTY     *TTY   // a pty of this size (shells)
+	// Group ties the streams of one customer connection together (the
+	// channels and forwards of one SSH connection): the per-user limit
+	// counts groups, not streams.
+	Group string
+}
+
+// TTY is a terminal's type and size.
+type TTY struct {
+	Term string `json:"term,omitempty"`
+	Cols int    `json:"cols"`
+	Rows int    `json:"rows"`
+}
+
+// DesiredSession asks an agent to connect out to the portal for one
+// session: GET <URL or its portal>/api/v1/agent/sessions/<ID>/stream with
+// its node token, a WebSocket (see SessionControl for what it carries).
+type DesiredSession struct {
+	ID         string `json:"id"`
+	InstanceID int64  `json:"instance_id"`
+	Attempt    int    `json:"attempt"`
+	Kind       string `json:"kind"`
+	Command    string `json:"command,omitempty"`
+	Port       int    `json:"port,omitempty"`
+	TTY        *TTY   `json:"tty,omitempty"`
+	// URL is the portal that holds the customer's end ("" = the agent's
+	// own portal): with several portals, the agent connects to that one.
+	URL string `json:"url,omitempty"`
+}
+
+// A session stream is a WebSocket between the portal and the agent.
+// Binary messages carry bytes: from the portal, the session's input; from
+// the agent, its output, the first byte saying which (StreamStdout or
+// StreamStderr). Text messages carry one SessionControl as JSON.
+const (
+	StreamStdout byte = 1
+	StreamStderr byte = 2
+)
+
+// SessionControl is a control message on a session stream. From the
+// portal: Resize, Signal, EOF (no more input). From the agent: Exit (the
+// command ended; the stream closes after it), Error (it could not start).
+type SessionControl struct {
+	Resize *TTY   `json:"resize,omitempty"`
+	Signal string `json:"signal,omitempty"` // INT, TERM, HUP, KILL, QUIT, USR1, USR2
+	EOF    bool   `json:"eof,omitempty"`
+	Exit   *int   `json:"exit,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// SFTPHelperPath is where, inside every container, the agent mounts its
+// static SFTP server (images such as busybox have none).
+const SFTPHelperPath = "/.gpuportal/sftp-server"
+
+// NewSessionID is a random session id (32 hex digits): the agent's stream
+// names its session by it, so it must not be guessable.
+func NewSessionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}

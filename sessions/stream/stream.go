@@ -1,0 +1,162 @@
+// Package stream is the wire of a session between the portal and a node's
+// agent: a WebSocket whose binary messages carry the session's bytes (the
+// first byte says which stream: input, output or error output) and whose
+// text messages carry control (gpuportal.SessionControl as JSON). Both
+// ends use it: the portal reads the output and writes the input, the agent
+// the other way round.
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"gpuportal"
+)
+
+// StreamInput marks a binary message of input (portal → agent).
+const StreamInput byte = 0
+
+// chunk is the most bytes one message carries (well under the read limit).
+const chunk = 32 << 10
+
+// Conn is one end of a session stream. Read returns the bytes of the
+// other end's main stream (output at the portal, input at the agent) and
+// io.EOF once it has no more; Write sends this end's main stream.
+type Conn struct {
+	ws  *websocket.Conn
+	ctx context.Context
+	out byte // the stream byte this end's Write sends
+
+	// Stderr receives the other end's error output (at the portal).
+	Stderr io.Writer
+	// OnControl is called, from Read, for each control message but Exit
+	// and EOF (resizes, signals at the agent).
+	OnControl func(gpuportal.SessionControl)
+
+	wmu  sync.Mutex
+	buf  []byte
+	eof  bool
+	exit *int
+	fail string
+}
+
+// Portal wraps the portal's end: Write sends input.
+func Portal(ctx context.Context, ws *websocket.Conn) *Conn {
+	ws.SetReadLimit(chunk + 1024)
+	return &Conn{ws: ws, ctx: ctx, out: StreamInput, Stderr: io.Discard}
+}
+
+// Agent wraps the agent's end: Write sends output.
+func Agent(ctx context.Context, ws *websocket.Conn) *Conn {
+	ws.SetReadLimit(chunk + 1024)
+	return &Conn{ws: ws, ctx: ctx, out: gpuportal.StreamStdout, Stderr: io.Discard}
+}
+
+// Read reads the other end's main stream.
+func (c *Conn) Read(p []byte) (int, error) {
+	for len(c.buf) == 0 {
+		if c.eof {
+			return 0, io.EOF
+		}
+		typ, msg, err := c.ws.Read(c.ctx)
+		if err != nil {
+			c.eof = true
+			if websocket.CloseStatus(err) != -1 || errors.Is(err, io.EOF) || c.ctx.Err() != nil {
+				return 0, io.EOF
+			}
+			return 0, err
+		}
+		if typ == websocket.MessageText {
+			var ctl gpuportal.SessionControl
+			if json.Unmarshal(msg, &ctl) != nil {
+				continue
+			}
+			switch {
+			case ctl.Exit != nil:
+				c.exit, c.eof = ctl.Exit, true
+			case ctl.Error != "":
+				c.fail, c.eof = ctl.Error, true
+			case ctl.EOF:
+				c.eof = true
+			case c.OnControl != nil:
+				c.OnControl(ctl)
+			}
+			continue
+		}
+		if len(msg) == 0 {
+			continue
+		}
+		if msg[0] == gpuportal.StreamStderr {
+			if _, err := c.Stderr.Write(msg[1:]); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		c.buf = msg[1:]
+	}
+	n := copy(p, c.buf)
+	c.buf = c.buf[n:]
+	return n, nil
+}
+
+// Write sends this end's main stream.
+func (c *Conn) Write(p []byte) (int, error) { return c.send(c.out, p) }
+
+// WriteStderr sends error output (the agent's end).
+func (c *Conn) WriteStderr(p []byte) (int, error) { return c.send(gpuportal.StreamStderr, p) }
+
+// Stderr returns a writer of error output (the agent's end).
+func (c *Conn) StderrWriter() io.Writer { return writerFunc(c.WriteStderr) }
+
+func (c *Conn) send(stream byte, p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	msg := make([]byte, 0, min(len(p), chunk)+1)
+	n := 0
+	for len(p) > 0 {
+		part := p[:min(len(p), chunk)]
+		msg = append(append(msg[:0], stream), part...)
+		if err := c.ws.Write(c.ctx, websocket.MessageBinary, msg); err != nil {
+			return n, err
+		}
+		n += len(part)
+		p = p[len(part):]
+	}
+	return n, nil
+}
+
+// Control sends a control message.
+func (c *Conn) Control(ctl gpuportal.SessionControl) error {
+	raw, err := json.Marshal(ctl)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.ws.Write(c.ctx, websocket.MessageText, raw)
+}
+
+// CloseWrite tells the other end this end sends no more (EOF).
+func (c *Conn) CloseWrite() error { return c.Control(gpuportal.SessionControl{EOF: true}) }
+
+// Exit is the exit status the agent sent (nil if none came: the stream
+// broke, or it carries a TCP connection).
+func (c *Conn) Exit() *int { return c.exit }
+
+// Failure is why the agent could not start the session ("" if it did).
+func (c *Conn) Failure() string { return c.fail }
+
+// Close ends the stream.
+func (c *Conn) Close() error { return c.ws.Close(websocket.StatusNormalClosure, "") }
+
+// CloseNow drops the stream without the closing handshake.
+func (c *Conn) CloseNow() error { return c.ws.CloseNow() }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

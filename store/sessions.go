@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gpuportal"
+)
+
+// Sessions are kept in real time (db.Wall), not the business clock: they
+// are live connections, and their staleness is measured in wall seconds.
+
+// sessionOpenSQL is the condition for a session row that is open now:
+// not closed, marked seen by its portal lately, its instance still
+// running. (An instance's end needs no hook: its sessions stop counting.)
+const sessionOpenSQL = `s.closed_at IS NULL AND s.seen_at >= ? AND i.status IN ('running', 'interrupting')`
+
+// SessionUser authorises a login into an instance: the key (by its
+// fingerprint) must be one its owner registered, the owner's account
+// active and the instance running. Every refusal reads the same to the
+// client (which instance exists is not its business); err says why, for
+// the log.
+func (db *DB) SessionUser(ctx context.Context, instanceID int64, fingerprint string) (*gpuportal.User, error) {
+	var userID int64
+	var status string
+	err := db.read.QueryRowContext(ctx, `SELECT i.user_id, i.status FROM instances i
+		JOIN ssh_keys k ON k.user_id = i.user_id AND k.fingerprint = ?
+		JOIN users u ON u.id = i.user_id AND u.disabled_at IS NULL
+		WHERE i.id = ?`, fingerprint, instanceID).Scan(&userID, &status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Instance %d not found.", instanceID)
+	} else if err != nil {
+		return nil, fmt.Errorf("session key: %w", err)
+	}
+	if status != gpuportal.InstanceRunning && status != gpuportal.InstanceInterrupting {
+		return nil, gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s: sessions open only while it runs.", instanceID, status)
+	}
+	return db.UserByID(ctx, userID)
+}
+
+// OpenSession records a session its owner opens into a running instance
+// and asks the instance's node (through its desired state) to connect out
+// to url for it. A user has at most gpuportal.MaxSessionsPerUser groups
+// open at once.
+func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID int64, req gpuportal.SessionRequest, url string) (gpuportal.Session, error) {
+	s := gpuportal.Session{InstanceID: instanceID, UserID: user.ID, Kind: req.Kind, Port: req.Port}
+	switch req.Kind {
+	case gpuportal.SessionShell, gpuportal.SessionTerminal, gpuportal.SessionExec, gpuportal.SessionSFTP:
+	case gpuportal.SessionTCP:
+		if req.Port < 1 || req.Port > 65535 {
+			return s, gpuportal.FieldErrorf(gpuportal.EINVALID, "port", "A port is a number from 1 to 65535.")
+		}
+	default:
+		return s, gpuportal.Errorf(gpuportal.EINVALID, "Unknown session kind %q.", req.Kind)
+	}
+	s.ID = req.ID
+	if s.ID == "" {
+		s.ID = gpuportal.NewSessionID()
+	} else if len(s.ID) != 32 || strings.Trim(s.ID, "0123456789abcdef") != "" {
+		return s, gpuportal.Errorf(gpuportal.EINVALID, "A session id is 32 hex digits.")
+	}
+	tty := ""
+	if req.TTY != nil {
+		raw, _ := json.Marshal(req.TTY)
+		tty = string(raw)
+	}
+	now := db.Wall.Now()
+	s.OpenedAt = now.Truncate(time.Second)
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		var owner int64
+		var status string
+		var node sql.NullString
+		err := tx.QueryRowContext(ctx, `SELECT user_id, status, node_id FROM instances WHERE id = ?`, instanceID).Scan(&owner, &status, &node)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && owner != user.ID) {
+			// Admins included: nobody but the owner gets into a container.
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Instance %d not found.", instanceID)
+		} else if err != nil {
+			return fmt.Errorf("session instance: %w", err)
+		}
+		if (status != gpuportal.InstanceRunning && status != gpuportal.InstanceInterrupting) || !node.Valid {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s: sessions open only while it runs.", instanceID, status)
+		}
+		s.Node = node.String
+		var groups int
+		if err := tx.QueryRowContext(ctx, `SELECT count(DISTINCT s.grp) FROM `+db.indexedAs("sessions", "s", "sessions_open_by_user")+` JOIN instances i ON i.id = s.instance_id
+			WHERE s.user_id = ? AND s.grp <> ? AND `+sessionOpenSQL, user.ID, req.Group, unix(now.Add(-gpuportal.SessionStaleAfter))).Scan(&groups); err != nil {
+			return fmt.Errorf("count sessions: %w", err)
+		}
+		if groups >= gpuportal.MaxSessionsPerUser {
+			return gpuportal.Errorf(gpuportal.ERATELIMITED, "You have %d sessions open, the most at once; close one first.", groups)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, instance_id, user_id, node_id, kind, command, port, tty, grp, url, opened_at, seen_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			s.ID, instanceID, user.ID, s.Node, req.Kind, req.Command, req.Port, tty, req.Group, url, unix(now), unix(now)); err != nil {
+			return fmt.Errorf("open session: %w", err)
+		}
+		return bumpNode(ctx, tx, s.Node)
+	})
+	if err != nil {
+		return s, err
+	}
+	db.wake(ctx, s.Node)
+	return s, nil
+}
+
+// ClaimSession is the agent of node connecting out for session id: it is
+// that node's, not claimed before, not closed, and its instance still
+// runs. A session is claimed once; what the agent is to run comes from
+// the row, never from the agent.
+func (db *DB) ClaimSession(ctx context.Context, node, id string) (gpuportal.DesiredSession, error) {
+	var d gpuportal.DesiredSession
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		now := db.Wall.Now()
+		var tty string
+		err := tx.QueryRowContext(ctx, `SELECT s.id, s.instance_id, i.attempt, s.kind, s.command, s.port, s.tty FROM sessions s JOIN instances i ON i.id = s.instance_id
+			WHERE s.id = ? AND s.node_id = ? AND i.node_id = s.node_id AND s.connected_at IS NULL AND `+sessionOpenSQL, id, node, unix(now.Add(-gpuportal.SessionStaleAfter))).
+			Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty)
+		if errors.Is(err, sql.ErrNoRows) {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "No session %s waits for this node.", id)
+		} else if err != nil {
+			return fmt.Errorf("claim session: %w", err)
+		}
+		if tty != "" {
+			d.TTY = &gpuportal.TTY{}
+			if err := json.Unmarshal([]byte(tty), d.TTY); err != nil {
+				return fmt.Errorf("session tty: %w", err)
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE sessions SET connected_at = ? WHERE id = ?`, unix(now), id)
+		return err
+	})
+	return d, err
+}
+
+// CloseSession ends a session (its customer or its agent went away).
+func (db *DB) CloseSession(ctx context.Context, id string) error {
+	_, err := db.write.ExecContext(ctx, `UPDATE sessions SET closed_at = ? WHERE id = ? AND closed_at IS NULL`, unix(db.Wall.Now()), id)
+	if err != nil {
+		return fmt.Errorf("close session: %w", err)
+	}
+	return nil
+}
+
+// SeeSessions marks the sessions a portal holds as alive (every
+// gpuportal.SessionSeenEvery), so that those of a portal that died stop
+// counting once they go stale.
+func (db *DB) SeeSessions(ctx context.Context, ids []string) error {
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), 500)]
+		ids = ids[len(batch):]
+		args := []any{unix(db.Wall.Now())}
+		for _, id := range batch {
+			args = append(args, id)
+		}
+		if _, err := db.write.ExecContext(ctx, `UPDATE sessions SET seen_at = ? WHERE closed_at IS NULL AND id IN (?`+strings.Repeat(", ?", len(batch)-1)+`)`, args...); err != nil {
+			return fmt.Errorf("see sessions: %w", err)
+		}
+	}
+	return nil
+}
+
+// OpenSessions lists the sessions open now into an instance, oldest first.
+func (db *DB) OpenSessions(ctx context.Context, instanceID int64) ([]gpuportal.Session, error) {
+	out, err := scanAll(ctx, db.read, func(r *sql.Rows, s *gpuportal.Session) error {
+		var opened int64
+		err := r.Scan(&s.ID, &s.InstanceID, &s.UserID, &s.Node, &s.Kind, &s.Port, &opened)
+		s.OpenedAt = fromUnix(opened)
+		return err
+	}, `SELECT s.id, s.instance_id, s.user_id, s.node_id, s.kind, s.port, s.opened_at FROM sessions s JOIN instances i ON i.id = s.instance_id
+		WHERE s.instance_id = ? AND s.connected_at IS NOT NULL AND `+sessionOpenSQL+` ORDER BY s.opened_at, s.id`, instanceID, unix(db.Wall.Now().Add(-gpuportal.SessionStaleAfter)))
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	if out == nil {
+		out = []gpuportal.Session{}
+	}
+	return out, nil
+}
+
+// desiredSessions lists the sessions node's agent should connect out for:
+// opened, not yet claimed, still waiting (younger than the connect
+// timeout).
+func (db *DB) desiredSessions(ctx context.Context, node string) ([]gpuportal.DesiredSession, error) {
+	now := db.Wall.Now()
+	return scanAll(ctx, db.read, func(r *sql.Rows, d *gpuportal.DesiredSession) error {
+		var tty string
+		if err := r.Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL); err != nil {
+			return err
+		}
+		if tty != "" {
+			d.TTY = &gpuportal.TTY{}
+			return json.Unmarshal([]byte(tty), d.TTY)
+		}
+		return nil
+	}, `SELECT s.id, s.instance_id, i.attempt, s.kind, s.command, s.port, s.tty, s.url FROM `+db.indexedAs("sessions", "s", "sessions_open_by_node")+` JOIN instances i ON i.id = s.instance_id
+		WHERE s.node_id = ? AND s.connected_at IS NULL AND s.opened_at >= ? AND `+sessionOpenSQL+` ORDER BY s.opened_at, s.id`,
+		node, unix(now.Add(-gpuportal.SessionConnectTimeout)), unix(now.Add(-gpuportal.SessionStaleAfter)))
+}

@@ -1,0 +1,152 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/coder/websocket"
+	"github.com/labstack/echo/v4"
+
+	"gpuportal"
+	"gpuportal/sessions"
+	"gpuportal/web/templates"
+)
+
+// apiAgentSessionStream is a node's agent connecting out for a session
+// this portal holds: its node token, a session of its node that waits
+// here and has not been claimed. The request then carries the stream
+// (a WebSocket) until the session ends.
+func (s *Server) apiAgentSessionStream(c echo.Context) error {
+	node, err := s.nodeOf(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	// Checked before the claim: a session held by another portal stays
+	// unclaimed for the agent to take there.
+	if !s.hub.Waiting(id) {
+		return gpuportal.Errorf(gpuportal.ENOTFOUND, "No session %s waits on this portal.", id)
+	}
+	if _, err := s.db.ClaimSession(c.Request().Context(), node, id); err != nil {
+		return err
+	}
+	if err := s.hub.Accept(c.Response(), c.Request(), id); errors.Is(err, sessions.ErrNotWaiting) {
+		return gpuportal.Errorf(gpuportal.ENOTFOUND, "No session %s waits on this portal.", id)
+	} else if err != nil {
+		s.log.Warn("session stream", "session", id, "node", node, "err", err)
+	}
+	return nil
+}
+
+// apiSSH tells a customer where the SSH gateway is (for ~/.ssh/config).
+func (s *Server) apiSSH(c echo.Context) error {
+	if s.cfg.SSH.Port == 0 {
+		return gpuportal.Errorf(gpuportal.ENOTFOUND, "This portal runs no SSH gateway (--ssh-addr is empty).")
+	}
+	return c.JSON(http.StatusOK, s.cfg.SSH)
+}
+
+// terminalMessage is a text frame of the web terminal's WebSocket.
+type terminalMessage struct {
+	Resize *gpuportal.TTY `json:"resize,omitempty"`
+	Exit   *int           `json:"exit,omitempty"`
+	Error  string         `json:"error,omitempty"`
+}
+
+// handleTerminalWS is the web terminal's WebSocket: the owner's browser
+// session, same origin only (the library refuses another Origin), a shell
+// with a pty in the instance. Binary frames carry the terminal's bytes
+// both ways; text frames carry terminalMessage.
+func (s *Server) handleTerminalWS(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	user := currentUser(c)
+	cols, _ := strconv.Atoi(c.QueryParam("cols"))
+	rows, _ := strconv.Atoi(c.QueryParam("rows"))
+	tty := &gpuportal.TTY{Term: "xterm-256color", Cols: min(max(cols, 20), 500), Rows: min(max(rows, 5), 200)}
+	if cols == 0 || rows == 0 {
+		tty.Cols, tty.Rows = 120, 32
+	}
+	ws, err := websocket.Accept(c.Response(), c.Request(), nil)
+	if err != nil {
+		return nil // the library answered (403 for another Origin)
+	}
+	ctx := c.Request().Context()
+	sendText := func(m terminalMessage) {
+		raw, _ := json.Marshal(m)
+		_ = ws.Write(ctx, websocket.MessageText, raw)
+	}
+	conn, done, err := s.hub.Open(ctx, user, id, gpuportal.SessionRequest{Kind: gpuportal.SessionTerminal, TTY: tty, Group: gpuportal.NewSessionID()})
+	if err != nil {
+		sendText(terminalMessage{Error: gpuportal.ErrorMessage(err)})
+		_ = ws.Close(websocket.StatusNormalClosure, "")
+		return nil
+	}
+	defer done()
+	ws.SetReadLimit(64 << 10)
+	go func() {
+		for {
+			typ, msg, err := ws.Read(ctx)
+			if err != nil {
+				_ = conn.CloseWrite()
+				return
+			}
+			if typ == websocket.MessageBinary {
+				if _, err := conn.Write(msg); err != nil {
+					return
+				}
+				continue
+			}
+			var m terminalMessage
+			if json.Unmarshal(msg, &m) == nil && m.Resize != nil && m.Resize.Cols > 0 && m.Resize.Rows > 0 {
+				_ = conn.Control(gpuportal.SessionControl{Resize: &gpuportal.TTY{Term: tty.Term, Cols: min(m.Resize.Cols, 500), Rows: min(m.Resize.Rows, 200)}})
+			}
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := conn.Read(buf)
+		if n > 0 {
+			if werr := ws.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
+				return nil
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	switch {
+	case conn.Failure() != "":
+		sendText(terminalMessage{Error: conn.Failure()})
+	case conn.Exit() != nil:
+		sendText(terminalMessage{Exit: conn.Exit()})
+	default:
+		sendText(terminalMessage{Error: "The session was lost: the instance ended or its node went away."})
+	}
+	_ = ws.Close(websocket.StatusNormalClosure, "")
+	return nil
+}
+
+// handleTerminalPage is the web terminal of a running instance (its
+// owner's only).
+func (s *Server) handleTerminalPage(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	i, err := s.db.Instance(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	if i.UserID != currentUser(c).ID {
+		return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only the instance's owner opens sessions into it.")
+	}
+	if i.Status != gpuportal.InstanceRunning && i.Status != gpuportal.InstanceInterrupting {
+		return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s: sessions open only while it runs.", id, i.Status)
+	}
+	return s.render(c, http.StatusOK, templates.TerminalPage(*i))
+}
