@@ -2,15 +2,13 @@ package web
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"gpuportal"
+	"gpuportal/internal/browsertest"
 	"gpuportal/store/storetest"
 )
 
@@ -24,48 +22,7 @@ func chromium(t *testing.T) context.Context {
 		// tests run once, on SQLite; the HTTP suite runs on both.
 		t.Skip("browser tests run in the SQLite pass")
 	}
-	path := os.Getenv("CHROMIUM")
-	if path == "" {
-		for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"} {
-			if _, err := os.Stat(p); err == nil {
-				path = p
-				break
-			}
-		}
-	}
-	if path == "" {
-		if lp, err := exec.LookPath("chromium"); err == nil {
-			path = lp
-		}
-	}
-	if path == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but no Chromium found (apt-get install chromium)")
-		}
-		t.Skip("skipping browser test: no Chromium at /usr/bin/chromium (apt-get install chromium, or set CHROMIUM)")
-	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(path),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1280, 900),
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
+	return browsertest.Chromium(t)
 }
 
 // textOf returns the text content of the element matching sel.

@@ -12,6 +12,7 @@
   term.loadAddon(fit);
   term.open(box);
   fit.fit();
+  box.dataset.size = term.rows + " " + term.cols;
   var scheme = location.protocol === "https:" ? "wss://" : "ws://";
   var url = scheme + location.host + box.dataset.ws + "?cols=" + term.cols + "&rows=" + term.rows;
   var ws = new WebSocket(url);
@@ -40,6 +41,7 @@
     if (ws.readyState === WebSocket.OPEN) ws.send(enc.encode(d));
   });
   term.onResize(function (size) {
+    box.dataset.size = size.rows + " " + size.cols;
     if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ resize: { cols: size.cols, rows: size.rows } }));
   });
   window.addEventListener("resize", function () { fit.fit(); });
