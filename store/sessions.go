@@ -201,3 +201,56 @@ func (db *DB) desiredSessions(ctx context.Context, node string) ([]gpuportal.Des
 		WHERE s.node_id = ? AND s.connected_at IS NULL AND s.opened_at >= ? AND `+sessionOpenSQL+` ORDER BY s.opened_at, s.id`,
 		node, unix(now.Add(-gpuportal.SessionConnectTimeout)), unix(now.Add(-gpuportal.SessionStaleAfter)))
 }
+
+// AppTokenTTL is how long a handed-over web-app token works (once).
+const AppTokenTTL = 60 * time.Second
+
+// CreateAppToken hands the owner of a running instance a one-time token
+// for the origin of one of its ports (gpuportal.AppTokenTTL, once).
+func (db *DB) CreateAppToken(ctx context.Context, user *gpuportal.User, instanceID int64, port int) (string, error) {
+	if port < 1 || port > 65535 {
+		return "", gpuportal.FieldErrorf(gpuportal.EINVALID, "port", "A port is a number from 1 to 65535.")
+	}
+	token := gpuportal.NewSecret("gpa_")
+	now := db.Wall.Now()
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		var owner int64
+		var status string
+		err := tx.QueryRowContext(ctx, `SELECT user_id, status FROM instances WHERE id = ?`, instanceID).Scan(&owner, &status)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && owner != user.ID) {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Instance %d not found.", instanceID)
+		} else if err != nil {
+			return err
+		}
+		if status != gpuportal.InstanceRunning && status != gpuportal.InstanceInterrupting {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s: sessions open only while it runs.", instanceID, status)
+		}
+		// Tokens long expired are of no use to anyone.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM app_tokens WHERE expires_at < ?`, unix(now.Add(-time.Hour))); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO app_tokens (token_hash, user_id, instance_id, port, expires_at) VALUES (?, ?, ?, ?, ?)`,
+			gpuportal.HashSecret(token), user.ID, instanceID, port, unix(now.Add(AppTokenTTL)))
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// RedeemAppToken takes a handed-over token for an instance's port, once:
+// it returns the user it was made for.
+func (db *DB) RedeemAppToken(ctx context.Context, token string, instanceID int64, port int) (int64, error) {
+	var userID int64
+	err := db.inTx(ctx, func(tx *sql.Tx) error {
+		now := db.Wall.Now()
+		err := tx.QueryRowContext(ctx, `UPDATE app_tokens SET used_at = ? WHERE token_hash = ? AND instance_id = ? AND port = ? AND used_at IS NULL AND expires_at >= ? RETURNING user_id`,
+			unix(now), gpuportal.HashSecret(token), instanceID, port, unix(now)).Scan(&userID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "This link was used already or has expired: open the port again from the instance's page.")
+		}
+		return err
+	})
+	return userID, err
+}

@@ -88,6 +88,8 @@ func (s *Server) routes() {
 	app.GET("/instances/:id", s.handleInstancePage, requireUser)
 	app.GET("/instances/:id/terminal", s.handleTerminalPage, requireUser)
 	app.GET("/instances/:id/terminal/ws", s.handleTerminalWS, requireUser)
+	app.GET("/instances/:id/ports/open", s.handleOpenPort, requireUser)
+	app.GET("/instances/:id/ports/:port/open", s.handleOpenPort, requireUser)
 	app.POST("/instances", s.handleLaunchForm, requireUser)
 	app.POST("/instances/:id/stop", s.handleStopForm, requireUser)
 	app.POST("/instances/:id/drill", s.handleDrillForm, requireUser)

@@ -68,6 +68,10 @@ type Config struct {
 	// SSH is where the SSH gateway listens, as customers reach it (zero:
 	// no gateway).
 	SSH SSHEndpoint
+	// ProxyDomain is the domain web apps in instances are served under,
+	// at http://<instance id>-<port>.<ProxyDomain>[:<portal port>]/
+	// (--proxy-domain; default "localhost").
+	ProxyDomain string
 }
 
 // SSHEndpoint is what a customer puts in ~/.ssh/config (GET /ssh).
@@ -100,6 +104,7 @@ type Server struct {
 	whatIfs    whatIfRuns
 	stripe     *stripeProvider // nil: no Stripe
 	hub        *sessions.Hub
+	apps       *sessions.AppProxy
 }
 
 // New builds the server and its routes.
@@ -126,6 +131,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Hub = sessions.NewHub(cfg.DB, "", cfg.Logger)
 	}
 	go cfg.Hub.Run(ctx)
+	if cfg.ProxyDomain == "" {
+		cfg.ProxyDomain = "localhost"
+	}
+	apps, err := sessions.NewAppProxy(ctx, cfg.Hub, cfg.DB, cfg.ProxyDomain, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
 	sessions, err := newSessionStore(ctx, cfg.DB, cfg.Secret)
 	if err != nil {
 		return nil, err
@@ -137,6 +149,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		echo:     echo.New(),
 		sessions: sessions,
 		hub:      cfg.Hub,
+		apps:     apps,
 		limiter:  newLimiter(cfg.WallClock),
 		registry: prometheus.NewRegistry(),
 	}
@@ -171,7 +184,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 // ServeHTTP lets the server be used with httptest.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A web app's own origin: none of the portal's pages, cookies or
+	// middleware.
+	if _, _, ok := s.apps.Match(r.Host); ok {
+		s.apps.ServeHTTP(w, r)
+		return
+	}
+	s.echo.ServeHTTP(w, r)
+}
 
 // Registry is the Prometheus registry behind /metrics, for other components
 // (the scheduler) to add their own metrics to.

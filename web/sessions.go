@@ -3,7 +3,9 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/coder/websocket"
@@ -149,4 +151,47 @@ func (s *Server) handleTerminalPage(c echo.Context) error {
 		return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s: sessions open only while it runs.", id, i.Status)
 	}
 	return s.render(c, http.StatusOK, templates.TerminalPage(*i))
+}
+
+// handleOpenPort hands the owner of a running instance one of its ports
+// as a web app: a one-time token, and a 303 to the app's own origin,
+// which turns it into a cookie for itself alone. The form on the
+// instance page sends the port as ?port=N.
+func (s *Server) handleOpenPort(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	raw := c.Param("port")
+	if raw == "" {
+		raw = c.QueryParam("port")
+	}
+	port, err := strconv.Atoi(raw)
+	if err != nil {
+		return gpuportal.FieldErrorf(gpuportal.EINVALID, "port", "A port is a number from 1 to 65535.")
+	}
+	token, err := s.db.CreateAppToken(c.Request().Context(), currentUser(c), id, port)
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, s.apps.OpenURL(s.scheme(c), s.portalPort(c), id, port, token))
+}
+
+// scheme is how users reach this portal: the public URL's, else the
+// request's.
+func (s *Server) scheme(c echo.Context) string {
+	if u, err := url.Parse(s.cfg.PublicURL); err == nil && u.Scheme != "" {
+		return u.Scheme
+	}
+	return c.Scheme()
+}
+
+// portalPort is the port users reach this portal on (apps share it): the
+// public URL's, else the request's.
+func (s *Server) portalPort(c echo.Context) string {
+	if u, err := url.Parse(s.cfg.PublicURL); err == nil && u.Host != "" {
+		return u.Port()
+	}
+	_, port, _ := net.SplitHostPort(c.Request().Host)
+	return port
 }

@@ -166,6 +166,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	trustedProxies := fs.String("trusted-proxies", getenv("PORTAL_TRUSTED_PROXIES"), "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For/-Proto are believed (env PORTAL_TRUSTED_PROXIES; default none)")
 	metricsAllow := fs.String("metrics-allow", getenv("PORTAL_METRICS_ALLOW"), "comma-separated addresses or CIDRs allowed to read /metrics (env PORTAL_METRICS_ALLOW; default everyone)")
 	sshAddr := fs.String("ssh-addr", envOr(getenv, "PORTAL_SSH_ADDR", "127.0.0.1:2222"), "where the SSH gateway into instances listens (ssh -p PORT <instance id>@host); empty: no gateway (env PORTAL_SSH_ADDR)")
+	proxyDomain := fs.String("proxy-domain", envOr(getenv, "PORTAL_PROXY_DOMAIN", "localhost"), "web apps in instances are served at http://<instance id>-<port>.DOMAIN[:<port>]/ (production: a wildcard DNS name and certificate such as apps.example.com; the default localhost works in browsers on this machine) (env PORTAL_PROXY_DOMAIN)")
 	agentURL := fs.String("agent-url", getenv("PORTAL_AGENT_URL"), "this portal's own address as agents reach it, for the session streams they open (set it on each portal when several share a PostgreSQL database; default: the --portal agents were given) (env PORTAL_AGENT_URL)")
 	defaultTTL, err := envDuration(getenv, "PORTAL_ENROLLMENT_TOKEN_TTL", 24*time.Hour)
 	if err != nil {
@@ -315,7 +316,7 @@ environment:
 	}
 	defer stopGateway()
 	srv, err := web.New(ctx, web.Config{
-		Hub: hub, SSH: sshEndpoint,
+		Hub: hub, SSH: sshEndpoint, ProxyDomain: *proxyDomain,
 		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: loc, Secret: getenv("PORTAL_SECRET"), Scheduler: sched,
 		TrustedProxies: proxies, MetricsAllow: metricsNets, PublicURL: *publicURL, TestPayments: *testPayments, PaymentSecret: paymentSecret, Stripe: stripeCfg,
 	})
