@@ -351,7 +351,18 @@ func (r ExecRuntime) SessionCommand(p Process, argv []string, tty bool, term str
 	if dir, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", p.PID())); err == nil {
 		cmd.Dir = dir
 	}
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + cmd.Dir, "LANG=C.UTF-8"}
+	// The workload's own environment (its GPUs, its instance's
+	// variables), as its first process got it.
+	if raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.PID())); err == nil {
+		for _, kv := range strings.Split(string(raw), "\x00") {
+			if kv != "" {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+	}
+	if len(cmd.Env) == 0 {
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + cmd.Dir, "LANG=C.UTF-8"}
+	}
 	if tty {
 		if term == "" {
 			term = "xterm-256color"

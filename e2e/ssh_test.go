@@ -240,3 +240,80 @@ func TestSSHIntoAContainer(t *testing.T) {
 func mustUser(t *testing.T, p *portal, email string) *gpuportal.User {
 	return storetest.MustCreateUser(t, p.db, email, gpuportal.RoleCustomer)
 }
+
+// addKey registers a new key of the test customer and returns its client.
+func (p *portal) addKey(t *testing.T) *sshClient {
+	t.Helper()
+	key, pub := newKey(t, t.TempDir(), "alice")
+	body, _ := json.Marshal(map[string]string{"name": "laptop", "public_key": pub})
+	if st := p.api("POST", "/api/v1/ssh-keys", p.user, string(body), nil); st != 201 {
+		t.Fatalf("add key = %d", st)
+	}
+	return p.sshClient(t, key)
+}
+
+// (issue 23) A booking with a launch spec ("a machine to log into"): the
+// clock moves to its start, and the customer logs in over SSH without
+// launching anything by hand.
+func TestBookedMachineTakesSSHAtItsStart(t *testing.T) {
+	needOpenSSH(t)
+	p := startPortal(t, true) // 09:30 Shanghai
+	p.startAgent(t, t.TempDir(), t.TempDir(), "mock:dgxa100", true)
+	alice := p.addKey(t)
+	body, _ := json.Marshal(map[string]any{"model": "a100-80g", "region": "cd-1", "count": 8,
+		"start": "2026-12-01T10:00:00+08:00", "end": "2026-12-01T14:00:00+08:00", "launch": map[string]string{"command": gpuportal.MachineCommand}})
+	var r gpuportal.Reservation
+	if st := p.api("POST", "/api/v1/reservations", p.user, string(body), &r); st != 201 {
+		t.Fatalf("book = %d", st)
+	}
+	advance(t, p, "30m") // 10:00: it starts, and so does its machine
+	var inst gpuportal.Instance
+	eventually(t, 30*time.Second, "the reservation's own instance running", func() bool {
+		var list []gpuportal.Instance
+		p.api("GET", "/api/v1/instances", p.user, "", &list)
+		for _, i := range list {
+			if i.ReservationID != nil && *i.ReservationID == r.ID && i.Status == gpuportal.InstanceRunning {
+				inst = i
+				return true
+			}
+		}
+		return false
+	})
+	if inst.Count != 8 || inst.Kind != gpuportal.KindReserved {
+		t.Fatalf("the reservation launched %+v", inst)
+	}
+	out, code := alice.ssh("", alice.target(inst.ID), "echo $CUDA_VISIBLE_DEVICES")
+	if code != 0 || strings.Count(out, "GPU-") != 8 {
+		t.Fatalf("ssh into the booked machine: exit %d, %q (want its 8 GPUs)", code, out)
+	}
+}
+
+// (issue 23) A spot instance's open shell gets a line when its
+// interruption notice comes.
+func TestOpenShellSeesTheInterruptionNotice(t *testing.T) {
+	needOpenSSH(t)
+	p := startPortal(t, false)
+	p.startAgent(t, t.TempDir(), t.TempDir(), "mock:dgxa100", true)
+	alice := p.addKey(t)
+	var inst gpuportal.Instance
+	if st := p.api("POST", "/api/v1/instances", p.user, `{"kind":"spot","model":"a100-80g","region":"cd-1","count":1,"command":"sleep 3600"}`, &inst); st != 201 {
+		t.Fatalf("launch = %d", st)
+	}
+	eventually(t, 30*time.Second, "instance running", func() bool { return p.instance(inst.ID).Status == gpuportal.InstanceRunning })
+	cmd := exec.Command("ssh", append(append([]string{"-p", alice.port, "-tt"}, alice.opts()...), alice.target(inst.ID))...)
+	stdin, _ := cmd.StdinPipe()
+	var out processLog // safe to read while ssh writes it
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	fmt.Fprintln(stdin, "echo shell-is-up")
+	// The typed line is echoed, then its output: two of them.
+	eventually(t, 30*time.Second, "the shell", func() bool { return strings.Count(out.String(), "shell-is-up") >= 2 })
+	if st := p.api("POST", fmt.Sprintf("/api/v1/admin/instances/%d/interrupt", inst.ID), p.admin, "", nil); st != 200 {
+		t.Fatalf("interrupt = %d", st)
+	}
+	eventually(t, 30*time.Second, "the notice in the open shell", func() bool { return strings.Contains(out.String(), "this instance will be interrupted") })
+	fmt.Fprintln(stdin, "exit")
+}

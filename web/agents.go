@@ -59,6 +59,9 @@ func (s *Server) apiAgentHeartbeat(c echo.Context) error {
 		rev, err := s.db.NodeRevision(ctx, node)
 		if err != nil {
 			stop()
+			if ctx.Err() != nil {
+				return nil // the agent went away (it stopped, or gave up the poll)
+			}
 			return err
 		}
 		if rev == hb.Revision {
