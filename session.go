@@ -13,6 +13,7 @@ const (
 	SessionSFTP     = "sftp"     // the SFTP helper (sftp, scp)
 	SessionTCP      = "tcp"      // a TCP connection to a port inside (ssh -L, a proxied web app)
 	SessionTerminal = "terminal" // the web terminal: a shell with a pty over a WebSocket
+	SessionLog      = "log"      // the workload's whole log, from its node (also after it ended)
 )
 
 // Limits on sessions.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -109,6 +110,10 @@ func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
 	fail := func(format string, args ...any) {
 		_ = conn.Control(gpuportal.SessionControl{Error: fmt.Sprintf(format, args...)})
 		_ = conn.Close()
+	}
+	if ds.Kind == gpuportal.SessionLog {
+		a.sendLog(conn, ds.InstanceID)
+		return
 	}
 	switch {
 	case proc == nil:
@@ -378,3 +383,46 @@ func (r ExecRuntime) DialInside(_ Process, port int) (net.Conn, error) {
 }
 
 func (r ExecRuntime) SFTPServer() string { return r.SFTPHelper }
+
+// sendLog streams an instance's whole log (as the workload wrote it: the
+// container engine's framing decoded), then exit status 0.
+func (a *Agent) sendLog(conn *stream.Conn, instanceID int64) {
+	f, err := os.Open(a.logPath(instanceID))
+	if err != nil {
+		_ = conn.Control(gpuportal.SessionControl{Error: fmt.Sprintf("this node no longer has the log of instance %d (logs are kept %s after the end)", instanceID, a.retention())})
+		_ = conn.Close()
+		return
+	}
+	defer f.Close()
+	decode, _ := a.cfg.Runtime.(interface{ DecodeLog(string) string })
+	r := bufio.NewReaderSize(f, 256<<10)
+	var chunk strings.Builder
+	flush := func() bool {
+		if chunk.Len() == 0 {
+			return true
+		}
+		text := chunk.String()
+		chunk.Reset()
+		if decode != nil {
+			text = decode.DecodeLog(text)
+		}
+		_, err := conn.Write([]byte(text))
+		return err == nil
+	}
+	for {
+		line, err := r.ReadString('\n')
+		chunk.WriteString(line)
+		if chunk.Len() >= 256<<10 && !flush() {
+			return
+		}
+		if err != nil {
+			break
+		}
+	}
+	if !flush() {
+		return
+	}
+	code := 0
+	_ = conn.Control(gpuportal.SessionControl{Exit: &code})
+	_ = conn.Close()
+}

@@ -317,3 +317,38 @@ func TestOpenShellSeesTheInterruptionNotice(t *testing.T) {
 	eventually(t, 30*time.Second, "the notice in the open shell", func() bool { return strings.Contains(out.String(), "this instance will be interrupted") })
 	fmt.Fprintln(stdin, "exit")
 }
+
+// (issue 23) The whole log as a download, from the node, after the
+// instance ended: every line, not the tail the instance shows.
+func TestFullLogDownload(t *testing.T) {
+	p := startPortal(t, false)
+	p.startAgent(t, t.TempDir(), t.TempDir(), "mock:dgxa100", true)
+	var inst gpuportal.Instance
+	if st := p.api("POST", "/api/v1/instances", p.user, `{"kind":"on_demand","model":"a100-80g","region":"cd-1","count":1,"command":"i=0; while [ $i -lt 50000 ]; do i=$((i+1)); echo line $i; done"}`, &inst); st != 201 {
+		t.Fatalf("launch = %d", st)
+	}
+	eventually(t, 60*time.Second, "the workload to end", func() bool { return p.instance(inst.ID).Status == gpuportal.InstanceStopped })
+	if tail := p.instance(inst.ID).LogTail; strings.Contains(tail, "line 1\n") {
+		t.Fatalf("the tail holds the whole log already; the test proves nothing")
+	}
+	req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/instances/%d/log", p.url, inst.ID), nil)
+	req.Header.Set("Authorization", "Bearer "+p.user)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Disposition"), fmt.Sprintf("instance-%d.log", inst.ID)) {
+		t.Fatalf("log = %d %v", resp.StatusCode, resp.Header)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) != 50000 || lines[0] != "line 1" || lines[49999] != "line 50000" {
+		t.Fatalf("the log has %d lines (%q … %q)", len(lines), lines[0], lines[len(lines)-1])
+	}
+	// Another customer's instance is not found.
+	bob := p.token(storetest.MustCreateUser(t, p.db, "bob@example.com", gpuportal.RoleCustomer))
+	if st := p.api("GET", fmt.Sprintf("/api/v1/instances/%d/log", inst.ID), bob, "", nil); st != 404 {
+		t.Fatalf("another customer's log = %d", st)
+	}
+}

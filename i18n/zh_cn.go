@@ -1108,4 +1108,7 @@ var zhCN = map[string]string{
 	"Open port":                           "打开端口",
 	"A web app in the instance opens on an address of its own, for you alone.":                 "实例内的网页应用会在专属地址上打开，仅你可访问。",
 	"This link was used already or has expired: open the port again from the instance's page.": "此链接已用过或已过期：请从实例页面重新打开端口。",
+	"Download the full log": "下载完整日志",
+	"(from its node, which keeps it for a while after the end)": "（取自其节点，结束后会保留一段时间）",
+	"Instance %d has not run yet: there is no log.":             "实例 %d 尚未运行：没有日志。",
 }

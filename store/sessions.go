@@ -18,7 +18,7 @@ import (
 // sessionOpenSQL is the condition for a session row that is open now:
 // not closed, marked seen by its portal lately, its instance still
 // running. (An instance's end needs no hook: its sessions stop counting.)
-const sessionOpenSQL = `s.closed_at IS NULL AND s.seen_at >= ? AND i.status IN ('running', 'interrupting')`
+const sessionOpenSQL = `s.closed_at IS NULL AND s.seen_at >= ? AND (s.kind = 'log' OR i.status IN ('running', 'interrupting'))`
 
 // SessionUser authorises a login into an instance: the key (by its
 // fingerprint) must be one its owner registered, the owner's account
@@ -50,7 +50,7 @@ func (db *DB) SessionUser(ctx context.Context, instanceID int64, fingerprint str
 func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID int64, req gpuportal.SessionRequest, url string) (gpuportal.Session, error) {
 	s := gpuportal.Session{InstanceID: instanceID, UserID: user.ID, Kind: req.Kind, Port: req.Port}
 	switch req.Kind {
-	case gpuportal.SessionShell, gpuportal.SessionTerminal, gpuportal.SessionExec, gpuportal.SessionSFTP:
+	case gpuportal.SessionShell, gpuportal.SessionTerminal, gpuportal.SessionExec, gpuportal.SessionSFTP, gpuportal.SessionLog:
 	case gpuportal.SessionTCP:
 		if req.Port < 1 || req.Port > 65535 {
 			return s, gpuportal.FieldErrorf(gpuportal.EINVALID, "port", "A port is a number from 1 to 65535.")
@@ -75,14 +75,19 @@ func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID 
 		var owner int64
 		var status string
 		var node sql.NullString
-		err := tx.QueryRowContext(ctx, `SELECT user_id, status, node_id FROM instances WHERE id = ?`, instanceID).Scan(&owner, &status, &node)
+		err := tx.QueryRowContext(ctx, `SELECT user_id, status, coalesce(node_id, last_node_id) FROM instances WHERE id = ?`, instanceID).Scan(&owner, &status, &node)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && owner != user.ID) {
 			// Admins included: nobody but the owner gets into a container.
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Instance %d not found.", instanceID)
 		} else if err != nil {
 			return fmt.Errorf("session instance: %w", err)
 		}
-		if (status != gpuportal.InstanceRunning && status != gpuportal.InstanceInterrupting) || !node.Valid {
+		if req.Kind == gpuportal.SessionLog {
+			// The log stays on the node its workload ran on, after the end too.
+			if !node.Valid {
+				return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d has not run yet: there is no log.", instanceID)
+			}
+		} else if (status != gpuportal.InstanceRunning && status != gpuportal.InstanceInterrupting) || !node.Valid {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s: sessions open only while it runs.", instanceID, status)
 		}
 		s.Node = node.String
@@ -118,7 +123,7 @@ func (db *DB) ClaimSession(ctx context.Context, node, id string) (gpuportal.Desi
 		now := db.Wall.Now()
 		var tty string
 		err := tx.QueryRowContext(ctx, `SELECT s.id, s.instance_id, i.attempt, s.kind, s.command, s.port, s.tty FROM sessions s JOIN instances i ON i.id = s.instance_id
-			WHERE s.id = ? AND s.node_id = ? AND i.node_id = s.node_id AND s.connected_at IS NULL AND `+sessionOpenSQL, id, node, unix(now.Add(-gpuportal.SessionStaleAfter))).
+			WHERE s.id = ? AND s.node_id = ? AND (s.kind = 'log' OR i.node_id = s.node_id) AND s.connected_at IS NULL AND `+sessionOpenSQL, id, node, unix(now.Add(-gpuportal.SessionStaleAfter))).
 			Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty)
 		if errors.Is(err, sql.ErrNoRows) {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "No session %s waits for this node.", id)

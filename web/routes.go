@@ -175,6 +175,7 @@ func (s *Server) routes() {
 	api.POST("/instances/:id/stop", s.apiStop, requireUser)
 	api.POST("/instances/:id/drill", s.apiDrill, requireUser, s.idempotent)
 	api.GET("/instances/:id/samples", s.apiInstanceSamples, requireUser)
+	api.GET("/instances/:id/log", s.apiInstanceLog, requireUser)
 
 	api.POST("/jobs", s.apiCreateJob, requireUser, s.idempotent)
 	api.GET("/jobs", s.apiJobs, requireUser)

@@ -3,6 +3,8 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -194,4 +196,34 @@ func (s *Server) portalPort(c echo.Context) string {
 	}
 	_, port, _ := net.SplitHostPort(c.Request().Host)
 	return port
+}
+
+// apiInstanceLog is an instance's whole log, fetched from the node its
+// workload ran on (also after it ended, while the node keeps it), as a
+// download.
+func (s *Server) apiInstanceLog(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	conn, done, err := s.hub.Open(c.Request().Context(), currentUser(c), id, gpuportal.SessionRequest{Kind: gpuportal.SessionLog, Group: gpuportal.NewSessionID()})
+	if err != nil {
+		return err
+	}
+	defer done()
+	// The first chunk (or the node's refusal) before the answer's status.
+	buf := make([]byte, 64<<10)
+	n, readErr := io.ReadFull(conn, buf)
+	if n == 0 && conn.Failure() != "" {
+		return gpuportal.Errorf(gpuportal.EGONE, "%s", conn.Failure())
+	}
+	h := c.Response().Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="instance-%d.log"`, id))
+	c.Response().WriteHeader(http.StatusOK)
+	if _, err := c.Response().Write(buf[:n]); err != nil || readErr != nil {
+		return nil
+	}
+	_, _ = io.CopyBuffer(c.Response(), conn, buf)
+	return nil
 }
