@@ -1111,4 +1111,5 @@ var zhCN = map[string]string{
 	"Download the full log": "下载完整日志",
 	"(from its node, which keeps it for a while after the end)": "（取自其节点，结束后会保留一段时间）",
 	"Instance %d has not run yet: there is no log.":             "实例 %d 尚未运行：没有日志。",
+	"The node could not send the log: %s.":                      "节点无法发送日志：%s。",
 }

@@ -215,7 +215,7 @@ func (s *Server) apiInstanceLog(c echo.Context) error {
 	buf := make([]byte, 64<<10)
 	n, readErr := io.ReadFull(conn, buf)
 	if n == 0 && conn.Failure() != "" {
-		return gpuportal.Errorf(gpuportal.EGONE, "%s", conn.Failure())
+		return gpuportal.Errorf(gpuportal.EGONE, "The node could not send the log: %s.", conn.Failure())
 	}
 	h := c.Response().Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
