@@ -26,7 +26,7 @@ import (
 // sshClient runs the real OpenSSH tools against the portal's gateway with
 // one key.
 type sshClient struct {
-	t    *testing.T
+	t    testing.TB
 	host string
 	port string
 	key  string
@@ -47,7 +47,7 @@ func needOpenSSH(t *testing.T) {
 
 // newKey makes an ed25519 key pair in dir and returns its private key's
 // path and its public line.
-func newKey(t *testing.T, dir, name string) (string, string) {
+func newKey(t testing.TB, dir, name string) (string, string) {
 	t.Helper()
 	path := filepath.Join(dir, name)
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name+"@e2e", "-f", path).CombinedOutput(); err != nil {
@@ -60,7 +60,7 @@ func newKey(t *testing.T, dir, name string) (string, string) {
 	return path, strings.TrimSpace(string(pub))
 }
 
-func (p *portal) sshClient(t *testing.T, key string) *sshClient {
+func (p *portal) sshClient(t testing.TB, key string) *sshClient {
 	host, port, _ := net.SplitHostPort(p.ssh)
 	return &sshClient{t: t, host: host, port: port, key: key}
 }
@@ -242,11 +242,14 @@ func mustUser(t *testing.T, p *portal, email string) *gpuportal.User {
 }
 
 // addKey registers a new key of the test customer and returns its client.
-func (p *portal) addKey(t *testing.T) *sshClient {
+func (p *portal) addKey(t testing.TB) *sshClient { return p.addKeyOf(t, p.user) }
+
+// addKeyOf registers a new key of the customer with this API token.
+func (p *portal) addKeyOf(t testing.TB, token string) *sshClient {
 	t.Helper()
-	key, pub := newKey(t, t.TempDir(), "alice")
+	key, pub := newKey(t, t.TempDir(), "key")
 	body, _ := json.Marshal(map[string]string{"name": "laptop", "public_key": pub})
-	if st := p.api("POST", "/api/v1/ssh-keys", p.user, string(body), nil); st != 201 {
+	if st := p.api("POST", "/api/v1/ssh-keys", token, string(body), nil); st != 201 {
 		t.Fatalf("add key = %d", st)
 	}
 	return p.sshClient(t, key)
