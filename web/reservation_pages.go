@@ -358,9 +358,21 @@ func (s *Server) handleReservationPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d := templates.ReservationDetail{Row: rows[0]}
+	d := templates.ReservationDetail{Row: rows[0], SSHHost: s.cfg.SSH.Host, SSHPort: s.cfg.SSH.Port}
 	if images, err := s.db.Images(c.Request().Context()); err == nil {
 		d.Images = images
+	}
+	if u := currentUser(c); r.UserID == u.ID && r.Status == gpuportal.ReservationActive {
+		// What runs on it now, to connect to.
+		list, err := s.db.Instances(c.Request().Context(), u, 0)
+		if err != nil {
+			return err
+		}
+		for _, i := range list {
+			if i.ReservationID != nil && *i.ReservationID == r.ID && (i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting) {
+				d.Running = append(d.Running, i)
+			}
+		}
 	}
 	if u := currentUser(c); r.UserID == u.ID && gpuportal.CanExtend(r, s.cfg.Clock.Now()) == nil {
 		if _, ext, err := s.db.Extension(c.Request().Context(), u, id); err == nil {

@@ -156,7 +156,13 @@ func demoRuntime(ctx context.Context, db *store.DB, log *slog.Logger) []string {
 		log.Info("demo nodes run workloads with --runtime exec (containers need podman, root and a static busybox)")
 		return execArgs
 	}
-	if err := agent.ImportBusyboxImage("podman", demoImage.Reference, busybox, nil); err != nil {
+	app, err := writeDemoApp()
+	if err != nil {
+		log.Warn("cannot write the demo web app; demo nodes run workloads with --runtime exec", "err", err)
+		return execArgs
+	}
+	defer os.Remove(app)
+	if err := agent.ImportBusyboxImage("podman", demoImage.Reference, busybox, map[string]string{"/usr/local/bin/demo-app": app}); err != nil {
 		log.Warn("cannot build the demo image; demo nodes run workloads with --runtime exec", "err", err)
 		return execArgs
 	}
@@ -229,4 +235,34 @@ func seedDemoBookings(ctx context.Context, db *store.DB, u *gpuportal.User) erro
 		}
 	}
 	return nil
+}
+
+// demoAppScript is the demo image's tiny web app, to try "Open port 8888"
+// in `make run`: launch `demo-app`, then open port 8888 on its page.
+const demoAppScript = `#!/bin/sh
+# demo-app [PORT]: a one-page web app on 127.0.0.1:PORT (default 8888)
+# inside the instance, for trying the portal's "Open port" in the demo.
+port="${1:-8888}"
+mkdir -p /tmp/demo-app
+cat > /tmp/demo-app/index.html <<PAGE
+<!doctype html><meta charset="utf-8"><title>demo app · instance $GPUPORTAL_INSTANCE_ID</title>
+<h1>Hello from instance $GPUPORTAL_INSTANCE_ID</h1>
+<p>busybox httpd on port $port inside the container, reached through the portal's app proxy on an origin of its own.</p>
+<p>GPUs: $CUDA_VISIBLE_DEVICES</p>
+PAGE
+echo "demo-app: serving on 127.0.0.1:$port"
+exec httpd -f -p "127.0.0.1:$port" -h /tmp/demo-app
+`
+
+// writeDemoApp writes demoAppScript to a file for the image build.
+func writeDemoApp() (string, error) {
+	f, err := os.CreateTemp("", "gpuportal-demo-app-*")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if _, err := f.WriteString(demoAppScript); err != nil {
+		return "", err
+	}
+	return f.Name(), nil
 }
