@@ -70,7 +70,9 @@ func TestWebTerminalInTheBrowser(t *testing.T) {
 		t.Fatal("the terminal page did not record its size")
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	done := func() bool { return strings.Contains(screen, "42-from-the-browser") && strings.Contains(screen, "\n"+size) }
+	done := func() bool {
+		return strings.Contains(screen, "42-from-the-browser") && strings.Contains(screen, "\n"+size)
+	}
 	for time.Now().Before(deadline) && !done() {
 		screen, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('.xterm-rows').innerText`))
 		time.Sleep(100 * time.Millisecond)
