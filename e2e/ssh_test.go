@@ -310,7 +310,7 @@ func TestOpenShellSeesTheInterruptionNotice(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
 	fmt.Fprintln(stdin, "echo shell-is-up")
 	// The typed line is echoed, then its output: two of them.
 	eventually(t, 30*time.Second, "the shell", func() bool { return strings.Count(out.String(), "shell-is-up") >= 2 })
@@ -318,7 +318,17 @@ func TestOpenShellSeesTheInterruptionNotice(t *testing.T) {
 		t.Fatalf("interrupt = %d", st)
 	}
 	eventually(t, 30*time.Second, "the notice in the open shell", func() bool { return strings.Contains(out.String(), "this instance will be interrupted") })
-	fmt.Fprintln(stdin, "exit")
+	// The notice runs out, the instance ends, and its session with it.
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the shell outlived its interrupted instance:\n%s", out.String())
+	}
+	if got := p.instance(inst.ID).Status; got != gpuportal.InstanceInterrupted {
+		t.Fatalf("instance %s after its notice", got)
+	}
 }
 
 // (issue 23) The whole log as a download, from the node, after the
