@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,8 +30,9 @@ import (
 type Sessioner interface {
 	// SessionCommand is argv run inside p's workload; tty asks for a
 	// terminal (the agent gives the command one, and the runtime passes it
-	// on to the workload).
-	SessionCommand(p Process, argv []string, tty bool, term string) (*exec.Cmd, error)
+	// on to the workload). Every process of the session carries
+	// sessionEnv=id in its environment (see hangUp).
+	SessionCommand(p Process, id string, argv []string, tty bool, term string) (*exec.Cmd, error)
 	// DialInside connects to 127.0.0.1:port as the workload sees it.
 	DialInside(p Process, port int) (net.Conn, error)
 	// SFTPServer is the path of the SFTP helper as the workload sees it
@@ -157,7 +160,7 @@ func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
 	if ds.TTY != nil {
 		term = ds.TTY.Term
 	}
-	cmd, err := rt.SessionCommand(proc, argv, ds.TTY != nil, term)
+	cmd, err := rt.SessionCommand(proc, ds.ID, argv, ds.TTY != nil, term)
 	if err != nil {
 		fail("%v", err)
 		return
@@ -165,14 +168,39 @@ func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
 	if ds.TTY != nil && motd != "" {
 		_, _ = conn.Write([]byte(motd))
 	}
-	code := runCommand(conn, cmd, ds.TTY)
+	code := runCommand(conn, cmd, ds.TTY, func() { hangUp(ds.ID) })
 	_ = conn.Control(gpuportal.SessionControl{Exit: &code})
 	_ = conn.Close()
 }
 
+// sessionEnv marks the processes of a session (GPUPORTAL_SESSION=<id>):
+// when the customer goes away, hangUp finds them by it.
+const sessionEnv = "GPUPORTAL_SESSION"
+
+// hangUp sends SIGHUP to every process of session id, as a terminal's
+// hang-up does: `podman exec` going away leaves what it started running
+// in the container, so the agent finds the session's processes itself
+// (by their environment; it runs as root). Those that ignore SIGHUP
+// (nohup) keep running, as after an ordinary SSH logout.
+func hangUp(id string) {
+	marker := []byte(sessionEnv + "=" + id + "\x00")
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil && bytes.Contains(env, marker) {
+			_ = syscall.Kill(pid, syscall.SIGHUP)
+		}
+	}
+}
+
 // runCommand runs cmd joined to the stream (on a pty of tty's size when
-// tty is set) and returns its exit status.
-func runCommand(conn *stream.Conn, cmd *exec.Cmd, tty *gpuportal.TTY) int {
+// tty is set) and returns its exit status. hangUp ends what the session
+// started when the customer goes away first.
+func runCommand(conn *stream.Conn, cmd *exec.Cmd, tty *gpuportal.TTY, hangUp func()) int {
 	if tty != nil {
 		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(max(tty.Cols, 1)), Rows: uint16(max(tty.Rows, 1))})
 		if err != nil {
@@ -188,7 +216,8 @@ func runCommand(conn *stream.Conn, cmd *exec.Cmd, tty *gpuportal.TTY) int {
 		}
 		go func() {
 			_, _ = io.Copy(f, conn)
-			// The customer closed the session: end the shell (a hang-up).
+			// The customer closed the session: a hang-up.
+			hangUp()
 			_ = cmd.Process.Signal(syscall.SIGHUP)
 		}()
 		_, _ = io.Copy(conn, f) // until the shell and all that hold the pty end (EIO)
@@ -207,6 +236,9 @@ func runCommand(conn *stream.Conn, cmd *exec.Cmd, tty *gpuportal.TTY) int {
 	go func() {
 		_, _ = io.Copy(stdin, conn)
 		_ = stdin.Close() // EOF for the command
+		if conn.Closed() {
+			hangUp() // the customer went away, not just its input
+		}
 	}()
 	return exitCode(cmd.Wait())
 }
@@ -319,8 +351,8 @@ func (a *Agent) endSessionsLocked(instanceID int64) {
 
 // SessionCommand runs argv in the container as its user
 // (`podman exec`), with a terminal when tty is set.
-func (r *ContainerRuntime) SessionCommand(p Process, argv []string, tty bool, term string) (*exec.Cmd, error) {
-	args := []string{"exec", "--interactive", "--workdir", ContainerCheckpointDir}
+func (r *ContainerRuntime) SessionCommand(p Process, id string, argv []string, tty bool, term string) (*exec.Cmd, error) {
+	args := []string{"exec", "--interactive", "--workdir", ContainerCheckpointDir, "--env", sessionEnv + "=" + id}
 	if tty {
 		if term == "" {
 			term = "xterm-256color"
@@ -345,7 +377,7 @@ func (r *ContainerRuntime) SFTPServer() string {
 
 // SessionCommand runs argv as the workload does: its user, its
 // directory and, when isolated, its PID and mount namespaces.
-func (r ExecRuntime) SessionCommand(p Process, argv []string, tty bool, term string) (*exec.Cmd, error) {
+func (r ExecRuntime) SessionCommand(p Process, id string, argv []string, tty bool, term string) (*exec.Cmd, error) {
 	var cmd *exec.Cmd
 	if r.Init != "" {
 		args := []string{"--target", fmt.Sprint(p.PID()), "--pid", "--mount", "--setuid", fmt.Sprint(r.UID), "--setgid", fmt.Sprint(r.GID), "--"}
@@ -368,6 +400,7 @@ func (r ExecRuntime) SessionCommand(p Process, argv []string, tty bool, term str
 	if len(cmd.Env) == 0 {
 		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + cmd.Dir, "LANG=C.UTF-8"}
 	}
+	cmd.Env = append(cmd.Env, sessionEnv+"="+id)
 	if tty {
 		if term == "" {
 			term = "xterm-256color"

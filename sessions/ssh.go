@@ -216,6 +216,10 @@ func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID int
 		conn    *stream.Conn
 		started bool
 	)
+	// closed is closed once the client closed the channel (its requests
+	// end with it) or left altogether (ctx): the session is over then,
+	// whatever still runs inside — the agent hangs it up.
+	closed := make(chan struct{})
 	start := func(req gpuportal.SessionRequest) {
 		go func() {
 			defer ch.Close()
@@ -229,6 +233,7 @@ func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID int
 				return
 			}
 			defer done()
+			go endWith(ctx, closed, done)
 			mu.Lock()
 			conn = c
 			if tty != nil && req.TTY != nil && *tty != *req.TTY {
@@ -241,6 +246,7 @@ func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID int
 	for r := range reqs {
 		g.request(r, &mu, &tty, &conn, &started, start)
 	}
+	close(closed)
 	mu.Lock()
 	defer mu.Unlock()
 	if !started {
@@ -385,11 +391,26 @@ func (g *Gateway) forward(ctx context.Context, u *gpuportal.User, instanceID int
 		return
 	}
 	defer ch.Close()
-	go ssh.DiscardRequests(reqs)
+	closed := make(chan struct{})
+	go func() {
+		ssh.DiscardRequests(reqs) // until the client closes the channel
+		close(closed)
+	}()
+	go endWith(ctx, closed, done)
 	go func() {
 		_, _ = io.Copy(c, ch)
 		_ = c.CloseWrite()
 	}()
 	_, _ = io.Copy(ch, c)
 	_ = ch.CloseWrite()
+}
+
+// endWith ends a session (done) when its channel closes or its client's
+// connection goes away, whichever comes first.
+func endWith(ctx context.Context, closed <-chan struct{}, done func()) {
+	select {
+	case <-ctx.Done():
+	case <-closed:
+	}
+	done()
 }

@@ -38,11 +38,12 @@ type Conn struct {
 	// and EOF (resizes, signals at the agent).
 	OnControl func(gpuportal.SessionControl)
 
-	wmu  sync.Mutex
-	buf  []byte
-	eof  bool
-	exit *int
-	fail string
+	wmu    sync.Mutex
+	buf    []byte
+	eof    bool
+	closed bool // the other end went away (not only its input)
+	exit   *int
+	fail   string
 }
 
 // Portal wraps the portal's end: Write sends input.
@@ -65,7 +66,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		}
 		typ, msg, err := c.ws.Read(c.ctx)
 		if err != nil {
-			c.eof = true
+			c.eof, c.closed = true, true
 			if websocket.CloseStatus(err) != -1 || errors.Is(err, io.EOF) || c.ctx.Err() != nil {
 				return 0, io.EOF
 			}
@@ -143,6 +144,10 @@ func (c *Conn) Control(ctl gpuportal.SessionControl) error {
 
 // CloseWrite tells the other end this end sends no more (EOF).
 func (c *Conn) CloseWrite() error { return c.Control(gpuportal.SessionControl{EOF: true}) }
+
+// Closed reports, once Read returned io.EOF, whether that was the other
+// end going away rather than the end of its input.
+func (c *Conn) Closed() bool { return c.closed }
 
 // Exit is the exit status the agent sent (nil if none came: the stream
 // broke, or it carries a TCP connection).
