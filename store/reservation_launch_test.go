@@ -137,6 +137,23 @@ func TestIdleStop(t *testing.T) {
 	if i := getInstance(t, db, inst.ID); i.IdleSince != nil {
 		t.Fatalf("busy, still idle since %v", i.IdleSince)
 	}
+	// An open session (someone is logged in) is use too, with the GPUs
+	// at 0 %; once it closes, the instance is idle again.
+	util(0)
+	s, err := db.OpenSession(ctx, u, inst.ID, gpuportal.SessionRequest{Kind: gpuportal.SessionShell, Group: "laptop"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ClaimSession(ctx, getInstance(t, db, inst.ID).Node, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, t0.Add(20*time.Minute+30*time.Second))
+	if i := getInstance(t, db, inst.ID); i.IdleSince != nil {
+		t.Fatalf("idle since %v with a session open", i.IdleSince)
+	}
+	if err := db.CloseSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
 	util(0)
 	tick(t, db, clock, t0.Add(21*time.Minute))
 	tick(t, db, clock, t0.Add(50*time.Minute))

@@ -58,6 +58,23 @@ func TestInstancePageChartsItsGPUs(t *testing.T) {
 	if page.status != http.StatusOK || !strings.Contains(page.body, `data-testid="util-line"`) || !strings.Contains(page.body, `data-testid="cost"`) {
 		t.Fatalf("instance page = %d", page.status)
 	}
+	// Connect: the terminal and "Open port"; this portal runs no SSH
+	// gateway, so no ssh line (and GET /ssh says so).
+	if !strings.Contains(page.body, `data-testid="open-terminal"`) || !strings.Contains(page.body, `data-testid="open-port"`) || strings.Contains(page.body, `data-testid="ssh-line"`) {
+		t.Error("the owner's page lacks Connect (or shows an ssh line without a gateway)")
+	}
+	if st, _ := e.apiCall("GET", "/api/v1/ssh", e.tokenFor(alice), ""); st != http.StatusNotFound {
+		t.Errorf("GET /ssh without a gateway = %d", st)
+	}
+	admin := e.browser()
+	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	admin.login("admin@example.com", storetest.Password)
+	if p := admin.get(fmt.Sprintf("/instances/%d", inst.ID)); p.status != http.StatusOK || strings.Contains(p.body, `data-testid="connect"`) {
+		t.Errorf("an admin's view of a customer's instance offers Connect (%d)", p.status)
+	}
+	if p := admin.get(fmt.Sprintf("/instances/%d/terminal", inst.ID)); p.status != http.StatusForbidden {
+		t.Errorf("an admin opens a customer's terminal page: %d", p.status)
+	}
 	if list := b.get("/instances"); !strings.Contains(list.body, fmt.Sprintf(`href="/instances/%d"`, inst.ID)) {
 		t.Error("the instances list does not link to the page")
 	}
