@@ -30,6 +30,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -o bin/portal ./cmd/portal
 	$(GO) build -o bin/agent ./cmd/agent
 	CGO_ENABLED=0 $(GO) build -o bin/gpuportal-sftp ./cmd/gpuportal-sftp
+	CGO_ENABLED=0 $(GO) build -o bin/gpu ./cmd/gpu
 
 ## generate: templ components → *_templ.go (committed)
 generate:

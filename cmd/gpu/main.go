@@ -1,0 +1,132 @@
+// Command gpu is the customers' command line for gpuportal, over the
+// public JSON API only, with an API token:
+//
+//	gpu login --url https://portal.example.com --email you@example.com   (reads the password from stdin)
+//	gpu models | gpu instances | gpu balance
+//	gpu launch --kind spot --model a100-80g --count 1 -- python train.py
+//	gpu stop 42 | gpu logs 42 | gpu ssh 42 [ssh args…]
+//
+// Tables by default, --json for scripts. Exit status: 0 done, 1 the
+// portal refused (its message on stderr), 2 bad usage, 3 the portal could
+// not be reached. Messages follow LANG (zh_CN or English). The standard
+// library's flag package is enough for a dozen commands with a few flags
+// each; cobra would be the one dependency the CLI has.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// Exit statuses.
+const (
+	exitOK       = 0
+	exitRefused  = 1
+	exitUsage    = 2
+	exitNoPortal = 3
+)
+
+// command is one `gpu` subcommand.
+type command struct {
+	name, usage, summary string
+	run                  func(c *cli, args []string) error
+}
+
+var commands = []command{
+	{"login", "login --url URL (--email EMAIL | --token TOKEN)", "keep an API token for this portal (the password is read from stdin)", (*cli).login},
+	{"models", "models", "GPU models with their on-demand and spot prices", (*cli).models},
+	{"instances", "instances", "your instances", (*cli).instances},
+	{"launch", "launch --kind spot|on_demand --model M [--region R] [--count N] [--image I] [--idle-stop MIN] -- COMMAND…", "launch an instance", (*cli).launch},
+	{"stop", "stop ID", "stop an instance", (*cli).stop},
+	{"logs", "logs ID", "an instance's whole log, from its node", (*cli).logs},
+	{"ssh", "ssh ID [ssh arguments…]", "log into a running instance with the system ssh", (*cli).ssh},
+	{"balance", "balance", "your balance and what runs on it", (*cli).balance},
+}
+
+func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{getenv: getenv, stdin: stdin, out: stdout, lang: langOf(getenv)}
+	// --json anywhere before "--" (after it, everything is the command's).
+	var rest []string
+	for k, a := range args {
+		if a == "--" {
+			rest = append(rest, args[k:]...)
+			break
+		}
+		if a == "--json" {
+			c.json = true
+			continue
+		}
+		rest = append(rest, a)
+	}
+	if len(rest) == 0 || rest[0] == "help" || rest[0] == "-h" || rest[0] == "--help" {
+		c.usage(stderr)
+		if len(rest) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, cmd := range commands {
+		if cmd.name != rest[0] {
+			continue
+		}
+		err := cmd.run(c, rest[1:])
+		if err == nil {
+			return exitOK
+		}
+		var se sshExit
+		if errors.As(err, &se) {
+			return se.code // ssh said why itself
+		}
+		fmt.Fprintln(stderr, "gpu:", err)
+		var u usageError
+		var n unreachableError
+		switch {
+		case errors.As(err, &u):
+			fmt.Fprintln(stderr, c.T("usage: gpu %s", cmd.usage))
+			return exitUsage
+		case errors.As(err, &n):
+			return exitNoPortal
+		default:
+			return exitRefused
+		}
+	}
+	fmt.Fprintln(stderr, c.T("gpu: unknown command %q", rest[0]))
+	c.usage(stderr)
+	return exitUsage
+}
+
+func (c *cli) usage(w io.Writer) {
+	fmt.Fprintln(w, c.T("usage: gpu [--json] COMMAND [ARGUMENTS]"))
+	for _, cmd := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", cmd.name, c.T(cmd.summary))
+	}
+}
+
+// usageError is a mistake in the command line (exit 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// unreachableError: the portal did not answer (exit 3).
+type unreachableError struct{ err error }
+
+func (e unreachableError) Error() string { return e.err.Error() }
+
+func langOf(getenv func(string) string) string {
+	for _, k := range []string{"LC_ALL", "LC_MESSAGES", "LANG"} {
+		if v := getenv(k); v != "" {
+			if strings.HasPrefix(strings.ToLower(v), "zh") {
+				return "zh-CN"
+			}
+			return "en"
+		}
+	}
+	return "en"
+}

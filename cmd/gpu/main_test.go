@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gpuportal"
+	"gpuportal/store/storetest"
+	"gpuportal/web"
+)
+
+
+// portalFor is a real portal (web server on a real SQLite file) with a
+// fleet and a customer whose password is storetest.Password.
+func portalFor(t *testing.T) string {
+	t.Helper()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	storetest.MustCreateUser(t, db, "alice@example.com", gpuportal.RoleCustomer)
+	s, err := web.New(context.Background(), web.Config{DB: db, Clock: clock, Location: storetest.Shanghai,
+		SSH: web.SSHEndpoint{Host: "127.0.0.1", Port: 2222, Fingerprint: "SHA256:test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func gpu(t *testing.T, env map[string]string, stdin string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, func(k string) string { return env[k] }, strings.NewReader(stdin), &out, &errb)
+	return result{code, out.String(), errb.String()}
+}
+
+// (issue 27, part) `gpu` over the public API: log in (the token kept
+// 0600), models, launch, instances as a table and as JSON, stop, balance,
+// ssh with the gateway's port and the instance as the user; refusals exit
+// 1 with the portal's message, bad usage 2, an unreachable portal 3;
+// messages in Chinese under LANG=zh_CN.
+func TestCLIOverThePublicAPI(t *testing.T) {
+	url := portalFor(t)
+	dir := t.TempDir()
+	env := map[string]string{"GPU_CONFIG": filepath.Join(dir, "cli.json"), "LANG": "en_US.UTF-8"}
+
+	if r := gpu(t, env, "", "instances"); r.code != exitUsage || !strings.Contains(r.stderr, "not logged in") {
+		t.Fatalf("before login: %+v", r)
+	}
+	if r := gpu(t, env, "wrong-password\n", "login", "--url", url, "--email", "alice@example.com"); r.code != exitRefused {
+		t.Fatalf("a wrong password: %+v", r)
+	}
+	if r := gpu(t, env, storetest.Password+"\n", "login", "--url", url, "--email", "alice@example.com"); r.code != exitOK || !strings.Contains(r.stdout, "alice@example.com") {
+		t.Fatalf("login: %+v", r)
+	}
+	if st, err := os.Stat(env["GPU_CONFIG"]); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the kept token: %v %v", st, err)
+	}
+
+	if r := gpu(t, env, "", "models"); r.code != exitOK || !strings.Contains(r.stdout, "a100-80g") || !strings.Contains(r.stdout, "SPOT/GPU-H") {
+		t.Fatalf("models: %+v", r)
+	}
+	if r := gpu(t, env, "", "launch", "--model", "a100-80g"); r.code != exitUsage {
+		t.Fatalf("a launch without a command: %+v", r)
+	}
+	if r := gpu(t, env, "", "launch", "--kind", "on_demand", "--model", "a100-80g", "--count", "99", "--", "train"); r.code != exitRefused || !strings.Contains(r.stderr, "422") && !strings.Contains(r.stderr, "409") && !strings.Contains(r.stderr, "400") {
+		t.Fatalf("99 GPUs: %+v", r)
+	}
+	r := gpu(t, env, "", "--json", "launch", "--kind", "on_demand", "--model", "a100-80g", "--", "python", "train.py", "--json")
+	var inst gpuportal.Instance
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &inst) != nil || inst.ID == 0 || inst.Command != "python train.py --json" {
+		t.Fatalf("launch --json: %+v", r)
+	}
+	if r := gpu(t, env, "", "instances"); r.code != exitOK || !strings.Contains(r.stdout, "python train.py") || !strings.Contains(r.stdout, "pending") {
+		t.Fatalf("instances: %+v", r)
+	}
+	var list []gpuportal.Instance
+	if r := gpu(t, env, "", "instances", "--json"); r.code != exitOK || json.Unmarshal([]byte(r.stdout), &list) != nil || len(list) != 1 {
+		t.Fatalf("instances --json: %+v", r)
+	}
+	// Its log: it has not run anywhere yet.
+	if r := gpu(t, env, "", "logs", "1"); r.code != exitRefused || !strings.Contains(r.stderr, "no log") {
+		t.Fatalf("logs of a pending instance: %+v", r)
+	}
+	// ssh: the system ssh (a stand-in here) with the gateway's port.
+	fake := filepath.Join(dir, "ssh")
+	_ = os.WriteFile(fake, []byte("#!/bin/sh\necho ssh \"$@\"\nexit 5\n"), 0o755)
+	env["GPU_SSH"] = fake
+	if r := gpu(t, env, "", "ssh", "1", "nvidia-smi"); r.code != 5 || strings.TrimSpace(r.stdout) != "ssh -p 2222 1@127.0.0.1 nvidia-smi" {
+		t.Fatalf("ssh: %+v", r)
+	}
+	if r := gpu(t, env, "", "stop", "x"); r.code != exitUsage {
+		t.Fatalf("stop x: %+v", r)
+	}
+	if r := gpu(t, env, "", "stop", "1"); r.code != exitOK {
+		t.Fatalf("stop: %+v", r)
+	}
+	if r := gpu(t, env, "", "balance"); r.code != exitOK || !strings.Contains(r.stdout, "AVAILABLE") || !strings.Contains(r.stdout, "¥") {
+		t.Fatalf("balance: %+v", r)
+	}
+	if r := gpu(t, env, "", "teleport"); r.code != exitUsage {
+		t.Fatalf("an unknown command: %+v", r)
+	}
+	zh := map[string]string{"GPU_CONFIG": env["GPU_CONFIG"], "LANG": "zh_CN.UTF-8"}
+	if r := gpu(t, zh, "", "stop"); r.code != exitUsage || !strings.Contains(r.stderr, "哪个实例") {
+		t.Fatalf("zh-CN: %+v", r)
+	}
+	// A revoked or wrong token is the portal's 401; a portal that is not
+	// there is exit 3.
+	if r := gpu(t, map[string]string{"GPU_PORTAL_URL": url, "GPU_TOKEN": "gpp_bogus"}, "", "instances"); r.code != exitRefused || !strings.Contains(r.stderr, "401") {
+		t.Fatalf("a bad token: %+v", r)
+	}
+	if r := gpu(t, map[string]string{"GPU_PORTAL_URL": "http://127.0.0.1:1", "GPU_TOKEN": "gpp_x"}, "", "instances"); r.code != exitNoPortal {
+		t.Fatalf("no portal: %+v", r)
+	}
+}
