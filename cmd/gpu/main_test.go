@@ -15,7 +15,6 @@ import (
 	"gpuportal/web"
 )
 
-
 // portalFor is a real portal (web server on a real SQLite file) with a
 // fleet and a customer whose password is storetest.Password.
 func portalFor(t *testing.T) string {
