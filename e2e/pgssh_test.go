@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +13,6 @@ import (
 	"gpuportal"
 	"gpuportal/store/storetest"
 )
-
-var sshListening = regexp.MustCompile(`ssh gateway listening addr=(\S+)`)
 
 // freeAddr is a loopback address with a port nothing listens on now.
 func freeAddr(t testing.TB) string {
