@@ -35,6 +35,9 @@ type Hub struct {
 	backend  Backend
 	agentURL string // this portal's address as agents reach it ("" = the one they know)
 	log      *slog.Logger
+	// ConnectTimeout is how long a session waits for its agent
+	// (gpuportal.SessionConnectTimeout unless a test shortens it).
+	ConnectTimeout time.Duration
 
 	mu      sync.Mutex
 	waiting map[string]chan arrival
@@ -52,7 +55,8 @@ func NewHub(b Backend, agentURL string, log *slog.Logger) *Hub {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Hub{backend: b, agentURL: agentURL, log: log, waiting: map[string]chan arrival{}, live: map[string]*stream.Conn{}}
+	return &Hub{backend: b, agentURL: agentURL, log: log, ConnectTimeout: gpuportal.SessionConnectTimeout,
+		waiting: map[string]chan arrival{}, live: map[string]*stream.Conn{}}
 }
 
 // Run marks this portal's open sessions seen until ctx ends, so that the
@@ -106,7 +110,7 @@ func (h *Hub) Open(ctx context.Context, user *gpuportal.User, instanceID int64, 
 			h.log.Warn("close session", "session", s.ID, "err", err)
 		}
 	}
-	timer := time.NewTimer(gpuportal.SessionConnectTimeout)
+	timer := time.NewTimer(h.ConnectTimeout)
 	defer timer.Stop()
 	var a arrival
 	select {
