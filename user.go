@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"net/mail"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -145,11 +146,25 @@ func CheckPassword(hash, pw string) bool {
 }
 
 // dummyHash is compared against when an account does not exist, so that a
-// login for an unknown email takes as long as one with a wrong password.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a real password"), bcrypt.DefaultCost)
+// login for an unknown email takes as long as one with a wrong password:
+// made at PasswordCost, when first needed (not at every program's start).
+var dummyHash struct {
+	sync.Mutex
+	cost int
+	hash []byte
+}
 
 // WasteHashTime spends the time a password check would take.
-func WasteHashTime(pw string) { _ = bcrypt.CompareHashAndPassword(dummyHash, []byte(pw)) }
+func WasteHashTime(pw string) {
+	dummyHash.Lock()
+	if dummyHash.hash == nil || dummyHash.cost != PasswordCost {
+		dummyHash.hash, _ = bcrypt.GenerateFromPassword([]byte("not a real password"), PasswordCost)
+		dummyHash.cost = PasswordCost
+	}
+	hash := dummyHash.hash
+	dummyHash.Unlock()
+	_ = bcrypt.CompareHashAndPassword(hash, []byte(pw))
+}
 
 // APIToken is a named bearer token of a user. The secret is shown once at
 // creation; only its hash is stored.

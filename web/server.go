@@ -5,6 +5,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -68,6 +69,9 @@ type Config struct {
 	// SSH is where the SSH gateway listens, as customers reach it (zero:
 	// no gateway).
 	SSH SSHEndpoint
+	// WhatIfDays is how many days a policy what-if simulates (0: a week,
+	// the product's; tests run shorter ones).
+	WhatIfDays int
 	// ProxyDomain is the domain web apps in instances are served under,
 	// at http://<instance id>-<port>.<ProxyDomain>[:<portal port>]/
 	// (--proxy-domain; default "localhost").
@@ -150,6 +154,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sessions: sessions,
 		hub:      cfg.Hub,
 		apps:     apps,
+		whatIfs:  whatIfRuns{days: cmp.Or(cfg.WhatIfDays, whatIfDays)},
 		limiter:  newLimiter(cfg.WallClock),
 		registry: prometheus.NewRegistry(),
 	}

@@ -24,8 +24,9 @@ import (
 // under the draft, side by side. Runs take seconds, so the page starts one
 // and polls its progress; one runs at a time per portal.
 
-// whatIfDays is how long a what-if simulates; whatIfMaxGPUs bounds the
-// fleet it simulates (a bigger one is sampled), so a run stays seconds.
+// whatIfDays is how long a what-if simulates (unless Config.WhatIfDays
+// says otherwise); whatIfMaxGPUs bounds the fleet it simulates (a bigger
+// one is sampled), so a run stays seconds.
 const (
 	whatIfDays    = 7
 	whatIfMaxGPUs = 96
@@ -55,6 +56,7 @@ func (r *whatIfRun) fraction() float64 {
 
 // whatIfRuns keeps the runs of the last half hour.
 type whatIfRuns struct {
+	days int // how long a what-if simulates (Config.WhatIfDays)
 	mu   sync.Mutex
 	runs map[string]*whatIfRun
 }
@@ -82,7 +84,7 @@ func (w *whatIfRuns) start(scenario simulate.Scenario, sample int, current, draf
 	w.runs[r.id] = r
 	go func() {
 		defer close(r.done)
-		r.result = compare(context.Background(), scenario, sample, current, draft, loc, r)
+		r.result = compare(context.Background(), scenario, sample, w.days, current, draft, loc, r)
 	}()
 	return r, nil
 }
@@ -96,15 +98,15 @@ func (w *whatIfRuns) get(id string) (*whatIfRun, bool) {
 
 // compare simulates the scenario under both policies at once (one core
 // each).
-func compare(ctx context.Context, scenario simulate.Scenario, sample int, current, draft gpuportal.Policies, loc *time.Location, run *whatIfRun) whatIfResult {
-	out := whatIfResult{Days: whatIfDays, Sample: sample}
+func compare(ctx context.Context, scenario simulate.Scenario, sample, days int, current, draft gpuportal.Policies, loc *time.Location, run *whatIfRun) whatIfResult {
+	out := whatIfResult{Days: days, Sample: sample}
 	var wg sync.WaitGroup
 	var errs [2]error
 	for k, p := range []*gpuportal.Policies{&current, &draft} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			opt := simulate.Options{Scenario: scenario, Days: whatIfDays, Policies: p, Location: loc}
+			opt := simulate.Options{Scenario: scenario, Days: days, Policies: p, Location: loc}
 			if run != nil {
 				opt.Progress = func(done float64) { run.progress[k].Store(uint64(done * 1000)) }
 			}
@@ -219,7 +221,7 @@ func (s *Server) startWhatIf(c echo.Context, draft gpuportal.Policies) (*whatIfR
 
 // whatIfView is the page's view of a run: progress, or the comparison.
 func (s *Server) whatIfView(run *whatIfRun) templates.WhatIfView {
-	v := templates.WhatIfView{ID: run.id, Progress: math.Round(run.fraction() * 100), Days: whatIfDays}
+	v := templates.WhatIfView{ID: run.id, Progress: math.Round(run.fraction() * 100), Days: s.whatIfs.days}
 	select {
 	case <-run.done:
 	default:

@@ -93,10 +93,22 @@ func TestAPIWhatIf(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Current == nil || res.Draft == nil {
 		t.Fatalf("what-if answer %s: %v", out, err)
 	}
-	if res.Days != 7 || res.Current.GPUs != 8 {
-		t.Fatalf("simulated %d days of %d GPUs, want a week of the fleet's 8", res.Days, res.Current.GPUs)
+	if res.Days != testWhatIfDays || res.Current.GPUs != 8 {
+		t.Fatalf("simulated %d days of %d GPUs, want %d days of the fleet's 8", res.Days, res.Current.GPUs, testWhatIfDays)
 	}
 	if res.Draft.Revenue["spot"] >= res.Current.Revenue["spot"] || res.Draft.CustomerSavings <= res.Current.CustomerSavings {
 		t.Fatalf("90 %% off: spot revenue %s → %s, savings %s → %s", res.Current.Revenue["spot"], res.Draft.Revenue["spot"], res.Current.CustomerSavings, res.Draft.CustomerSavings)
+	}
+}
+
+// The product's what-if simulates a week (the tests' run shorter).
+func TestWhatIfSimulatesAWeekByDefault(t *testing.T) {
+	db, _ := storetest.Open(t)
+	s, err := New(t.Context(), Config{DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.whatIfs.days != 7 {
+		t.Fatalf("a what-if simulates %d days, want 7", s.whatIfs.days)
 	}
 }
