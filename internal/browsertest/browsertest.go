@@ -6,17 +6,64 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 )
 
-// Chromium returns a headless Chromium context for a test, or skips the
-// test (with the reason) when there is no Chromium — except under
-// CI=true, where browser tests must run. extra adds allocator options
-// (e.g. a host resolver rule).
+// Chromium returns a headless Chromium tab for a test, or skips the test
+// (with the reason) when there is no Chromium — except under CI=true,
+// where browser tests must run. The tests of a package share one browser
+// (starting one is most of a short test's time); each test gets a tab in
+// a browser context of its own, so cookies and storage never cross
+// tests. extra (e.g. a host resolver rule) starts a browser of the test's
+// own.
 func Chromium(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	path := chromiumPath(t)
+	var browser context.Context
+	if len(extra) > 0 {
+		allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(allocatorOptions(path, t.TempDir()), extra...)...)
+		ctx, cancelCtx := chromedp.NewContext(allocCtx)
+		t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+		browser = ctx
+	} else {
+		shared.once.Do(func() {
+			dir, err := os.MkdirTemp("", "gpuportal-chromium-")
+			if err != nil {
+				shared.err = err
+				return
+			}
+			// Never cancelled: the browser lives as long as the test
+			// binary (the allocator kills it when the binary exits).
+			allocCtx, _ := chromedp.NewExecAllocator(context.Background(), allocatorOptions(path, dir)...)
+			shared.browser, _ = chromedp.NewContext(allocCtx)
+			shared.err = chromedp.Do(shared.browser)
+		})
+		if shared.err != nil {
+			t.Fatalf("start chromium: %v", shared.err)
+		}
+		browser = shared.browser
+	}
+	tab, cancelTab := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	ctx, cancelTimeout := context.WithTimeout(tab, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancelTab() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("open a tab: %v", err)
+	}
+	return ctx
+}
+
+// shared is the package's browser, started by the first test that needs it.
+var shared struct {
+	once    sync.Once
+	browser context.Context
+	err     error
+}
+
+func chromiumPath(t testing.TB) string {
 	t.Helper()
 	path := os.Getenv("CHROMIUM")
 	if path == "" {
@@ -38,9 +85,14 @@ func Chromium(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Conte
 		}
 		t.Skip("skipping browser test: no Chromium at /usr/bin/chromium (apt-get install chromium, or set CHROMIUM)")
 	}
-	opts := []chromedp.ExecAllocatorOption{
+	return path
+}
+
+// allocatorOptions start Chromium as root with no internet, in dir.
+func allocatorOptions(path, dir string) []chromedp.ExecAllocatorOption {
+	return []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(dir),
 		chromedp.Flag("headless", true),
 		chromedp.Flag("no-sandbox", true),
 		chromedp.Flag("disable-gpu", true),
@@ -52,12 +104,4 @@ func Chromium(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Conte
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(1280, 900),
 	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(opts, extra...)...)
-	ctx, cancelCtx := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
 }
