@@ -27,8 +27,15 @@ import (
 
 func main() {
 	dir := os.Getenv("GPUPORTAL_CHECKPOINT_DIR")
+	// Each file appears whole (written aside, then renamed): the test
+	// reads it the moment it exists.
 	write := func(name, text string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+		tmp := filepath.Join(dir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
