@@ -28,6 +28,9 @@ func Chromium(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Conte
 		allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(allocatorOptions(path, t.TempDir()), extra...)...)
 		ctx, cancelCtx := chromedp.NewContext(allocCtx)
 		t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+		if err := chromedp.Do(ctx); err != nil { // the browser starts here
+			t.Fatalf("start chromium: %v", err)
+		}
 		browser = ctx
 	} else {
 		shared.once.Do(func() {
