@@ -29,6 +29,12 @@ const (
 	SessionStaleAfter = 3 * time.Minute
 )
 
+// AcceptsSessions reports whether an instance in this status can be got
+// into: while its workload runs (under a notice too, to save its work).
+func AcceptsSessions(status string) bool {
+	return status == InstanceRunning || status == InstanceInterrupting
+}
+
 // Session is an interactive connection into a running instance.
 type Session struct {
 	ID         string    `json:"id"`

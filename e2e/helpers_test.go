@@ -38,32 +38,27 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	agentBin = filepath.Join(dir, "agent")
-	build := exec.Command("go", "build", "-o", agentBin, "gpuportal/cmd/agent")
-	build.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build agent: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	agentBin = build(dir, "gpuportal/cmd/agent", "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
 	// A static workload that uses the stock AWS SDK for Go v2 IMDS client.
-	imdsWorkloadBin = filepath.Join(dir, "imdsworkload")
-	build = exec.Command("go", "build", "-o", imdsWorkloadBin, "gpuportal/e2e/imdsworkload")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build imdsworkload: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	imdsWorkloadBin = build(dir, "gpuportal/e2e/imdsworkload", "CGO_ENABLED=0")
 	// The agents' static SFTP helper (for sftp and scp sessions).
-	sftpHelperBin = filepath.Join(dir, "gpuportal-sftp")
-	build = exec.Command("go", "build", "-o", sftpHelperBin, "gpuportal/cmd/gpuportal-sftp")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build gpuportal-sftp: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	sftpHelperBin = build(dir, "gpuportal/cmd/gpuportal-sftp", "CGO_ENABLED=0")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// build compiles pkg into dir (with env added) and returns the binary's
+// path; the run stops if it does not build.
+func build(dir, pkg, env string) string {
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Env = append(os.Environ(), env)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+		os.Exit(1)
+	}
+	return bin
 }
 
 // portal is a real portal (web server + scheduler) on a real SQLite file,
@@ -327,4 +322,15 @@ func (a *agentProc) waitExit(d time.Duration) (exited bool, err error) {
 	case <-time.After(d):
 		return false, nil
 	}
+}
+
+// freeAddr is a loopback address with a port nothing listens on now.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -13,17 +12,6 @@ import (
 	"gpuportal"
 	"gpuportal/store/storetest"
 )
-
-// freeAddr is a loopback address with a port nothing listens on now.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // (issue 23) With two portals on one PostgreSQL database, a customer's
 // SSH session through the second portal reaches an instance whose agent

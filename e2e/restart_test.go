@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -166,12 +165,7 @@ func TestAgentRestartReadoptsWorkloads(t *testing.T) {
 func TestPortalRestartIsNoNodeFailure(t *testing.T) {
 	dir := t.TempDir()
 	dsn, emails := installation(t, filepath.Join(dir, "portal.db"), 0, 1)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	first := startPortalProcArgs(t, dsn, addr)
 	st, body := first.call("POST", "/api/v1/admin/enrollment-tokens", first.admin, `{"region":"cd-1"}`)
 	var enroll struct{ Token string }

@@ -188,9 +188,8 @@ func TestSSHIntoAContainer(t *testing.T) {
 	}
 
 	// -L: a local port reaching the web server inside the container.
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	localPort := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	_, localPortText, _ := net.SplitHostPort(freeAddr(t))
+	localPort, _ := strconv.Atoi(localPortText)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	fwd := exec.CommandContext(ctx, "ssh", append(append([]string{"-p", alice.port, "-N", "-o", "ExitOnForwardFailure=yes",

@@ -22,13 +22,7 @@ import (
 // browserLogIn logs the test customer in through the login form.
 func browserLogIn(t *testing.T, ctx context.Context, p *portal, email string) {
 	t.Helper()
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(p.url+"/login"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), email),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
-		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
-	); err != nil {
+	if err := chromedp.Do(ctx, browsertest.LogIn(p.url, email, storetest.Password)...); err != nil {
 		t.Fatalf("log in: %v", err)
 	}
 }

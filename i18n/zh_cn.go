@@ -1103,7 +1103,6 @@ var zhCN = map[string]string{
 	"Connecting…":                         "连接中…",
 	"The session ended (exit status %s).": "会话已结束（退出状态 %s）。",
 	"Connected.":                          "已连接。",
-	"port, e.g. 8000":                     "端口，例如 8000",
 	"Port inside the instance":            "实例内的端口",
 	"Open port":                           "打开端口",
 	"A web app in the instance opens on an address of its own, for you alone.":                 "实例内的网页应用会在专属地址上打开，仅你可访问。",

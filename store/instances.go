@@ -178,7 +178,7 @@ func (db *DB) Instance(ctx context.Context, user *gpuportal.User, id int64) (*gp
 		return nil, err
 	}
 	db.live(i)
-	if i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting {
+	if gpuportal.AcceptsSessions(i.Status) {
 		if i.Sessions, err = db.OpenSessions(ctx, i.ID); err != nil {
 			return nil, err
 		}
@@ -370,7 +370,12 @@ const reservedStopGraceSeconds = 30
 // DesiredFor is what a node should run now.
 func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDesired, error) {
 	d := gpuportal.AgentDesired{Workloads: []gpuportal.DesiredWorkload{}}
-	if err := db.read.QueryRowContext(ctx, `SELECT revision, heartbeat_seconds, rotate_token FROM nodes WHERE id = ?`, nodeID).Scan(&d.Revision, &d.HeartbeatSeconds, &d.RotateToken); err != nil {
+	// Whether sessions wait for this node comes with its revision: every
+	// heartbeat reads this, almost always with no session to ask for.
+	var sessionsWait bool
+	if err := db.read.QueryRowContext(ctx, `SELECT revision, heartbeat_seconds, rotate_token,
+			EXISTS (SELECT 1 FROM `+db.indexedAs("sessions", "s", "sessions_open_by_node")+` WHERE s.node_id = nodes.id AND s.closed_at IS NULL AND s.connected_at IS NULL AND s.opened_at >= ?)
+		FROM nodes WHERE id = ?`, unix(db.Wall.Now().Add(-gpuportal.SessionConnectTimeout)), nodeID).Scan(&d.Revision, &d.HeartbeatSeconds, &d.RotateToken, &sessionsWait); err != nil {
 		return d, fmt.Errorf("node revision: %w", err)
 	}
 	// Instances asked to stop stay listed (with Stop) until their exit is
@@ -455,8 +460,10 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 		}
 		d.Workloads = append(d.Workloads, dw)
 	}
-	if d.Sessions, err = db.desiredSessions(ctx, nodeID); err != nil {
-		return d, fmt.Errorf("desired sessions: %w", err)
+	if sessionsWait {
+		if d.Sessions, err = db.desiredSessions(ctx, nodeID); err != nil {
+			return d, fmt.Errorf("desired sessions: %w", err)
+		}
 	}
 	return d, nil
 }

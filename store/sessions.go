@@ -37,10 +37,36 @@ func (db *DB) SessionUser(ctx context.Context, instanceID int64, fingerprint str
 	} else if err != nil {
 		return nil, fmt.Errorf("session key: %w", err)
 	}
-	if status != gpuportal.InstanceRunning && status != gpuportal.InstanceInterrupting {
-		return nil, gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s: sessions open only while it runs.", instanceID, status)
+	if !gpuportal.AcceptsSessions(status) {
+		return nil, notRunning(instanceID, status)
 	}
 	return db.UserByID(ctx, userID)
+}
+
+// sessionTarget reads the instance a session of kind goes into and
+// returns its node: the user's own instance (admins included: nobody but
+// the owner gets into a container), running — or, for its log, one that
+// has run somewhere (the log stays on that node after the end too).
+func sessionTarget(ctx context.Context, tx *sql.Tx, user *gpuportal.User, instanceID int64, kind string) (string, error) {
+	var owner int64
+	var status string
+	var node sql.NullString
+	err := tx.QueryRowContext(ctx, `SELECT user_id, status, coalesce(node_id, last_node_id) FROM instances WHERE id = ?`, instanceID).Scan(&owner, &status, &node)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || (err == nil && owner != user.ID):
+		return "", gpuportal.Errorf(gpuportal.ENOTFOUND, "Instance %d not found.", instanceID)
+	case err != nil:
+		return "", fmt.Errorf("session instance: %w", err)
+	case kind == gpuportal.SessionLog && !node.Valid:
+		return "", gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d has not run yet: there is no log.", instanceID)
+	case kind != gpuportal.SessionLog && (!gpuportal.AcceptsSessions(status) || !node.Valid):
+		return "", notRunning(instanceID, status)
+	}
+	return node.String, nil
+}
+
+func notRunning(instanceID int64, status string) error {
+	return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s: sessions open only while it runs.", instanceID, status)
 }
 
 // OpenSession records a session its owner opens into a running instance
@@ -72,25 +98,10 @@ func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID 
 	now := db.Wall.Now()
 	s.OpenedAt = now.Truncate(time.Second)
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		var owner int64
-		var status string
-		var node sql.NullString
-		err := tx.QueryRowContext(ctx, `SELECT user_id, status, coalesce(node_id, last_node_id) FROM instances WHERE id = ?`, instanceID).Scan(&owner, &status, &node)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && owner != user.ID) {
-			// Admins included: nobody but the owner gets into a container.
-			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Instance %d not found.", instanceID)
-		} else if err != nil {
-			return fmt.Errorf("session instance: %w", err)
+		var err error
+		if s.Node, err = sessionTarget(ctx, tx, user, instanceID, req.Kind); err != nil {
+			return err
 		}
-		if req.Kind == gpuportal.SessionLog {
-			// The log stays on the node its workload ran on, after the end too.
-			if !node.Valid {
-				return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d has not run yet: there is no log.", instanceID)
-			}
-		} else if (status != gpuportal.InstanceRunning && status != gpuportal.InstanceInterrupting) || !node.Valid {
-			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s: sessions open only while it runs.", instanceID, status)
-		}
-		s.Node = node.String
 		var groups int
 		if err := tx.QueryRowContext(ctx, `SELECT count(DISTINCT s.grp) FROM `+db.indexedAs("sessions", "s", "sessions_open_by_user")+` JOIN instances i ON i.id = s.instance_id
 			WHERE s.user_id = ? AND s.grp <> ? AND `+sessionOpenSQL, user.ID, req.Group, unix(now.Add(-gpuportal.SessionStaleAfter))).Scan(&groups); err != nil {
@@ -219,22 +230,14 @@ func (db *DB) CreateAppToken(ctx context.Context, user *gpuportal.User, instance
 	token := gpuportal.NewSecret("gpa_")
 	now := db.Wall.Now()
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
-		var owner int64
-		var status string
-		err := tx.QueryRowContext(ctx, `SELECT user_id, status FROM instances WHERE id = ?`, instanceID).Scan(&owner, &status)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && owner != user.ID) {
-			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Instance %d not found.", instanceID)
-		} else if err != nil {
+		if _, err := sessionTarget(ctx, tx, user, instanceID, gpuportal.SessionTCP); err != nil {
 			return err
-		}
-		if status != gpuportal.InstanceRunning && status != gpuportal.InstanceInterrupting {
-			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s: sessions open only while it runs.", instanceID, status)
 		}
 		// Tokens long expired are of no use to anyone.
 		if _, err := tx.ExecContext(ctx, `DELETE FROM app_tokens WHERE expires_at < ?`, unix(now.Add(-time.Hour))); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO app_tokens (token_hash, user_id, instance_id, port, expires_at) VALUES (?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO app_tokens (token_hash, user_id, instance_id, port, expires_at) VALUES (?, ?, ?, ?, ?)`,
 			gpuportal.HashSecret(token), user.ID, instanceID, port, unix(now.Add(AppTokenTTL)))
 		return err
 	})

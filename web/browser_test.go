@@ -153,11 +153,5 @@ func TestBrowserLaunchFormFollowsTheModel(t *testing.T) {
 // logInAs is the login form filled in and sent, up to the dashboard (the
 // test user's password is storetest.Password).
 func logInAs(baseURL, email string) []chromedp.Action[chromedp.Void] {
-	return []chromedp.Action[chromedp.Void]{
-		chromedp.Navigate(baseURL + "/login"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), email),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
-		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
-	}
+	return browsertest.LogIn(baseURL, email, storetest.Password)
 }

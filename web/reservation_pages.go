@@ -369,7 +369,7 @@ func (s *Server) handleReservationPage(c echo.Context) error {
 			return err
 		}
 		for _, i := range list {
-			if i.ReservationID != nil && *i.ReservationID == r.ID && (i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting) {
+			if i.ReservationID != nil && *i.ReservationID == r.ID && gpuportal.AcceptsSessions(i.Status) {
 				d.Running = append(d.Running, i)
 			}
 		}

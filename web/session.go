@@ -173,7 +173,7 @@ func (s *Server) saveSession(c echo.Context) {
 	if r.session == nil || !r.dirty {
 		return
 	}
-	r.session.Options.Secure = c.IsTLS() || (s.fromTrustedProxy(c.Request()) && c.Request().Header.Get("X-Forwarded-Proto") == "https")
+	r.session.Options.Secure = s.isHTTPS(c)
 	if err := r.session.Save(c.Request(), c.Response().Writer); err != nil {
 		s.log.Error("save session", "err", err)
 	}
@@ -300,4 +300,10 @@ func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return next(c)
 	})
+}
+
+// isHTTPS reports whether the request came over HTTPS: TLS here, or a
+// trusted proxy's X-Forwarded-Proto (anyone else's is not believed).
+func (s *Server) isHTTPS(c echo.Context) bool {
+	return c.IsTLS() || (s.fromTrustedProxy(c.Request()) && c.Request().Header.Get("X-Forwarded-Proto") == "https")
 }

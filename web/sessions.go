@@ -149,7 +149,7 @@ func (s *Server) handleTerminalPage(c echo.Context) error {
 	if i.UserID != currentUser(c).ID {
 		return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only the instance's owner opens sessions into it.")
 	}
-	if i.Status != gpuportal.InstanceRunning && i.Status != gpuportal.InstanceInterrupting {
+	if !gpuportal.AcceptsSessions(i.Status) {
 		return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s: sessions open only while it runs.", id, i.Status)
 	}
 	return s.render(c, http.StatusOK, templates.TerminalPage(*i))
@@ -185,7 +185,10 @@ func (s *Server) scheme(c echo.Context) string {
 	if u, err := url.Parse(s.cfg.PublicURL); err == nil && u.Scheme != "" {
 		return u.Scheme
 	}
-	return c.Scheme()
+	if s.isHTTPS(c) {
+		return "https"
+	}
+	return "http"
 }
 
 // portalPort is the port users reach this portal on (apps share it): the

@@ -108,3 +108,15 @@ func allocatorOptions(path, dir string) []chromedp.ExecAllocatorOption {
 		chromedp.WindowSize(1280, 900),
 	}
 }
+
+// LogIn is the portal's login form filled in and sent, up to the
+// dashboard.
+func LogIn(baseURL, email, password string) []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{
+		chromedp.Navigate(baseURL + "/login"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), email),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), password),
+		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
+	}
+}

@@ -39,6 +39,7 @@ type Conn struct {
 	OnControl func(gpuportal.SessionControl)
 
 	wmu    sync.Mutex
+	wbuf   []byte // the message being written (under wmu)
 	buf    []byte
 	eof    bool
 	closed bool // the other end went away (not only its input)
@@ -117,12 +118,11 @@ func (c *Conn) StderrWriter() io.Writer { return writerFunc(c.WriteStderr) }
 func (c *Conn) send(stream byte, p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	msg := make([]byte, 0, min(len(p), chunk)+1)
 	n := 0
 	for len(p) > 0 {
 		part := p[:min(len(p), chunk)]
-		msg = append(append(msg[:0], stream), part...)
-		if err := c.ws.Write(c.ctx, websocket.MessageBinary, msg); err != nil {
+		c.wbuf = append(append(c.wbuf[:0], stream), part...) // reused: Write is done with it on return
+		if err := c.ws.Write(c.ctx, websocket.MessageBinary, c.wbuf); err != nil {
 			return n, err
 		}
 		n += len(part)
