@@ -77,6 +77,9 @@ func (s *Server) apiAgentHeartbeat(c echo.Context) error {
 	}
 	desired, err := s.db.DesiredFor(ctx, node)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // the agent went away while its answer was read
+		}
 		return err
 	}
 	return c.JSON(http.StatusOK, desired)

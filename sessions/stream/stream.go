@@ -22,7 +22,7 @@ import (
 const StreamInput byte = 0
 
 // chunk is the most bytes one message carries (well under the read limit).
-const chunk = 32 << 10
+const chunk = 256 << 10
 
 // Conn is one end of a session stream. Read returns the bytes of the
 // other end's main stream (output at the portal, input at the agent) and
@@ -101,9 +101,51 @@ func (c *Conn) Read(p []byte) (int, error) {
 		}
 		c.buf = msg[1:]
 	}
-	n := copy(p, c.buf)
+	n := copy(p, c.buf) // none with an empty p: WriteTo only fills buf
 	c.buf = c.buf[n:]
 	return n, nil
+}
+
+// WriteTo copies the other end's main stream to w a message at a time
+// (io.Copy uses it: no second copy, one write per message).
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for {
+		if len(c.buf) == 0 {
+			if _, err := c.Read(nil); err == io.EOF {
+				return n, nil
+			} else if err != nil {
+				return n, err
+			}
+		}
+		m, err := w.Write(c.buf)
+		n += int64(m)
+		c.buf = c.buf[m:]
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// ReadFrom sends what r gives in messages of up to a chunk (io.Copy uses
+// it: a reader with more buffered fills one message, not many small ones).
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	buf := make([]byte, chunk)
+	var n int64
+	for {
+		m, err := r.Read(buf)
+		if m > 0 {
+			if _, werr := c.Write(buf[:m]); werr != nil {
+				return n, werr
+			}
+			n += int64(m)
+		}
+		if err == io.EOF {
+			return n, nil
+		} else if err != nil {
+			return n, err
+		}
+	}
 }
 
 // Write sends this end's main stream.
