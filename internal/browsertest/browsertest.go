@@ -6,64 +6,29 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 )
 
-// Chromium returns a headless Chromium tab for a test, or skips the test
+// Chromium returns a headless Chromium for a test, or skips the test
 // (with the reason) when there is no Chromium — except under CI=true,
-// where browser tests must run. The tests of a package share one browser
-// (starting one is most of a short test's time); each test gets a tab in
-// a browser context of its own, so cookies and storage never cross
-// tests. extra (e.g. a host resolver rule) starts a browser of the test's
-// own.
+// where browser tests must run. Each test gets a browser of its own: one
+// shared by a package's tests let a Chinese page's CJK font change the
+// layout of later English ones (the phone-width test saw 401 px). extra
+// adds allocator options (e.g. a host resolver rule).
 func Chromium(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	path := chromiumPath(t)
-	var browser context.Context
-	if len(extra) > 0 {
-		allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(allocatorOptions(path, t.TempDir()), extra...)...)
-		ctx, cancelCtx := chromedp.NewContext(allocCtx)
-		t.Cleanup(func() { cancelCtx(); cancelAlloc() })
-		if err := chromedp.Do(ctx); err != nil { // the browser starts here
-			t.Fatalf("start chromium: %v", err)
-		}
-		browser = ctx
-	} else {
-		shared.once.Do(func() {
-			dir, err := os.MkdirTemp("", "gpuportal-chromium-")
-			if err != nil {
-				shared.err = err
-				return
-			}
-			// Never cancelled: the browser lives as long as the test
-			// binary (the allocator kills it when the binary exits).
-			allocCtx, _ := chromedp.NewExecAllocator(context.Background(), allocatorOptions(path, dir)...)
-			shared.browser, _ = chromedp.NewContext(allocCtx)
-			shared.err = chromedp.Do(shared.browser)
-		})
-		if shared.err != nil {
-			t.Fatalf("start chromium: %v", shared.err)
-		}
-		browser = shared.browser
-	}
-	tab, cancelTab := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
-	ctx, cancelTimeout := context.WithTimeout(tab, 90*time.Second)
-	t.Cleanup(func() { cancelTimeout(); cancelTab() })
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(allocatorOptions(path, t.TempDir()), extra...)...)
+	browser, cancelCtx := chromedp.NewContext(allocCtx)
+	ctx, cancelTimeout := context.WithTimeout(browser, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
 	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("open a tab: %v", err)
+		t.Fatalf("start chromium: %v", err)
 	}
 	return ctx
-}
-
-// shared is the package's browser, started by the first test that needs it.
-var shared struct {
-	once    sync.Once
-	browser context.Context
-	err     error
 }
 
 func chromiumPath(t testing.TB) string {
