@@ -95,6 +95,9 @@ type AgentHeartbeat struct {
 	HeartbeatSeconds int              `json:"heartbeat_seconds"`
 	GPUs             []GPUSample      `json:"gpus"`
 	Workloads        []WorkloadStatus `json:"workloads"`
+	// Volumes: the agent measured its volume root anew (about once a
+	// minute; nil in between).
+	Volumes *VolumeReport `json:"volumes,omitempty"`
 }
 
 // AgentEvents pushes workload changes at once (between heartbeats).
@@ -152,6 +155,9 @@ type DesiredWorkload struct {
 	// Rebalance: the book will want this spot instance's GPUs soon; its
 	// metadata answers events/recommendations/rebalance (as EC2's does).
 	Rebalance bool `json:"rebalance,omitempty"`
+	// Volumes to mount (the directory VolumeDirName(id) of the agent's
+	// volume root, read-write at MountPath).
+	Volumes []InstanceVolume `json:"volumes,omitempty"`
 }
 
 // TaskRef names a job's task.
@@ -168,6 +174,9 @@ type AgentDesired struct {
 	Workloads        []DesiredWorkload `json:"workloads"`
 	// Sessions the agent should connect out for (each once).
 	Sessions []DesiredSession `json:"sessions,omitempty"`
+	// DeleteVolumes: volumes the agent reported that were deleted; it
+	// removes their files.
+	DeleteVolumes []int64 `json:"delete_volumes,omitempty"`
 	// RotateToken asks the agent to fetch a new node token (POST
 	// /agent/rotate-token), keep it and use it from then on.
 	RotateToken bool `json:"rotate_token,omitempty"`

@@ -54,6 +54,7 @@ const (
 	LedgerRefund          = "refund"
 	LedgerCancellationFee = "cancellation_fee"
 	LedgerInstance        = "instance"
+	LedgerVolume          = "volume" // a volume's started hours
 	LedgerTopUp           = "topup"
 	LedgerCredit          = "credit" // an admin's credit (a bank transfer)
 	// LedgerPayout is unused balance paid back to the payments it came
@@ -218,6 +219,9 @@ type Quotas struct {
 	// MaxQueuedTasks bounds the tasks of a user's jobs not yet finished
 	// (queued or running): each is a row the scheduler reads.
 	MaxQueuedTasks int `json:"max_queued_tasks"`
+	// MaxVolumeGiB bounds the size of all the user's volumes together;
+	// nil: the policy's max_volume_gib (quotas read back always name it).
+	MaxVolumeGiB *int `json:"max_volume_gib,omitempty"`
 }
 
 // DefaultQuotas are the platform's defaults; admins override per user.
@@ -238,7 +242,7 @@ func (q *Quotas) UnmarshalJSON(b []byte) error {
 // Validate checks quotas an admin sets.
 func (q Quotas) Validate() error {
 	if q.MaxRunningGPUs < 0 || q.MaxRunningGPUs > 100_000 || q.MaxBookedGPUHours < 0 || q.MaxBookedGPUHours > 100_000_000 || q.MaxWaitlistEntries < 0 || q.MaxWaitlistEntries > 10_000 ||
-		q.MaxQueuedTasks < 0 || q.MaxQueuedTasks > 1_000_000 {
+		q.MaxQueuedTasks < 0 || q.MaxQueuedTasks > 1_000_000 || (q.MaxVolumeGiB != nil && (*q.MaxVolumeGiB < 0 || *q.MaxVolumeGiB > 1_000_000)) {
 		return FieldErrorf(EINVALID, "quotas", "Quotas are whole numbers, 0 or more.")
 	}
 	return nil

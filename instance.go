@@ -67,6 +67,8 @@ type LaunchRequest struct {
 	// IdleStopMinutes (on-demand and spot) stops the instance after that
 	// many minutes with all its GPUs at 0 % utilisation.
 	IdleStopMinutes *int `json:"idle_stop_minutes,omitempty"`
+	// Volumes are the customer's volumes of the region to mount.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // MaxIdleStopMinutes bounds idle_stop_minutes (a week).
@@ -200,6 +202,8 @@ type Instance struct {
 	// Sessions are the interactive sessions open into it now (its page
 	// and GET /instances/{id}).
 	Sessions []Session `json:"sessions,omitempty"`
+	// Volumes it mounts.
+	Volumes []InstanceVolume `json:"volumes,omitempty"`
 }
 
 // Drill results.

@@ -53,6 +53,8 @@ type JobRequest struct {
 	Kind            string `json:"kind"`                        // spot or hybrid
 	OnDemandWorkers int    `json:"on_demand_workers,omitempty"` // hybrid: tasks at a time on on-demand instances
 	MaxAttempts     int    `json:"max_attempts,omitempty"`      // failed attempts before a task fails (default 3)
+	// Volumes every task mounts.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Validate checks the shape of a job request and fills its defaults.
@@ -125,6 +127,8 @@ type Job struct {
 	MaxParallel     int        `json:"max_parallel"`
 	OnDemandWorkers int        `json:"on_demand_workers"`
 	MaxAttempts     int        `json:"max_attempts"`
+	// Volumes every task mounts (mount paths resolved).
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 	Status          string     `json:"status"`
 	Tasks           TaskCounts `json:"tasks"`
 	Interruptions   int        `json:"interruptions"`

@@ -26,6 +26,9 @@ const (
 	NoteVerifyPhone         = "verify_phone"         // SMS only: the code that verifies the phone
 	NoteSpotRebalance       = "spot_rebalance"       // in-app only: the book will want a spot instance's GPUs soon
 	NoteReservationLaunched = "reservation_launched" // its launch spec started on its GPUs
+	NoteVolumesSuspended    = "volumes_suspended"    // the balance ran out: volumes kept 15 days (VolumeNames, Deadline)
+	NoteVolumeDeleteSoon    = "volume_delete_soon"   // 3 days before a suspended volume is deleted
+	NoteVolumeDeleted       = "volume_deleted"       // a suspended volume was deleted after 15 days
 	NoteIdleStopped         = "idle_stopped"         // an instance stopped by its idle_stop_minutes (Missing: the minutes)
 )
 
@@ -72,6 +75,8 @@ type NoteParams struct {
 	// ExtendHours is how many hours a reservation ending soon could be
 	// extended by when the reminder was written.
 	ExtendHours int `json:"extend_hours,omitempty"`
+	// VolumeNames names the volumes a volume notice is about.
+	VolumeNames string `json:"volume_names,omitempty"`
 	// Token is a password reset link's secret (NotePasswordReset only). It
 	// is never stored: the dispatcher makes the link when it sends the
 	// email, so no secret sits in the outbox or the admins' notification

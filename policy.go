@@ -47,6 +47,11 @@ type Policy struct {
 	SpotNoticeMinSeconds int `json:"spot_notice_min_seconds"`
 	SpotNoticeMaxSeconds int `json:"spot_notice_max_seconds"`
 	RebalanceLeadMinutes int `json:"rebalance_lead_minutes"`
+	// Volumes (global only: a volume belongs to no model): the price per
+	// GiB-month of the size provisioned, and each user's quota of GiB in
+	// all their volumes (admins override it per user).
+	VolumePricePerGiBMonthFen int `json:"volume_price_per_gib_month_fen"`
+	MaxVolumeGiB              int `json:"max_volume_gib"`
 }
 
 // PolicyOverride names only what differs from the global policy for one
@@ -93,6 +98,7 @@ func DefaultPolicy() Policy {
 		SpotDiscountPercent: 70, SpotNoticeSeconds: 120, SpotGraceSeconds: 30,
 		WaitlistClaimMinutes: 30, OnDemandMinBillableMinutes: 60,
 		SpotNoticeMinSeconds: 10, SpotNoticeMaxSeconds: 600, RebalanceLeadMinutes: 30,
+		VolumePricePerGiBMonthFen: 30, MaxVolumeGiB: 2048,
 	}
 }
 
@@ -101,7 +107,8 @@ func DefaultPolicy() Policy {
 // lead) keep their defaults when it does not name them.
 func PoliciesToDecode() Policies {
 	d := DefaultPolicy()
-	return Policies{Global: Policy{SpotNoticeMinSeconds: d.SpotNoticeMinSeconds, SpotNoticeMaxSeconds: d.SpotNoticeMaxSeconds, RebalanceLeadMinutes: d.RebalanceLeadMinutes}}
+	return Policies{Global: Policy{SpotNoticeMinSeconds: d.SpotNoticeMinSeconds, SpotNoticeMaxSeconds: d.SpotNoticeMaxSeconds, RebalanceLeadMinutes: d.RebalanceLeadMinutes,
+		VolumePricePerGiBMonthFen: d.VolumePricePerGiBMonthFen, MaxVolumeGiB: d.MaxVolumeGiB}}
 }
 
 // DefaultPolicies is the policies document with no overrides.
@@ -192,6 +199,8 @@ func (p Policy) validate(prefix string) []*Error {
 	check("spot_notice_min_seconds", p.SpotNoticeMinSeconds, 10, 600, "Must be between %d and %d seconds (10 s to 10 min).")
 	check("spot_notice_max_seconds", p.SpotNoticeMaxSeconds, 10, 3600, "Must be between %d and %d seconds (10 s to an hour).")
 	check("rebalance_lead_minutes", p.RebalanceLeadMinutes, 0, 240, "Must be between %d and %d minutes.")
+	check("volume_price_per_gib_month_fen", p.VolumePricePerGiBMonthFen, 0, 100_000, "Must be between %d and %d fen.")
+	check("max_volume_gib", p.MaxVolumeGiB, 0, 1_000_000, "Must be between %d and %d GiB.")
 	if p.SpotNoticeMinSeconds > p.SpotNoticeMaxSeconds {
 		errs = append(errs, FieldErrorf(EINVALID, prefix+".spot_notice_min_seconds", "The shortest notice must not exceed the longest."))
 	}

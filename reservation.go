@@ -68,6 +68,8 @@ type BookingRequest struct {
 type LaunchSpec struct {
 	Image   string `json:"image,omitempty"` // a catalog image id; empty: the first
 	Command string `json:"command"`
+	// Volumes the launch's instances mount.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // MachineCommand is the command of "a machine to log into": it runs until

@@ -14,6 +14,7 @@ const (
 	SessionTCP      = "tcp"      // a TCP connection to a port inside (ssh -L, a proxied web app)
 	SessionTerminal = "terminal" // the web terminal: a shell with a pty over a WebSocket
 	SessionLog      = "log"      // the workload's whole log, from its node (also after it ended)
+	SessionVolume   = "volume"   // SFTP into a volume's files (the file manager, sftp volume-<id>@), through any agent of its region
 )
 
 // Limits on sessions.
@@ -38,7 +39,8 @@ func AcceptsSessions(status string) bool {
 // Session is an interactive connection into a running instance.
 type Session struct {
 	ID         string    `json:"id"`
-	InstanceID int64     `json:"instance_id"`
+	InstanceID int64     `json:"instance_id,omitempty"`
+	VolumeID   int64     `json:"volume_id,omitempty"`
 	UserID     int64     `json:"-"`
 	Node       string    `json:"-"`
 	Kind       string    `json:"kind"`
@@ -55,7 +57,9 @@ type SessionRequest struct {
 	Kind    string
 	Command string // SessionExec
 	Port    int    // SessionTCP
-	TTY     *TTY   // a pty of this size (shells)
+	// VolumeID is the volume of a SessionVolume (the instance id is 0).
+	VolumeID int64
+	TTY      *TTY // a pty of this size (shells)
 	// Group ties the streams of one customer connection together (the
 	// channels and forwards of one SSH connection): the per-user limit
 	// counts groups, not streams.
@@ -76,10 +80,14 @@ type DesiredSession struct {
 	ID         string `json:"id"`
 	InstanceID int64  `json:"instance_id"`
 	Attempt    int    `json:"attempt"`
-	Kind       string `json:"kind"`
-	Command    string `json:"command,omitempty"`
-	Port       int    `json:"port,omitempty"`
-	TTY        *TTY   `json:"tty,omitempty"`
+	// VolumeID and VolumeSizeGiB: a session into a volume's files (the
+	// agent refuses writes past the size).
+	VolumeID      int64  `json:"volume_id,omitempty"`
+	VolumeSizeGiB int    `json:"volume_size_gib,omitempty"`
+	Kind          string `json:"kind"`
+	Command       string `json:"command,omitempty"`
+	Port          int    `json:"port,omitempty"`
+	TTY           *TTY   `json:"tty,omitempty"`
 	// URL is the portal that holds the customer's end ("" = the agent's
 	// own portal): with several portals, the agent connects to that one.
 	URL string `json:"url,omitempty"`

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,10 @@ type Config struct {
 	EnrollToken    string
 	StateDir       string
 	CheckpointRoot string // default <StateDir>/checkpoints
+	// VolumeRoot is where volumes live (default <StateDir>/volumes): the
+	// region's shared filesystem in production, so every node of the
+	// region sees the same files.
+	VolumeRoot string
 	Region         string
 	Hostname       string
 	Heartbeat      time.Duration
@@ -71,6 +76,10 @@ type Agent struct {
 	sessions     map[string]*liveSession // the session streams served now, by id
 	sessionsSeen map[string]time.Time    // sessions connected out for (each once)
 
+	// volumeReport is the latest measurement of the volume root not yet
+	// sent (the next heartbeat carries it).
+	volumeReport atomic.Pointer[gpuportal.VolumeReport]
+
 	wake     chan struct{} // re-check interruption deadlines
 	push     chan struct{} // report workload changes now
 	meta     *metadataServer
@@ -95,6 +104,12 @@ func New(cfg Config) (*Agent, error) {
 	}
 	var err error
 	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
+		return nil, err
+	}
+	if cfg.VolumeRoot == "" {
+		cfg.VolumeRoot = filepath.Join(cfg.StateDir, "volumes")
+	}
+	if cfg.VolumeRoot, err = filepath.Abs(cfg.VolumeRoot); err != nil {
 		return nil, err
 	}
 	if cfg.CheckpointRoot, err = filepath.Abs(cfg.CheckpointRoot); err != nil {
@@ -125,7 +140,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: cfg.Heartbeat + 30*time.Second}
 	}
-	for _, dir := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "logs"), cfg.CheckpointRoot} {
+	for _, dir := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "logs"), cfg.CheckpointRoot, cfg.VolumeRoot} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
@@ -200,7 +215,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	// hanging on loops that only a signal would end.
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context){a.cfg.GPUs.Watch, a.enforceLoop, a.pushLoop, a.sampleLoop, a.diskLoop} {
+	if enforced, note := a.volumeEnforcement(); !enforced {
+		a.log.Warn("volumes: "+note, "root", a.cfg.VolumeRoot)
+	}
+	for _, loop := range []func(context.Context){a.cfg.GPUs.Watch, a.enforceLoop, a.pushLoop, a.sampleLoop, a.diskLoop, a.volumeLoop} {
 		wg.Add(1)
 		go func() { defer wg.Done(); loop(loopCtx) }()
 	}
@@ -269,6 +287,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) error {
 		}
 		b.reset()
 		a.acknowledge(hb.Workloads)
+		a.deleteVolumes(desired.DeleteVolumes)
 		a.reconcile(desired)
 		a.startSessions(ctx, desired.Sessions)
 		if desired.RotateToken {
@@ -301,7 +320,8 @@ func (a *Agent) rotateToken(ctx context.Context) {
 func (a *Agent) heartbeat(wait bool) gpuportal.AgentHeartbeat {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	hb := gpuportal.AgentHeartbeat{Revision: a.revision, HeartbeatSeconds: int(a.cfg.Heartbeat / time.Second), GPUs: a.samples, Workloads: a.statusesLocked()}
+	hb := gpuportal.AgentHeartbeat{Revision: a.revision, HeartbeatSeconds: int(a.cfg.Heartbeat / time.Second), GPUs: a.samples, Workloads: a.statusesLocked(),
+		Volumes: a.volumeReport.Swap(nil)}
 	if wait {
 		hb.WaitSeconds = hb.HeartbeatSeconds
 	}

@@ -152,6 +152,17 @@ func (r *ContainerRuntime) CreateArgs(spec Spec) []string {
 	if r.SFTPHelper != "" {
 		args = append(args, "--volume", r.SFTPHelper+":"+gpuportal.SFTPHelperPath+":ro")
 	}
+	for _, v := range spec.Volumes {
+		args = append(args, "--volume", v.HostDir+":"+v.MountPath+":rw")
+	}
+	if len(spec.Volumes) > 0 {
+		// The owner's workloads share their volumes through one group;
+		// files they make are the group's to write (umask 002).
+		args = append(args, "--group-add", strconv.Itoa(gpuportal.VolumeGID))
+		if r.CLI == "podman" {
+			args = append(args, "--umask", "0002")
+		}
+	}
 	args = append(args,
 		"--workdir", ContainerCheckpointDir,
 		// Nothing of the node's disk but the checkpoint directory: the

@@ -24,6 +24,14 @@ type Spec struct {
 	Env           []string // KEY=value, the DESIGN §4 environment included
 	CheckpointDir string
 	LogPath       string
+	// Volumes to mount read-write: a host directory at a path inside.
+	Volumes []SpecVolume
+}
+
+// SpecVolume is one volume a workload mounts.
+type SpecVolume struct {
+	HostDir   string
+	MountPath string
 }
 
 // Process is a started (or re-adopted) workload.

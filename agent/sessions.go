@@ -118,6 +118,15 @@ func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
 		a.sendLog(conn, ds.InstanceID)
 		return
 	}
+	if ds.Kind == gpuportal.SessionVolume {
+		a.log.Info("volume session", "session", ds.ID, "volume", ds.VolumeID)
+		if err := a.serveVolume(conn, ds.VolumeID, ds.VolumeSizeGiB); err != nil {
+			fail("volume %d: %v", ds.VolumeID, err)
+			return
+		}
+		_ = conn.Close()
+		return
+	}
 	switch {
 	case proc == nil:
 		fail("instance %d is not running on this node", ds.InstanceID)

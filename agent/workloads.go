@@ -187,6 +187,25 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	if t := dw.Task; t != nil {
 		env = append(env, "GPUPORTAL_JOB_ID="+strconv.FormatInt(t.JobID, 10), "GPUPORTAL_TASK_INDEX="+strconv.Itoa(t.Index), "GPUPORTAL_TASK_COUNT="+strconv.Itoa(t.Count))
 	}
+	var volumes []SpecVolume
+	var volumeEnv []string
+	for _, v := range dw.Volumes {
+		dir, err := a.volumeDir(v.ID)
+		if err != nil {
+			a.closeMetadataLocked(w)
+			fail(fmt.Errorf("volume %s: %w", v.Name, err))
+			return
+		}
+		inside := v.MountPath
+		if !inContainer {
+			inside = dir // exec: the workload sees the node's directory
+		}
+		volumes = append(volumes, SpecVolume{HostDir: dir, MountPath: v.MountPath})
+		volumeEnv = append(volumeEnv, v.Name+"="+inside)
+	}
+	if len(volumeEnv) > 0 {
+		env = append(env, "GPUPORTAL_VOLUMES="+strings.Join(volumeEnv, ","))
+	}
 	for k, v := range dw.Env {
 		if !strings.HasPrefix(k, "GPUPORTAL_") && k != "CUDA_VISIBLE_DEVICES" {
 			env = append(env, k+"="+v)
@@ -194,7 +213,7 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	}
 	spec := Spec{
 		Node: a.creds.NodeID, InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Slot: a.slotOf(dw.GPUs),
-		Command: dw.Command, Image: dw.Image, Env: env, CheckpointDir: w.rec.CheckpointDir, LogPath: a.logPath(dw.InstanceID),
+		Command: dw.Command, Image: dw.Image, Env: env, CheckpointDir: w.rec.CheckpointDir, LogPath: a.logPath(dw.InstanceID), Volumes: volumes,
 	}
 	go func() {
 		proc, err := a.cfg.Runtime.Start(spec)

@@ -97,6 +97,22 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		lines = []string{T("Instance #%d (%s) gets SIGTERM at %s (%s), reason: %s.", p.InstanceID, what, at, zone, T(p.Reason)),
 			T("Save a checkpoint now; its metadata endpoint shows the same deadline.")}
 		m.SMS = T("gpuportal: spot instance #%d gets SIGTERM at %s. Checkpoint now.", p.InstanceID, p.Deadline.In(loc).Format("15:04:05"))
+	case gpuportal.NoteVolumesSuspended:
+		link += "/volumes"
+		m.Subject = T("Your balance ran out: volumes kept until %s", when(p.Deadline))
+		lines = []string{T("Your balance reached zero, so volumes %s are suspended: they are kept, unbilled, until %s (%s) and then deleted with their files.", p.VolumeNames, when(p.Deadline), zone),
+			T("Top up before then to keep them; they are billed again from the hour you do.")}
+		m.SMS = T("gpuportal: balance empty; volumes %s will be deleted on %s unless you top up.", p.VolumeNames, when(p.Deadline))
+	case gpuportal.NoteVolumeDeleteSoon:
+		link += "/volumes"
+		m.Subject = T("Volume %s will be deleted on %s", p.VolumeNames, when(p.Deadline))
+		lines = []string{T("Volume %s has been suspended since your balance ran out and will be deleted with its files on %s (%s). Top up to keep it.", p.VolumeNames, when(p.Deadline), zone)}
+		m.SMS = T("gpuportal: volume %s will be deleted on %s unless you top up.", p.VolumeNames, when(p.Deadline))
+	case gpuportal.NoteVolumeDeleted:
+		link += "/volumes"
+		m.Subject = T("Volume %s was deleted", p.VolumeNames)
+		lines = []string{T("Volume %s was deleted with its files after 15 days with no balance to pay for it.", p.VolumeNames)}
+		m.SMS = T("gpuportal: volume %s was deleted after 15 days unpaid.", p.VolumeNames)
 	case gpuportal.NoteIdleStopped:
 		link += "/instances"
 		m.Subject = T("Instance #%d was stopped: its GPUs were idle", p.InstanceID)

@@ -62,6 +62,14 @@ func NewGateway(ctx context.Context, hub *Hub, backend Backend, log *slog.Logger
 	}
 	g := &Gateway{hub: hub, backend: backend, log: log, Fingerprint: ssh.FingerprintSHA256(signer.PublicKey()), conns: map[net.Conn]struct{}{}}
 	g.config = &ssh.ServerConfig{
+		Config: ssh.Config{
+			// AES-GCM first and chacha20-poly1305 left out: OpenSSH takes
+			// the client's first cipher the server also offers, which is
+			// chacha20 when offered, and x/crypto's chacha20 is generic Go
+			// on amd64 while AES-GCM uses the CPU's AES instructions —
+			// about twice the throughput for scp and sftp on one core.
+			Ciphers: []string{ssh.CipherAES128GCM, ssh.CipherAES256GCM, ssh.CipherAES128CTR, ssh.CipherAES192CTR, ssh.CipherAES256CTR},
+		},
 		PublicKeyCallback: g.authorize,
 		MaxAuthTries:      6,
 		ServerVersion:     "SSH-2.0-gpuportal",

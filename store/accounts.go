@@ -16,8 +16,8 @@ import (
 
 // quotasOf is a user's quotas: their overrides, else the defaults.
 func (db *DB) quotasOf(ctx context.Context, q queryer, userID int64) (gpuportal.Quotas, error) {
-	var gpus, hours, entries, tasks sql.NullInt64
-	err := db.row(ctx, q, `SELECT max_running_gpus, max_booked_gpu_hours, max_waitlist_entries, max_queued_tasks FROM users WHERE id = ?`, userID).Scan(&gpus, &hours, &entries, &tasks)
+	var gpus, hours, entries, tasks, volumeGiB sql.NullInt64
+	err := db.row(ctx, q, `SELECT max_running_gpus, max_booked_gpu_hours, max_waitlist_entries, max_queued_tasks, max_volume_gib FROM users WHERE id = ?`, userID).Scan(&gpus, &hours, &entries, &tasks, &volumeGiB)
 	if err != nil {
 		return gpuportal.Quotas{}, fmt.Errorf("quotas: %w", err)
 	}
@@ -34,6 +34,15 @@ func (db *DB) quotasOf(ctx context.Context, q queryer, userID int64) (gpuportal.
 	if tasks.Valid {
 		out.MaxQueuedTasks = int(tasks.Int64)
 	}
+	gib := int(volumeGiB.Int64)
+	if !volumeGiB.Valid {
+		policies, err := db.policies(ctx, q)
+		if err != nil {
+			return out, err
+		}
+		gib = policies.Global.MaxVolumeGiB
+	}
+	out.MaxVolumeGiB = &gib
 	return out, nil
 }
 
@@ -171,8 +180,8 @@ func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID i
 			}
 		}
 		if q := up.Quotas; q != nil {
-			if _, err := tx.ExecContext(ctx, `UPDATE users SET max_running_gpus = ?, max_booked_gpu_hours = ?, max_waitlist_entries = ?, max_queued_tasks = ? WHERE id = ?`,
-				q.MaxRunningGPUs, q.MaxBookedGPUHours, q.MaxWaitlistEntries, q.MaxQueuedTasks, userID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE users SET max_running_gpus = ?, max_booked_gpu_hours = ?, max_waitlist_entries = ?, max_queued_tasks = ?, max_volume_gib = ? WHERE id = ?`,
+				q.MaxRunningGPUs, q.MaxBookedGPUHours, q.MaxWaitlistEntries, q.MaxQueuedTasks, q.MaxVolumeGiB, userID); err != nil {
 				return err
 			}
 		}

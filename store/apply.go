@@ -38,6 +38,7 @@ func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, plan sch
 		{"start job tasks", a.tasks},
 		{"waitlist", a.waitlist},
 		{"reminders", a.reminders},
+		{"volumes", func(ctx context.Context, _ scheduler.Decisions) error { return a.db.billVolumes(ctx, a.tx, a.now) }},
 	}
 	for _, step := range steps {
 		if err := step.run(ctx, plan); err != nil {
@@ -321,6 +322,13 @@ func (a *applier) startTask(ctx context.Context, t scheduler.TaskStart) error {
 	for _, g := range t.GPUs {
 		if _, err := a.db.execTx(ctx, a.tx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g, id); err != nil {
 			return err
+		}
+	}
+	// The job's volumes, as checked at its submission (a volume a job
+	// names cannot be deleted while the job runs).
+	for _, m := range j.Volumes {
+		if _, err := a.db.execTx(ctx, a.tx, `INSERT INTO instance_volumes (instance_id, volume_id, mount_path) VALUES (?, ?, ?)`, id, m.ID, m.MountPath); err != nil {
+			return fmt.Errorf("mount volume %d: %w", m.ID, err)
 		}
 	}
 	if _, err := a.db.execTx(ctx, a.tx, `UPDATE job_tasks SET status = 'running', attempts = attempts + 1, instance_id = ?, exit_code = NULL WHERE job_id = ? AND task_index = ?`,

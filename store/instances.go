@@ -159,6 +159,9 @@ func (db *DB) InstanceList(ctx context.Context, user *gpuportal.User, f Instance
 	if err := db.instanceGPUs(ctx, db.read, list); err != nil {
 		return nil, err
 	}
+	if err := db.instanceVolumes(ctx, db.read, list); err != nil {
+		return nil, err
+	}
 	out := make([]gpuportal.Instance, len(list))
 	for k, i := range list {
 		db.live(i)
@@ -175,6 +178,9 @@ func (db *DB) Instance(ctx context.Context, user *gpuportal.User, id int64) (*gp
 		return nil, err
 	}
 	if err := db.instanceGPUs(ctx, db.read, []*gpuportal.Instance{i}); err != nil {
+		return nil, err
+	}
+	if err := db.instanceVolumes(ctx, db.read, []*gpuportal.Instance{i}); err != nil {
 		return nil, err
 	}
 	db.live(i)
@@ -285,8 +291,15 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if err != nil {
 			return err
 		}
+		mounts, err := db.resolveMounts(ctx, tx, user.ID, req.Region, req.Volumes)
+		if err != nil {
+			return err
+		}
 		id, err := insertInstance(ctx, tx, user.ID, req, resID, price, image.Reference, now)
 		if err != nil {
+			return err
+		}
+		if err := db.mountVolumes(ctx, tx, id, mounts); err != nil {
 			return err
 		}
 		inst, err = instanceFor(ctx, tx, user, id)
@@ -408,6 +421,9 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	if err := db.instanceGPUs(ctx, db.read, list); err != nil {
 		return d, err
 	}
+	if err := db.instanceVolumes(ctx, db.read, list); err != nil {
+		return d, err
+	}
 	taskCounts := map[int64]int{}
 	for _, i := range list {
 		if i.JobID != nil && taskCounts[*i.JobID] == 0 {
@@ -433,7 +449,7 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	}
 	for k, i := range list {
 		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, Image: i.Image, CheckpointKey: i.CheckpointKey,
-			Stop: extras[k].stop, Rebalance: extras[k].rebalance}
+			Stop: extras[k].stop, Rebalance: extras[k].rebalance, Volumes: i.Volumes}
 		if i.JobID != nil {
 			dw.Task = &gpuportal.TaskRef{JobID: *i.JobID, Index: *i.TaskIndex, Count: taskCounts[*i.JobID]}
 		}

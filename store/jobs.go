@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"context"
 	"database/sql"
 	"errors"
@@ -18,7 +19,7 @@ import (
 // (finishAttempt) moves its task on: succeeded, queued again, or failed.
 
 const jobColumns = `id, user_id, name, model_id, region_id, gpus_per_task, task_count, command, image, kind, max_parallel, on_demand_workers, max_attempts,
-	list_price_fen, status, created_at, ended_at`
+	list_price_fen, status, created_at, ended_at, volumes`
 
 type jobRow struct {
 	gpuportal.Job
@@ -29,9 +30,15 @@ func scanJob(row interface{ Scan(...any) error }) (*jobRow, error) {
 	var j jobRow
 	var created int64
 	var ended sql.NullInt64
+	var volumes string
 	if err := row.Scan(&j.ID, &j.UserID, &j.Name, &j.Model, &j.Region, &j.GPUsPerTask, &j.Tasks.Total, &j.Command, &j.Image, &j.Kind, &j.MaxParallel,
-		&j.OnDemandWorkers, &j.MaxAttempts, &j.listPrice, &j.Status, &created, &ended); err != nil {
+		&j.OnDemandWorkers, &j.MaxAttempts, &j.listPrice, &j.Status, &created, &ended, &volumes); err != nil {
 		return nil, err
+	}
+	if volumes != "" {
+		if err := json.Unmarshal([]byte(volumes), &j.Volumes); err != nil {
+			return nil, fmt.Errorf("job %d volumes: %w", j.ID, err)
+		}
 	}
 	j.CreatedAt, j.EndedAt = fromUnix(created), fromNullUnix(ended)
 	return &j, nil
@@ -76,10 +83,14 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 		if err != nil {
 			return err
 		}
+		mounts, err := db.resolveMounts(ctx, tx, user.ID, req.Region, req.Volumes)
+		if err != nil {
+			return err
+		}
 		if err := tx.QueryRowContext(ctx, `INSERT INTO jobs (user_id, name, model_id, region_id, gpus_per_task, task_count, command, image, kind, max_parallel,
-			on_demand_workers, max_attempts, list_price_fen, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?) RETURNING id`,
+			on_demand_workers, max_attempts, list_price_fen, status, created_at, volumes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) RETURNING id`,
 			user.ID, req.Name, req.Model, req.Region, req.GPUsPerTask, req.Tasks, req.Command, image.Reference, req.Kind, req.MaxParallel,
-			req.OnDemandWorkers, req.MaxAttempts, model.ListPrice, unix(db.now())).Scan(&id); err != nil {
+			req.OnDemandWorkers, req.MaxAttempts, model.ListPrice, unix(db.now()), mountsJSON(mounts)).Scan(&id); err != nil {
 			return fmt.Errorf("insert job: %w", err)
 		}
 		// Every task at once, in one statement.

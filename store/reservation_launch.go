@@ -75,6 +75,10 @@ func (db *DB) launchOnReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(count), 0) FROM instances WHERE reservation_id = ? AND status = 'pending' AND node_id IS NULL`, r.ID).Scan(&pending); err != nil {
 		return nil, err
 	}
+	mounts, err := db.resolveMounts(ctx, tx, r.UserID, r.Region, spec.Volumes)
+	if err != nil {
+		return nil, err
+	}
 	now := db.now()
 	var ids []int64
 	for _, n := range free {
@@ -89,6 +93,9 @@ func (db *DB) launchOnReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.
 		req := gpuportal.LaunchRequest{Kind: gpuportal.KindReserved, Model: r.Model, Region: r.Region, Count: count, Command: spec.Command, ReservationID: &r.ID}
 		id, err := insertInstance(ctx, tx, r.UserID, req, sql.NullInt64{Int64: r.ID, Valid: true}, 0, image.Reference, now)
 		if err != nil {
+			return nil, err
+		}
+		if err := db.mountVolumes(ctx, tx, id, mounts); err != nil {
 			return nil, err
 		}
 		ids = append(ids, id)

@@ -159,6 +159,9 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 		if _, err := imageForLaunch(ctx, tx, req.Launch.Image); err != nil {
 			return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "launch.image", "Unknown image %q; GET /api/v1/images lists them.", req.Launch.Image)
 		}
+		if _, err := db.resolveMounts(ctx, tx, userID, req.Region, req.Launch.Volumes); err != nil {
+			return nil, err
+		}
 		raw, _ := json.Marshal(req.Launch)
 		launchJSON = sql.NullString{String: string(raw), Valid: true}
 	}

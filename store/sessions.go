@@ -18,7 +18,7 @@ import (
 // sessionOpenSQL is the condition for a session row that is open now:
 // not closed, marked seen by its portal lately, its instance still
 // running. (An instance's end needs no hook: its sessions stop counting.)
-const sessionOpenSQL = `s.closed_at IS NULL AND s.seen_at >= ? AND (s.kind = 'log' OR i.status IN ('running', 'interrupting'))`
+const sessionOpenSQL = `s.closed_at IS NULL AND s.seen_at >= ? AND (s.kind IN ('log', 'volume') OR i.status IN ('running', 'interrupting'))`
 
 // SessionUser authorises a login into an instance: the key (by its
 // fingerprint) must be one its owner registered, the owner's account
@@ -76,7 +76,7 @@ func notRunning(instanceID int64, status string) error {
 func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID int64, req gpuportal.SessionRequest, url string) (gpuportal.Session, error) {
 	s := gpuportal.Session{InstanceID: instanceID, UserID: user.ID, Kind: req.Kind, Port: req.Port}
 	switch req.Kind {
-	case gpuportal.SessionShell, gpuportal.SessionTerminal, gpuportal.SessionExec, gpuportal.SessionSFTP, gpuportal.SessionLog:
+	case gpuportal.SessionShell, gpuportal.SessionTerminal, gpuportal.SessionExec, gpuportal.SessionSFTP, gpuportal.SessionLog, gpuportal.SessionVolume:
 	case gpuportal.SessionTCP:
 		if req.Port < 1 || req.Port > 65535 {
 			return s, gpuportal.FieldErrorf(gpuportal.EINVALID, "port", "A port is a number from 1 to 65535.")
@@ -99,20 +99,32 @@ func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID 
 	s.OpenedAt = now.Truncate(time.Second)
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		if s.Node, err = sessionTarget(ctx, tx, user, instanceID, req.Kind); err != nil {
+		if req.Kind == gpuportal.SessionVolume {
+			s.Node, err = db.volumeTarget(ctx, tx, user, req.VolumeID)
+		} else {
+			s.Node, err = sessionTarget(ctx, tx, user, instanceID, req.Kind)
+		}
+		if err != nil {
 			return err
 		}
 		var groups int
-		if err := tx.QueryRowContext(ctx, `SELECT count(DISTINCT s.grp) FROM `+db.indexedAs("sessions", "s", "sessions_open_by_user")+` JOIN instances i ON i.id = s.instance_id
+		if err := tx.QueryRowContext(ctx, `SELECT count(DISTINCT s.grp) FROM `+db.indexedAs("sessions", "s", "sessions_open_by_user")+` LEFT JOIN instances i ON i.id = s.instance_id
 			WHERE s.user_id = ? AND s.grp <> ? AND `+sessionOpenSQL, user.ID, req.Group, unix(now.Add(-gpuportal.SessionStaleAfter))).Scan(&groups); err != nil {
 			return fmt.Errorf("count sessions: %w", err)
 		}
 		if groups >= gpuportal.MaxSessionsPerUser {
 			return gpuportal.Errorf(gpuportal.ERATELIMITED, "You have %d sessions open, the most at once; close one first.", groups)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, instance_id, user_id, node_id, kind, command, port, tty, grp, url, opened_at, seen_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			s.ID, instanceID, user.ID, s.Node, req.Kind, req.Command, req.Port, tty, req.Group, url, unix(now), unix(now)); err != nil {
+		var instance, volume sql.NullInt64
+		if req.Kind == gpuportal.SessionVolume {
+			volume = sql.NullInt64{Int64: req.VolumeID, Valid: true}
+			s.InstanceID, s.VolumeID = 0, req.VolumeID
+		} else {
+			instance = sql.NullInt64{Int64: instanceID, Valid: true}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, instance_id, volume_id, user_id, node_id, kind, command, port, tty, grp, url, opened_at, seen_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			s.ID, instance, volume, user.ID, s.Node, req.Kind, req.Command, req.Port, tty, req.Group, url, unix(now), unix(now)); err != nil {
 			return fmt.Errorf("open session: %w", err)
 		}
 		return bumpNode(ctx, tx, s.Node)
@@ -133,9 +145,9 @@ func (db *DB) ClaimSession(ctx context.Context, node, id string) (gpuportal.Desi
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		now := db.Wall.Now()
 		var tty string
-		err := tx.QueryRowContext(ctx, `SELECT s.id, s.instance_id, i.attempt, s.kind, s.command, s.port, s.tty FROM sessions s JOIN instances i ON i.id = s.instance_id
-			WHERE s.id = ? AND s.node_id = ? AND (s.kind = 'log' OR i.node_id = s.node_id) AND s.connected_at IS NULL AND `+sessionOpenSQL, id, node, unix(now.Add(-gpuportal.SessionStaleAfter))).
-			Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty)
+		err := tx.QueryRowContext(ctx, `SELECT `+desiredSessionColumns+` FROM sessions s LEFT JOIN instances i ON i.id = s.instance_id LEFT JOIN volumes v ON v.id = s.volume_id
+			WHERE s.id = ? AND s.node_id = ? AND (s.kind = 'log' OR i.node_id = s.node_id OR (s.kind = 'volume' AND v.deleted_at IS NULL)) AND s.connected_at IS NULL AND `+sessionOpenSQL, id, node, unix(now.Add(-gpuportal.SessionStaleAfter))).
+			Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB)
 		if errors.Is(err, sql.ErrNoRows) {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "No session %s waits for this node.", id)
 		} else if err != nil {
@@ -198,6 +210,10 @@ func (db *DB) OpenSessions(ctx context.Context, instanceID int64) ([]gpuportal.S
 	return out, nil
 }
 
+// desiredSessionColumns are what an agent is told of a session (a
+// volume's has no instance, an instance's no volume).
+const desiredSessionColumns = `s.id, coalesce(s.instance_id, 0), coalesce(i.attempt, 0), s.kind, s.command, s.port, s.tty, s.url, coalesce(s.volume_id, 0), coalesce(v.size_gib, 0)`
+
 // desiredSessions lists the sessions node's agent should connect out for:
 // opened, not yet claimed, still waiting (younger than the connect
 // timeout).
@@ -205,7 +221,7 @@ func (db *DB) desiredSessions(ctx context.Context, node string) ([]gpuportal.Des
 	now := db.Wall.Now()
 	return scanAll(ctx, db.read, func(r *sql.Rows, d *gpuportal.DesiredSession) error {
 		var tty string
-		if err := r.Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL); err != nil {
+		if err := r.Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB); err != nil {
 			return err
 		}
 		if tty != "" {
@@ -213,7 +229,7 @@ func (db *DB) desiredSessions(ctx context.Context, node string) ([]gpuportal.Des
 			return json.Unmarshal([]byte(tty), d.TTY)
 		}
 		return nil
-	}, `SELECT s.id, s.instance_id, i.attempt, s.kind, s.command, s.port, s.tty, s.url FROM `+db.indexedAs("sessions", "s", "sessions_open_by_node")+` JOIN instances i ON i.id = s.instance_id
+	}, `SELECT `+desiredSessionColumns+` FROM `+db.indexedAs("sessions", "s", "sessions_open_by_node")+` LEFT JOIN instances i ON i.id = s.instance_id LEFT JOIN volumes v ON v.id = s.volume_id
 		WHERE s.node_id = ? AND s.connected_at IS NULL AND s.opened_at >= ? AND `+sessionOpenSQL+` ORDER BY s.opened_at, s.id`,
 		node, unix(now.Add(-gpuportal.SessionConnectTimeout)), unix(now.Add(-gpuportal.SessionStaleAfter)))
 }

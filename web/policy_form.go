@@ -25,6 +25,7 @@ var policyInts = []string{
 	"min_duration_hours", "max_duration_hours", "max_advance_days", "reservable_percent", "late_cancel_limit_30d",
 	"spot_discount_percent", "spot_notice_seconds", "spot_grace_seconds", "waitlist_claim_minutes", "on_demand_min_billable_minutes",
 	"spot_notice_min_seconds", "spot_notice_max_seconds", "rebalance_lead_minutes",
+	"volume_price_per_gib_month_fen", "max_volume_gib",
 }
 
 func policyIntPtr(p *gpuportal.Policy, name string) *int {
@@ -55,6 +56,10 @@ func policyIntPtr(p *gpuportal.Policy, name string) *int {
 		return &p.SpotNoticeMaxSeconds
 	case "rebalance_lead_minutes":
 		return &p.RebalanceLeadMinutes
+	case "volume_price_per_gib_month_fen":
+		return &p.VolumePricePerGiBMonthFen
+	case "max_volume_gib":
+		return &p.MaxVolumeGiB
 	}
 	return nil
 }
@@ -122,6 +127,9 @@ func parsePolicyForm(form url.Values, models []gpuportal.Model) (gpuportal.Polic
 		var o gpuportal.PolicyOverride
 		set := false
 		for _, name := range policyInts {
+			if templates.GlobalOnlyRule(name) {
+				continue
+			}
 			if n, ok := num(scope + "." + name); ok {
 				v := n
 				*overrideIntPtr(&o, name) = &v

@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	portal := fs.String("portal", envOr(getenv, "AGENT_PORTAL", ""), "portal URL, e.g. http://127.0.0.1:8080 (env AGENT_PORTAL)")
 	enroll := fs.String("enroll-token", getenv("AGENT_ENROLL_TOKEN"), "one-time enrollment token (env AGENT_ENROLL_TOKEN); needed only the first time")
 	stateDir := fs.String("state-dir", envOr(getenv, "AGENT_STATE_DIR", "/var/lib/gpuportal-agent"), "node credentials, workload state and logs")
+	volumeRoot := fs.String("volume-root", getenv("AGENT_VOLUME_ROOT"), "where volumes live (default <state-dir>/volumes): the region's shared filesystem (NFS, CephFS) so every node of the region sees the same files")
 	checkpointRoot := fs.String("checkpoint-root", getenv("AGENT_CHECKPOINT_ROOT"), "where instances' checkpoint directories live (default <state-dir>/checkpoints; share it between nodes so auto-restarted instances find their checkpoints)")
 	region := fs.String("region", envOr(getenv, "AGENT_REGION", ""), "the node's region, e.g. cd-1 (must match the enrollment token)")
 	nvmlBackend := fs.String("nvml", "real", "GPU source: real, "+nvidia.MockDGXA100+" or "+nvidia.MockDGXH100)
@@ -86,7 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// Absolute: container engines read a relative path as a volume name,
 	// and conmon writes logs from a directory of its own.
-	for _, dir := range []*string{stateDir, checkpointRoot} {
+	for _, dir := range []*string{stateDir, checkpointRoot, volumeRoot} {
 		if *dir != "" {
 			abs, err := filepath.Abs(*dir)
 			if err != nil {
@@ -164,7 +165,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("--runtime %q: want podman, docker or exec", *runtimeName)
 	}
 	a, err := agent.New(agent.Config{
-		Portal: *portal, EnrollToken: *enroll, StateDir: *stateDir, CheckpointRoot: *checkpointRoot,
+		Portal: *portal, EnrollToken: *enroll, StateDir: *stateDir, CheckpointRoot: *checkpointRoot, VolumeRoot: *volumeRoot,
 		Region: *region, Hostname: *hostname, Heartbeat: *heartbeat, MetadataAddr: *metadataAddr,
 		MetricsAddr: *metricsAddr, GPUs: gpus, Runtime: rt, Log: log, Out: stdout, LogCap: logCap, Retention: *retention,
 	})
