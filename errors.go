@@ -22,6 +22,7 @@ const (
 	EPOLICY       = "policy_violation"
 	EFUNDS        = "insufficient_funds" // 402: top up first
 	ERATELIMITED  = "rate_limited"
+	ETOOLARGE     = "too_large"   // 413: more than the room left (a volume's free space)
 	EUNAVAILABLE  = "unavailable" // 503: the portal cannot do it now (its database disk is full); nothing changed
 	EINTERNAL     = "internal"
 )

@@ -24,6 +24,7 @@ import (
 type Backend interface {
 	SettingOrInit(ctx context.Context, key string, init func() string) (string, error)
 	SessionUser(ctx context.Context, instanceID int64, fingerprint string) (*gpuportal.User, error)
+	VolumeSessionUser(ctx context.Context, volumeID int64, fingerprint string) (*gpuportal.User, error)
 	OpenSession(ctx context.Context, user *gpuportal.User, instanceID int64, req gpuportal.SessionRequest, url string) (gpuportal.Session, error)
 	CloseSession(ctx context.Context, id string) error
 	SeeSessions(ctx context.Context, ids []string) error
@@ -117,6 +118,9 @@ func (h *Hub) Open(ctx context.Context, user *gpuportal.User, instanceID int64, 
 	case a = <-ch:
 	case <-timer.C:
 		err = gpuportal.Errorf(gpuportal.EUNAVAILABLE, "The node of instance %d did not connect for the session; try again.", instanceID)
+		if req.Kind == gpuportal.SessionVolume {
+			err = gpuportal.Errorf(gpuportal.EUNAVAILABLE, "No node of the volume's region connected in time; try again.")
+		}
 	case <-ctx.Done():
 		err = ctx.Err()
 	}

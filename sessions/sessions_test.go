@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -30,6 +31,10 @@ func (f *fakeBackend) SettingOrInit(_ context.Context, _ string, init func() str
 func (f *fakeBackend) SessionUser(context.Context, int64, string) (*gpuportal.User, error) {
 	return &gpuportal.User{ID: 1}, nil
 }
+func (f *fakeBackend) VolumeSessionUser(context.Context, int64, string) (*gpuportal.User, error) {
+	return nil, errors.New("no volumes here")
+}
+
 func (f *fakeBackend) OpenSession(_ context.Context, u *gpuportal.User, id int64, req gpuportal.SessionRequest, url string) (gpuportal.Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -95,8 +95,23 @@ func newHostKey() string {
 var errLogin = errors.New("permission denied")
 
 // authorize accepts a key of the instance's owner while it runs. The user
-// name is the instance's id.
+// name is the instance's id — or volume-<id> for SFTP into a volume's
+// files, with a key of the volume's owner.
 func (g *Gateway) authorize(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+	if rest, ok := strings.CutPrefix(meta.User(), "volume-"); ok {
+		id, err := strconv.ParseInt(rest, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, errLogin
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		user, err := g.backend.VolumeSessionUser(ctx, id, ssh.FingerprintSHA256(key))
+		if err != nil {
+			g.log.Info("ssh login refused", "volume", id, "remote", meta.RemoteAddr().String(), "reason", err)
+			return nil, errLogin
+		}
+		return &ssh.Permissions{Extensions: map[string]string{"user": strconv.FormatInt(user.ID, 10), "volume": rest}}, nil
+	}
 	id, err := strconv.ParseInt(strings.TrimPrefix(meta.User(), "i-"), 10, 64)
 	if err != nil || id <= 0 {
 		return nil, errLogin
@@ -181,6 +196,7 @@ func (g *Gateway) serveConn(c net.Conn) {
 	defer conn.Close()
 	userID, _ := strconv.ParseInt(conn.Permissions.Extensions["user"], 10, 64)
 	instanceID, _ := strconv.ParseInt(conn.Permissions.Extensions["instance"], 10, 64)
+	volumeID, _ := strconv.ParseInt(conn.Permissions.Extensions["volume"], 10, 64)
 	u := &gpuportal.User{ID: userID}
 	group := hex.EncodeToString(conn.SessionID())
 	group = group[:min(len(group), 32)]
@@ -198,9 +214,13 @@ func (g *Gateway) serveConn(c net.Conn) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				g.session(ctx, u, instanceID, group, ch, chReqs)
+				g.session(ctx, u, instanceID, volumeID, group, ch, chReqs)
 			}()
 		case "direct-tcpip":
+			if volumeID > 0 {
+				_ = nc.Reject(ssh.Prohibited, "a volume offers SFTP only")
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -217,7 +237,7 @@ func (g *Gateway) serveConn(c net.Conn) {
 // session serves one "session" channel: a shell, a command or SFTP. Its
 // requests are answered here; the session itself runs once "shell",
 // "exec" or "subsystem" asks for it, and closes the channel when done.
-func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID int64, group string, ch ssh.Channel, reqs <-chan *ssh.Request) {
+func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID, volumeID int64, group string, ch ssh.Channel, reqs <-chan *ssh.Request) {
 	var (
 		mu      sync.Mutex
 		tty     *gpuportal.TTY
@@ -234,6 +254,15 @@ func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID int
 			mu.Lock()
 			req.TTY, req.Group = tty, group
 			mu.Unlock()
+			if volumeID > 0 {
+				// volume-<id>: SFTP into the volume's files, nothing else.
+				if req.Kind != gpuportal.SessionSFTP {
+					fmt.Fprintf(ch.Stderr(), "gpuportal: volume-%d offers SFTP only (sftp, scp); ssh into an instance that mounts it for a shell.\r\n", volumeID)
+					sendExit(ch, 1)
+					return
+				}
+				req = gpuportal.SessionRequest{Kind: gpuportal.SessionVolume, VolumeID: volumeID, Group: group}
+			}
 			c, done, err := g.hub.Open(ctx, u, instanceID, req)
 			if err != nil {
 				fmt.Fprintf(ch.Stderr(), "gpuportal: %s\r\n", gpuportal.ErrorMessage(err))

@@ -391,6 +391,23 @@ func (db *DB) volumeTarget(ctx context.Context, tx *sql.Tx, user *gpuportal.User
 	return node, err
 }
 
+// VolumeSessionUser authorises SFTP into a volume (volume-<id>@ on the
+// gateway): the key must be one its owner registered, the account active.
+// Every refusal reads the same to the client.
+func (db *DB) VolumeSessionUser(ctx context.Context, volumeID int64, fingerprint string) (*gpuportal.User, error) {
+	var userID int64
+	err := db.read.QueryRowContext(ctx, `SELECT v.user_id FROM volumes v
+		JOIN ssh_keys k ON k.user_id = v.user_id AND k.fingerprint = ?
+		JOIN users u ON u.id = v.user_id AND u.disabled_at IS NULL
+		WHERE v.id = ? AND v.deleted_at IS NULL`, fingerprint, volumeID).Scan(&userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Volume %d not found.", volumeID)
+	} else if err != nil {
+		return nil, fmt.Errorf("volume session key: %w", err)
+	}
+	return db.UserByID(ctx, userID)
+}
+
 // RecordVolumeReport keeps what a node's agent measured of its volume
 // root, and returns the volumes it still holds that were deleted (the
 // agent removes their files).

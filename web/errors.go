@@ -25,6 +25,7 @@ var statusOf = map[string]int{
 	gpuportal.EFUNDS:        http.StatusPaymentRequired,
 	gpuportal.ERATELIMITED:  http.StatusTooManyRequests,
 	gpuportal.EUNAVAILABLE:  http.StatusServiceUnavailable,
+	gpuportal.ETOOLARGE:     http.StatusRequestEntityTooLarge,
 	gpuportal.EINTERNAL:     http.StatusInternalServerError,
 }
 

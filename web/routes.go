@@ -13,7 +13,10 @@ import (
 // routes lists every route in one place.
 func (s *Server) routes() {
 	e := s.echo
-	e.Use(s.measure, middleware.Recover(), s.logRequests, middleware.BodyLimit("2M"), s.securityHeaders, compress())
+	// Bodies are small, but for files uploaded into a volume (streamed to
+	// its storage, bounded by its free space).
+	bodyLimit := middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: "2M", Skipper: isVolumeUpload})
+	e.Use(s.measure, middleware.Recover(), s.logRequests, bodyLimit, s.securityHeaders, compress())
 	e.GET("/healthz", s.handleHealth)
 	e.GET("/metrics", s.handleMetrics(), s.metricsAllowed)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticFiles())))
@@ -57,6 +60,13 @@ func (s *Server) routes() {
 	app.POST("/settings/profile", s.handleProfileForm, requireUser)
 	app.POST("/settings/tokens", s.handleCreateTokenForm, requireUser)
 	app.POST("/settings/tokens/:id/revoke", s.handleRevokeTokenForm, requireUser)
+	app.GET("/volumes", s.handleVolumesPage, requireUser)
+	app.POST("/volumes", s.handleCreateVolumeForm, requireUser)
+	app.GET("/volumes/:id", s.handleVolumePage, requireUser)
+	app.POST("/volumes/:id/resize", s.handleResizeVolumeForm, requireUser)
+	app.POST("/volumes/:id/delete", s.handleDeleteVolumeForm, requireUser)
+	app.POST("/volumes/:id/files", s.handleUploadForm, requireUser)
+	app.POST("/volumes/:id/files/delete", s.handleDeleteFileForm, requireUser)
 	app.POST("/settings/ssh-keys", s.handleAddSSHKeyForm, requireUser)
 	app.POST("/settings/ssh-keys/:id/delete", s.handleDeleteSSHKeyForm, requireUser)
 	app.GET("/verify-email/:token", s.handleVerifyEmail)
@@ -161,6 +171,15 @@ func (s *Server) routes() {
 	api.POST("/reservations/:id/extend", s.apiExtend, requireUser, s.idempotent)
 	api.POST("/reservations/:id/launch", s.apiLaunchOnReservation, requireUser, s.idempotent)
 	api.GET("/offerings", s.apiOfferings)
+	api.POST("/volumes", s.apiCreateVolume, requireUser)
+	api.GET("/volumes", s.apiVolumes, requireUser)
+	api.GET("/volumes/:id", s.apiVolume, requireUser)
+	api.PUT("/volumes/:id", s.apiResizeVolume, requireUser)
+	api.DELETE("/volumes/:id", s.apiDeleteVolume, requireUser)
+	api.GET("/volumes/:id/files", s.apiVolumeFiles, requireUser)
+	api.DELETE("/volumes/:id/files", s.apiVolumeDeleteFile, requireUser)
+	api.GET("/volumes/:id/files/content", s.apiVolumeDownload, requireUser)
+	api.PUT("/volumes/:id/files/content", s.apiVolumeUpload, requireUser)
 	api.POST("/ssh-keys", s.apiAddSSHKey, requireUser)
 	api.GET("/ssh-keys", s.apiSSHKeys, requireUser)
 	api.DELETE("/ssh-keys/:id", s.apiDeleteSSHKey, requireUser)
