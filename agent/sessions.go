@@ -120,7 +120,11 @@ func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
 	}
 	if ds.Kind == gpuportal.SessionVolume {
 		a.log.Info("volume session", "session", ds.ID, "volume", ds.VolumeID)
-		if err := a.serveVolume(conn, ds.VolumeID, ds.VolumeSizeGiB); err != nil {
+		err := a.serveVolume(conn, ds.VolumeID, ds.VolumeSizeGiB)
+		// What the session wrote shows in the portal at the next
+		// heartbeat, not a minute later.
+		a.volumeReport.Store(a.measureVolumes())
+		if err != nil {
 			fail("volume %d: %v", ds.VolumeID, err)
 			return
 		}
