@@ -184,6 +184,15 @@ func (db *DB) CreateVolume(ctx context.Context, user *gpuportal.User, req gpupor
 			return gpuportal.FieldErrorf(gpuportal.ECONFLICT, "name", "You have a volume named %s already.", req.Name)
 		}
 		now := db.now()
+		// A volume draws on the balance from its first hour: an account
+		// with nothing available makes none.
+		b, err := db.balanceIn(ctx, tx, user.ID, now)
+		if err != nil {
+			return err
+		}
+		if b.Available <= 0 {
+			return insufficient(1, b.Available)
+		}
 		if err := db.row(ctx, tx, `INSERT INTO volumes (user_id, name, region_id, size_gib, created_at, billed_until) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
 			user.ID, req.Name, req.Region, req.SizeGiB, unix(now), unix(now)).Scan(&id); err != nil {
 			return fmt.Errorf("insert volume: %w", err)

@@ -1,0 +1,238 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"gpuportal"
+	"gpuportal/store"
+	"gpuportal/store/storetest"
+)
+
+func volumeCharges(t *testing.T, db *store.DB, userID int64) (total gpuportal.Fen, n int) {
+	t.Helper()
+	entries, _, err := db.Ledger(context.Background(), userID, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Kind == gpuportal.LedgerVolume {
+			total += e.Amount
+			n++
+		}
+	}
+	return total, n
+}
+
+// (issue 24) A day of a 100 GiB volume costs what the policy says (30 fen
+// per GiB-month: exactly ¥1.00 a day), charged per started hour through
+// the ledger — also when the ticks come late.
+func TestVolumeBillingPerStartedHour(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	v, err := db.CreateVolume(ctx, u, gpuportal.VolumeRequest{Name: "data", Region: "cd-1", SizeGiB: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Status != gpuportal.VolumeAvailable || v.CostPerHour != 5 || len(v.MountedBy) != 0 {
+		t.Errorf("new volume = %+v", v)
+	}
+	if total, n := volumeCharges(t, db, u.ID); n != 1 || total != 4 {
+		t.Errorf("the first hour: %d entries, %d fen; want 1 of 4 fen", n, total)
+	}
+	start := clock.Now()
+	// A tick every 10 minutes for the rest of the day, and one late tick
+	// that catches up several hours at once.
+	for at := start.Add(10 * time.Minute); at.Before(start.Add(20 * time.Hour)); at = at.Add(10 * time.Minute) {
+		clock.Set(at)
+		if _, err := db.Tick(ctx, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Set(start.Add(24*time.Hour - time.Minute))
+	if _, err := db.Tick(ctx, clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if total, _ := volumeCharges(t, db, u.ID); total != 100 {
+		t.Errorf("a day of 100 GiB cost %d fen, want 100", total)
+	}
+	// Growing it prices the hours from then on; shrinking is refused.
+	if _, err := db.ResizeVolume(ctx, u, v.ID, 50); gpuportal.ErrorCode(err) != gpuportal.EINVALID {
+		t.Errorf("shrink: %v", err)
+	}
+	if _, err := db.ResizeVolume(ctx, u, v.ID, 3000); gpuportal.ErrorCode(err) != gpuportal.EPOLICY {
+		t.Errorf("past the quota: %v", err)
+	}
+	if _, err := db.CreateVolume(ctx, u, gpuportal.VolumeRequest{Name: "data", Region: "cd-1", SizeGiB: 1}); gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+		t.Errorf("a second volume of the same name: %v", err)
+	}
+	poor := storetest.MustCreatePoorUser(t, db, "poor@example.com", gpuportal.RoleCustomer)
+	if _, err := db.CreateVolume(ctx, poor, gpuportal.VolumeRequest{Name: "x", Region: "cd-1", SizeGiB: 10}); gpuportal.ErrorCode(err) != gpuportal.EFUNDS {
+		t.Errorf("a volume with no balance: %v", err)
+	}
+	if list, _ := db.Volumes(ctx, poor); len(list) != 0 {
+		t.Errorf("the refused volume was kept: %+v", list)
+	}
+}
+
+// (issue 24) At zero balance a volume is suspended, not deleted: kept 15
+// days (its owner told at once, then 3 days before), deleted then and
+// never sooner; a top-up in time lifts it.
+func TestVolumeRetentionAtZeroBalance(t *testing.T) {
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreatePoorUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	admin := &gpuportal.User{Role: gpuportal.RoleAdmin}
+	if _, err := db.Credit(ctx, admin, u.ID, gpuportal.CreditRequest{Amount: 100, Note: "a little"}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := db.CreateVolume(ctx, u, gpuportal.VolumeRequest{Name: "data", Region: "cd-1", SizeGiB: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := func(at time.Time) {
+		t.Helper()
+		clock.Set(at)
+		if _, err := db.Tick(ctx, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := clock.Now()
+	tick(start.Add(2 * time.Hour)) // about 42 fen an hour: the balance is gone
+	got, err := db.Volume(ctx, u, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != gpuportal.VolumeSuspended || got.DeleteAfter == nil {
+		t.Fatalf("after the balance ran out: %+v", got)
+	}
+	deleteAt := *got.DeleteAfter
+	if d := deleteAt.Sub(start.Add(2 * time.Hour)); d != gpuportal.VolumeRetention {
+		t.Errorf("kept %v, want 15 days", d)
+	}
+	kinds := func() map[string]int {
+		notes, err := db.InApp(ctx, u.ID, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, n := range notes {
+			out[n.Kind]++
+		}
+		return out
+	}
+	if k := kinds(); k[gpuportal.NoteVolumesSuspended] != 1 {
+		t.Errorf("told at once? %v", k)
+	}
+	charged, _ := volumeCharges(t, db, u.ID)
+	tick(deleteAt.Add(-4 * 24 * time.Hour))
+	if k := kinds(); k[gpuportal.NoteVolumeDeleteSoon] != 0 {
+		t.Errorf("warned too early: %v", k)
+	}
+	tick(deleteAt.Add(-3*24*time.Hour + time.Minute))
+	tick(deleteAt.Add(-2 * 24 * time.Hour))
+	if k := kinds(); k[gpuportal.NoteVolumeDeleteSoon] != 1 {
+		t.Errorf("warned 3 days before, once? %v", k)
+	}
+	tick(deleteAt.Add(-time.Minute))
+	if _, err := db.Volume(ctx, u, v.ID); err != nil {
+		t.Fatalf("deleted before its 15 days: %v", err)
+	}
+	if now, _ := volumeCharges(t, db, u.ID); now != charged {
+		t.Errorf("a suspended volume was billed: %d → %d fen", charged, now)
+	}
+	tick(deleteAt)
+	if _, err := db.Volume(ctx, u, v.ID); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Fatalf("not deleted after 15 days: %v", err)
+	}
+	if k := kinds(); k[gpuportal.NoteVolumeDeleted] != 1 {
+		t.Errorf("told of the deletion? %v", k)
+	}
+
+	// A top-up before the end lifts the suspension; billing resumes.
+	w, err := db.CreateVolume(ctx, storetest.MustCreateUser(t, db, "rich@example.com", gpuportal.RoleCustomer), gpuportal.VolumeRequest{Name: "keep", Region: "cd-1", SizeGiB: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = w
+	if _, err := db.Credit(ctx, admin, u.ID, gpuportal.CreditRequest{Amount: 100, Note: "back"}); err != nil {
+		t.Fatal(err)
+	}
+	x, err := db.CreateVolume(ctx, u, gpuportal.VolumeRequest{Name: "again", Region: "cd-1", SizeGiB: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(clock.Now().Add(3 * time.Hour))
+	if got, _ := db.Volume(ctx, u, x.ID); got.Status != gpuportal.VolumeSuspended {
+		t.Fatalf("second volume: %+v", got)
+	}
+	if _, err := db.Credit(ctx, admin, u.ID, gpuportal.CreditRequest{Amount: 10_000, Note: "top-up"}); err != nil {
+		t.Fatal(err)
+	}
+	tick(clock.Now().Add(time.Hour))
+	if got, _ := db.Volume(ctx, u, x.ID); got.Status != gpuportal.VolumeAvailable || got.DeleteAfter != nil {
+		t.Errorf("after the top-up: %+v", got)
+	}
+}
+
+// (issue 24) Launches mount only the owner's volumes of their region, at
+// clean paths; a mounted volume is in use and cannot be deleted.
+func TestVolumeMountsOnLaunches(t *testing.T) {
+	ctx := context.Background()
+	db, _ := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	other := storetest.MustCreateUser(t, db, "o@example.com", gpuportal.RoleCustomer)
+	v, err := db.CreateVolume(ctx, u, gpuportal.VolumeRequest{Name: "data", Region: "cd-1", SizeGiB: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := db.CreateVolume(ctx, other, gpuportal.VolumeRequest{Name: "theirs", Region: "cd-1", SizeGiB: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	launch := func(mounts ...gpuportal.VolumeMount) (*gpuportal.Instance, error) {
+		return db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "true", Volumes: mounts})
+	}
+	for _, bad := range [][]gpuportal.VolumeMount{
+		{{ID: theirs.ID}},
+		{{ID: v.ID, MountPath: "/checkpoint"}},
+		{{ID: v.ID, MountPath: "relative"}},
+		{{ID: v.ID, MountPath: "/data/../etc"}},
+		{{ID: v.ID}, {ID: v.ID, MountPath: "/data/two"}},
+	} {
+		if _, err := launch(bad...); gpuportal.ErrorCode(err) != gpuportal.EINVALID {
+			t.Errorf("launch with %+v: %v", bad, err)
+		}
+	}
+	inst, err := launch(gpuportal.VolumeMount{ID: v.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Instance(ctx, u, inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Volumes) != 1 || got.Volumes[0].MountPath != "/data/data" || got.Volumes[0].Name != "data" {
+		t.Errorf("instance volumes = %+v", got.Volumes)
+	}
+	if vol, _ := db.Volume(ctx, u, v.ID); vol.Status != gpuportal.VolumeInUse || len(vol.MountedBy) != 1 {
+		t.Errorf("mounted volume = %+v", vol)
+	}
+	if err := db.DeleteVolume(ctx, u, v.ID); gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+		t.Errorf("delete while mounted: %v", err)
+	}
+	if err := db.DeleteVolume(ctx, u, theirs.ID); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Errorf("delete another's: %v", err)
+	}
+	if _, err := db.Stop(ctx, u, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteVolume(ctx, u, v.ID); err != nil {
+		t.Errorf("delete after the stop: %v", err)
+	}
+}
