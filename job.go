@@ -115,28 +115,28 @@ func (c TaskCounts) Done() int {
 
 // Job is a submitted batch and how far it is.
 type Job struct {
-	ID              int64      `json:"id"`
-	UserID          int64      `json:"user_id"`
-	Name            string     `json:"name"`
-	Model           string     `json:"model"`
-	Region          string     `json:"region"`
-	GPUsPerTask     int        `json:"gpus_per_task"`
-	Command         string     `json:"command"`
-	Image           string     `json:"image,omitempty"`
-	Kind            string     `json:"kind"`
-	MaxParallel     int        `json:"max_parallel"`
-	OnDemandWorkers int        `json:"on_demand_workers"`
-	MaxAttempts     int        `json:"max_attempts"`
+	ID              int64  `json:"id"`
+	UserID          int64  `json:"user_id"`
+	Name            string `json:"name"`
+	Model           string `json:"model"`
+	Region          string `json:"region"`
+	GPUsPerTask     int    `json:"gpus_per_task"`
+	Command         string `json:"command"`
+	Image           string `json:"image,omitempty"`
+	Kind            string `json:"kind"`
+	MaxParallel     int    `json:"max_parallel"`
+	OnDemandWorkers int    `json:"on_demand_workers"`
+	MaxAttempts     int    `json:"max_attempts"`
 	// Volumes every task mounts (mount paths resolved).
-	Volumes []VolumeMount `json:"volumes,omitempty"`
-	Status          string     `json:"status"`
-	Tasks           TaskCounts `json:"tasks"`
-	Interruptions   int        `json:"interruptions"`
-	Cost            Fen        `json:"cost_fen"`
-	OnDemandCost    Fen        `json:"on_demand_cost_fen"` // the same GPU-minutes at the on-demand list price
-	ETA             *time.Time `json:"eta"`                // when the last task should end, from the finished ones
-	CreatedAt       time.Time  `json:"created_at"`
-	EndedAt         *time.Time `json:"ended_at,omitempty"`
+	Volumes       []VolumeMount `json:"volumes,omitempty"`
+	Status        string        `json:"status"`
+	Tasks         TaskCounts    `json:"tasks"`
+	Interruptions int           `json:"interruptions"`
+	Cost          Fen           `json:"cost_fen"`
+	OnDemandCost  Fen           `json:"on_demand_cost_fen"` // the same GPU-minutes at the on-demand list price
+	ETA           *time.Time    `json:"eta"`                // when the last task should end, from the finished ones
+	CreatedAt     time.Time     `json:"created_at"`
+	EndedAt       *time.Time    `json:"ended_at,omitempty"`
 }
 
 // Title is the job's name, or its number when it has none.

@@ -37,17 +37,17 @@ type Config struct {
 	// VolumeRoot is where volumes live (default <StateDir>/volumes): the
 	// region's shared filesystem in production, so every node of the
 	// region sees the same files.
-	VolumeRoot string
-	Region         string
-	Hostname       string
-	Heartbeat      time.Duration
-	MetadataAddr   string // host of the per-instance metadata listeners, port 0 (default 127.0.0.1:0)
-	MetricsAddr    string // "" for none
-	GPUs           GPUSource
-	Runtime        Runtime
-	Log            *slog.Logger
-	Out            io.Writer // the "agent ready" line goes here
-	HTTPClient     *http.Client
+	VolumeRoot   string
+	Region       string
+	Hostname     string
+	Heartbeat    time.Duration
+	MetadataAddr string // host of the per-instance metadata listeners, port 0 (default 127.0.0.1:0)
+	MetricsAddr  string // "" for none
+	GPUs         GPUSource
+	Runtime      Runtime
+	Log          *slog.Logger
+	Out          io.Writer // the "agent ready" line goes here
+	HTTPClient   *http.Client
 	// LogCap is the most a workload's log keeps (default DefaultLogCap);
 	// Retention how long ended instances' logs and checkpoint directories
 	// stay (default DefaultRetention).
