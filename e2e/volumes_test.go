@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"gpuportal"
+	"gpuportal/internal/browsertest"
 )
 
 // volumeFile is a volume's file through the API: its status and body.
@@ -179,4 +182,74 @@ func TestVolumesSharedAcrossNodes(t *testing.T) {
 		_, err := os.Stat(filepath.Join(root, gpuportal.VolumeDirName(v.ID)))
 		return os.IsNotExist(err)
 	})
+}
+
+// (issue 24) The file manager in Chromium: a file chosen on /volumes/{id}
+// is uploaded (with its progress), listed, and downloaded with the same
+// bytes; a path leaving the volume shows an error on the page.
+func TestVolumeFileManagerInTheBrowser(t *testing.T) {
+	ctx := browsertest.Chromium(t)
+	p := startPortal(t, false)
+	root := filepath.Join(t.TempDir(), "volumes")
+	p.startAgentArgsVolumes(t, root)
+	var v gpuportal.Volume
+	if st := p.api("POST", "/api/v1/volumes", p.user, `{"name":"notebooks","region":"cd-1","size_gib":5}`, &v); st != 201 {
+		t.Fatalf("create volume = %d", st)
+	}
+	local := filepath.Join(t.TempDir(), "results.csv")
+	want := strings.Repeat("epoch,loss\n1,0.42\n", 20000) // 360 KB
+	os.WriteFile(local, []byte(want), 0o644)
+
+	browserLogIn(t, ctx, p, "alice@example.com")
+	var listed string
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(fmt.Sprintf("%s/volumes", p.url)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="volume-notebooks"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="volume-notebooks"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="no-files"]`)),
+		chromedp.SetUploadFiles(chromedp.CSS(`[data-testid="upload-input"]`), []string{local}),
+		chromedp.Click(chromedp.CSS(`[data-testid="upload"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="file-results.csv"]`)),
+	); err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	listed, _ = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-testid="file-results.csv"]`)))
+	if !strings.Contains(listed, "results.csv") || !strings.Contains(listed, "KiB") {
+		t.Errorf("listed as %q", listed)
+	}
+	// The download link, fetched as the page would follow it.
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(async () => {
+		const a = document.querySelector('[data-testid="file-results.csv"] a[data-testid="download"]');
+		const r = await fetch(a.href);
+		return r.status + ":" + (r.headers.get("content-disposition") || "") + ":" + await r.text();
+	})()`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got, "200:attachment") || !strings.HasSuffix(got, ":"+want) {
+		t.Errorf("download = %.120q…", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, gpuportal.VolumeDirName(v.ID), "results.csv")); string(b) != want {
+		t.Errorf("the stored file differs (%d bytes)", len(b))
+	}
+	// A path out of the volume: an error on the page, no listing.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(fmt.Sprintf("%s/volumes/%d?path=..%%2F..", p.url, v.ID)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="files-error"]`)),
+	); err != nil {
+		t.Errorf("a path out of the volume: %v", err)
+	}
+}
+
+// startAgentArgsVolumes starts an exec agent with its volumes under root.
+func (p *portal) startAgentArgsVolumes(t *testing.T, root string) *agentProc {
+	t.Helper()
+	var out struct{ Token string }
+	if st := p.api("POST", "/api/v1/admin/enrollment-tokens", p.admin, `{"region":"cd-1"}`, &out); st != 201 {
+		t.Fatalf("enrollment token: %d", st)
+	}
+	a := startAgentProcArgs(t, p.url, out.Token, t.TempDir(), t.TempDir(), "mock:dgxa100", "1s", "", "--volume-root", root)
+	t.Cleanup(a.kill)
+	eventually(t, 30*time.Second, "the node online", func() bool { return len(p.nodes()) == 1 })
+	return a
 }
