@@ -253,11 +253,14 @@ type LedgerEntry struct {
 	ReservationID *int64    `json:"reservation_id,omitempty"`
 	InstanceID    *int64    `json:"instance_id,omitempty"`
 	TopUpID       *int64    `json:"topup_id,omitempty"`
+	VolumeID      *int64    `json:"volume_id,omitempty"`
 	Description   string    `json:"description"`
 	// What the entry is about, for display in any language: the GPUs and
 	// model of its reservation or instance.
 	Count int    `json:"count,omitempty"`
 	Model string `json:"model,omitempty"`
+	// VolumeName is the name of the volume a volume charge is for.
+	VolumeName string `json:"volume_name,omitempty"`
 }
 
 // SiteTime is how a time reads to a customer: in the site's time zone, to

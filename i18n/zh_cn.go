@@ -1232,4 +1232,12 @@ var zhCN = map[string]string{
 	"suspended":                        "已暂停",
 	"Volume price (fen per GiB-month)": "数据盘价格（分/GiB·月）",
 	"Volume quota per user (GiB)":      "每用户数据盘配额（GiB）",
+	"%d GiB at /data/%s":               "%d GiB，挂载在 /data/%s",
+	"%d volumes, %d GiB, %s per hour":  "%d 个数据盘，%d GiB，每小时 %s",
+	"Choose volumes from the list.":    "请从列表中选择数据盘。",
+	"No volumes in this region.":       "此区域没有数据盘。",
+	"Volume %s (#%d): storage":         "数据盘 %s（#%d）：存储费",
+	"Volumes %s":                       "数据盘 %s",
+	"Volumes to mount":                 "要挂载的数据盘",
+	"Volume":                           "数据盘",
 }

@@ -38,9 +38,9 @@ func (db *DB) Ledger(ctx context.Context, userID int64, limit int) ([]gpuportal.
 
 // LedgerPage returns the entries of a filter, with what each is about.
 func (db *DB) LedgerPage(ctx context.Context, userID int64, f LedgerFilter) ([]gpuportal.LedgerEntry, error) {
-	query := `SELECT l.id, l.at, l.kind, l.amount_fen, l.reservation_id, l.instance_id, l.topup_id, l.description,
-		coalesce(r.count, i.count, 0), coalesce(rm.name, im.name, '')
-		FROM ledger_entries l
+	query := `SELECT l.id, l.at, l.kind, l.amount_fen, l.reservation_id, l.instance_id, l.topup_id, l.volume_id, l.description,
+		coalesce(r.count, i.count, 0), coalesce(rm.name, im.name, ''), coalesce(v.name, '')
+		FROM ledger_entries l LEFT JOIN volumes v ON v.id = l.volume_id
 		LEFT JOIN reservations r ON r.id = l.reservation_id LEFT JOIN models rm ON rm.id = r.model_id
 		LEFT JOIN instances i ON i.id = l.instance_id LEFT JOIN models im ON im.id = i.model_id
 		WHERE l.user_id = ?`
@@ -71,15 +71,15 @@ func (db *DB) LedgerPage(ctx context.Context, userID int64, f LedgerFilter) ([]g
 	for rows.Next() {
 		var e gpuportal.LedgerEntry
 		var at int64
-		var res, inst, topUp sql.NullInt64
-		if err := rows.Scan(&e.ID, &at, &e.Kind, &e.Amount, &res, &inst, &topUp, &e.Description, &e.Count, &e.Model); err != nil {
+		var res, inst, topUp, volume sql.NullInt64
+		if err := rows.Scan(&e.ID, &at, &e.Kind, &e.Amount, &res, &inst, &topUp, &volume, &e.Description, &e.Count, &e.Model, &e.VolumeName); err != nil {
 			return nil, err
 		}
 		e.At = fromUnix(at)
 		for _, ref := range []struct {
 			v  sql.NullInt64
 			to **int64
-		}{{res, &e.ReservationID}, {inst, &e.InstanceID}, {topUp, &e.TopUpID}} {
+		}{{res, &e.ReservationID}, {inst, &e.InstanceID}, {topUp, &e.TopUpID}, {volume, &e.VolumeID}} {
 			if ref.v.Valid {
 				id := ref.v.Int64
 				*ref.to = &id

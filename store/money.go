@@ -26,13 +26,14 @@ type ledgerPost struct {
 	reservationID *int64
 	instanceID    *int64
 	topUpID       *int64
+	volumeID      *int64
 	desc          string
 }
 
 // postLedger writes an entry and moves the user's cached balance.
 func (db *DB) postLedger(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
-	if _, err := db.execTx(ctx, tx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, description) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.userID, unix(e.at), e.kind, e.amount, e.reservationID, e.instanceID, e.topUpID, e.desc); err != nil {
+	if _, err := db.execTx(ctx, tx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, volume_id, description) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.userID, unix(e.at), e.kind, e.amount, e.reservationID, e.instanceID, e.topUpID, e.volumeID, e.desc); err != nil {
 		return fmt.Errorf("ledger %s: %w", e.kind, err)
 	}
 	if _, err := db.execTx(ctx, tx, `UPDATE accounts SET balance_fen = balance_fen - ? WHERE user_id = ?`, e.amount, e.userID); err != nil {
@@ -62,8 +63,8 @@ func (db *DB) charge(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
 		}
 		return insufficient(e.amount, b.Available)
 	}
-	if _, err := db.execTx(ctx, tx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, description) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.userID, unix(e.at), e.kind, e.amount, e.reservationID, e.instanceID, e.topUpID, e.desc); err != nil {
+	if _, err := db.execTx(ctx, tx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, volume_id, description) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.userID, unix(e.at), e.kind, e.amount, e.reservationID, e.instanceID, e.topUpID, e.volumeID, e.desc); err != nil {
 		return fmt.Errorf("ledger %s: %w", e.kind, err)
 	}
 	return nil

@@ -228,7 +228,7 @@ func (db *DB) chargeVolumeHours(ctx context.Context, tx *sql.Tx, id, userID int6
 	if total == 0 {
 		return nil
 	}
-	e := ledgerPost{userID: userID, at: billedUntil, kind: gpuportal.LedgerVolume, amount: total,
+	e := ledgerPost{userID: userID, at: billedUntil, kind: gpuportal.LedgerVolume, amount: total, volumeID: &id,
 		desc: fmt.Sprintf("Volume %s (#%d), %d GiB, %d h", name, id, sizeGiB, hours)}
 	if strict {
 		return db.charge(ctx, tx, e)

@@ -105,6 +105,9 @@ func (s *Server) dashboard(c echo.Context, u *gpuportal.User) (*templates.Dashbo
 	if d.Spend, err = s.db.SpendByKind(ctx, u.ID, month, month.AddDate(0, 1, 0)); err != nil {
 		return nil, err
 	}
+	if d.Volumes, err = s.db.Volumes(ctx, u); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 

@@ -76,6 +76,9 @@ func (s *Server) launchPanel(c echo.Context, form templates.LaunchForm) (templat
 	if err != nil {
 		return templates.InstancesPage{}, err
 	}
+	if form.Volumes, err = s.volumesIn(c, form.Region); err != nil {
+		return templates.InstancesPage{}, err
+	}
 	return templates.InstancesPage{Images: images, Models: models, Regions: regions, Launch: form, Now: s.cfg.Clock.Now(), AllUsers: currentUser(c).IsAdmin()}, nil
 }
 
@@ -89,6 +92,7 @@ func (s *Server) handleLaunchFormPanel(c echo.Context) error {
 	}
 	form.Count, _ = strconv.Atoi(c.QueryParam("count"))
 	form.Count = min(max(form.Count, 1), gpuportal.MaxGPUsPerInstance)
+	form.Mount, _ = volumeIDs(c.QueryParams()["volume"])
 	if form.Kind == "" {
 		form.Kind = gpuportal.KindSpot
 	}
@@ -131,6 +135,9 @@ func (s *Server) handleLaunchForm(c echo.Context) error {
 	var err error
 	if form.Count, err = strconv.Atoi(c.FormValue("count")); err != nil {
 		err = gpuportal.FieldErrorf(gpuportal.EINVALID, "count", "The GPU count must be a whole number.")
+	}
+	if form.Mount, req.Volumes = volumeIDs(formValues(c, "volume")); err == nil && len(req.Volumes) != len(formValues(c, "volume")) {
+		err = gpuportal.FieldErrorf(gpuportal.EINVALID, "volumes", "Choose volumes from the list.")
 	}
 	if err == nil && form.NoticeSeconds != "" {
 		var n int

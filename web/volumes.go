@@ -352,6 +352,47 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
+// volumesIn lists the user's volumes of region that a launch can mount
+// (not suspended).
+func (s *Server) volumesIn(c echo.Context, region string) ([]gpuportal.Volume, error) {
+	list, err := s.db.Volumes(c.Request().Context(), currentUser(c))
+	if err != nil {
+		return nil, err
+	}
+	out := list[:0]
+	for _, v := range list {
+		if v.Region == region && v.Status != gpuportal.VolumeSuspended {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// volumeIDs reads a launch form's volume checkboxes: the ids, and the
+// mounts they ask for (at /data/<name>); values that are not ids are left
+// out (the caller compares the counts).
+func volumeIDs(values []string) ([]int64, []gpuportal.VolumeMount) {
+	var ids []int64
+	var mounts []gpuportal.VolumeMount
+	for _, v := range values {
+		id, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || id <= 0 {
+			continue
+		}
+		ids = append(ids, id)
+		mounts = append(mounts, gpuportal.VolumeMount{ID: id})
+	}
+	return ids, mounts
+}
+
+// formValues is every value of a form field (checkboxes).
+func formValues(c echo.Context, name string) []string {
+	if err := c.Request().ParseForm(); err != nil {
+		return nil
+	}
+	return c.Request().Form[name]
+}
+
 // The pages.
 
 func (s *Server) renderVolumes(c echo.Context, status int, form templates.VolumeForm) error {
