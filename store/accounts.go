@@ -180,6 +180,17 @@ func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID i
 			}
 		}
 		if q := up.Quotas; q != nil {
+			// The policy's volume quota is kept as "the policy's" (NULL),
+			// so a later policy change reaches this user too.
+			if q.MaxVolumeGiB != nil {
+				policies, err := db.policies(ctx, tx)
+				if err != nil {
+					return err
+				}
+				if *q.MaxVolumeGiB == policies.Global.MaxVolumeGiB {
+					q.MaxVolumeGiB = nil
+				}
+			}
 			if _, err := tx.ExecContext(ctx, `UPDATE users SET max_running_gpus = ?, max_booked_gpu_hours = ?, max_waitlist_entries = ?, max_queued_tasks = ?, max_volume_gib = ? WHERE id = ?`,
 				q.MaxRunningGPUs, q.MaxBookedGPUHours, q.MaxWaitlistEntries, q.MaxQueuedTasks, q.MaxVolumeGiB, userID); err != nil {
 				return err

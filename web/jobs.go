@@ -129,6 +129,9 @@ func (s *Server) jobsPage(c echo.Context, form templates.JobForm) (templates.Job
 	if p.Form.Model == "" {
 		p.Form = templates.JobForm{Model: p.Models[0].ID, Region: p.Regions[0].ID, Kind: gpuportal.JobSpot, GPUsPerTask: 1, Tasks: 10, MaxParallel: 4, MaxAttempts: gpuportal.DefaultJobAttempts}
 	}
+	if p.Form.Volumes, err = s.volumesIn(c, ""); err != nil {
+		return p, err
+	}
 	pol, err := s.db.Policies(ctx)
 	if err != nil {
 		return p, err
@@ -190,11 +193,16 @@ func (s *Server) handleJobForm(c echo.Context) error {
 	number("max_parallel", &form.MaxParallel, i18n.T(lang, "Tasks at once"))
 	number("max_attempts", &form.MaxAttempts, i18n.T(lang, "Attempts per task"))
 	number("on_demand_workers", &form.OnDemandWorkers, i18n.T(lang, "On-demand workers"))
+	var mounts []gpuportal.VolumeMount
+	if form.Mount, mounts = volumeIDs(formValues(c, "volume")); err == nil && len(mounts) != len(formValues(c, "volume")) {
+		err = gpuportal.FieldErrorf(gpuportal.EINVALID, "volumes", "Choose volumes from the list.")
+	}
 	var j *gpuportal.Job
 	if err == nil {
 		j, err = s.createJob(c, gpuportal.JobRequest{
 			Name: form.Name, Model: form.Model, Region: form.Region, GPUsPerTask: form.GPUsPerTask, Tasks: form.Tasks, Command: form.Command,
 			Image: form.Image, MaxParallel: form.MaxParallel, Kind: form.Kind, OnDemandWorkers: form.OnDemandWorkers, MaxAttempts: form.MaxAttempts,
+			Volumes: mounts,
 		})
 	}
 	if err != nil {

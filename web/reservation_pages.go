@@ -363,6 +363,9 @@ func (s *Server) handleReservationPage(c echo.Context) error {
 		d.Images = images
 	}
 	if u := currentUser(c); r.UserID == u.ID && r.Status == gpuportal.ReservationActive {
+		if d.Volumes, err = s.volumesIn(c, r.Region); err != nil {
+			return err
+		}
 		// What runs on it now, to connect to.
 		list, err := s.db.Instances(c.Request().Context(), u, 0)
 		if err != nil {
@@ -417,9 +420,10 @@ func (s *Server) handleLaunchOnReservationForm(c echo.Context) error {
 	if spec == nil {
 		spec = &gpuportal.LaunchSpec{}
 	}
+	_, spec.Volumes = volumeIDs(formValues(c, "volume"))
 	lang := reqOf(c).lang
 	list, err := s.db.LaunchOnReservation(c.Request().Context(), currentUser(c), id, *spec)
-	if code := gpuportal.ErrorCode(err); code == gpuportal.ECONFLICT || code == gpuportal.EINVALID {
+	if code := gpuportal.ErrorCode(err); code == gpuportal.ECONFLICT || code == gpuportal.EINVALID || code == gpuportal.EFUNDS {
 		s.addFlash(c, "error", i18n.Error(lang, err))
 		return redirect(c, resPath(id))
 	} else if err != nil {

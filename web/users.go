@@ -122,6 +122,13 @@ func (s *Server) handleAccountForm(c echo.Context) error {
 			return gpuportal.FieldErrorf(gpuportal.EINVALID, "quotas", "Quotas are whole numbers, 0 or more.")
 		}
 	}
+	if v := strings.TrimSpace(c.FormValue("max_volume_gib")); v != "" {
+		gib, err := strconv.Atoi(v)
+		if err != nil {
+			return gpuportal.FieldErrorf(gpuportal.EINVALID, "quotas", "Quotas are whole numbers, 0 or more.")
+		}
+		q.MaxVolumeGiB = &gib
+	}
 	disabled := c.FormValue("disabled") == "true"
 	u, err := s.db.UpdateAccount(c.Request().Context(), currentUser(c), id, store.AccountUpdate{CreditLimit: &limit, Quotas: &q, Disabled: &disabled})
 	if err != nil {

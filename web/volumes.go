@@ -352,8 +352,8 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// volumesIn lists the user's volumes of region that a launch can mount
-// (not suspended).
+// volumesIn lists the user's volumes of region ("": every region) that a
+// launch can mount (not suspended).
 func (s *Server) volumesIn(c echo.Context, region string) ([]gpuportal.Volume, error) {
 	list, err := s.db.Volumes(c.Request().Context(), currentUser(c))
 	if err != nil {
@@ -361,7 +361,7 @@ func (s *Server) volumesIn(c echo.Context, region string) ([]gpuportal.Volume, e
 	}
 	out := list[:0]
 	for _, v := range list {
-		if v.Region == region && v.Status != gpuportal.VolumeSuspended {
+		if (region == "" || v.Region == region) && v.Status != gpuportal.VolumeSuspended {
 			out = append(out, v)
 		}
 	}

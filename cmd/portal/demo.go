@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -81,7 +82,7 @@ func startDemoAgents(ctx context.Context, db *store.DB, portalURL, agentBin, dir
 			name := fmt.Sprintf("%s-%d", spec.prefix, i)
 			state := filepath.Join(dir, name)
 			args := []string{"--portal", portalURL, "--state-dir", state, "--checkpoint-root", filepath.Join(dir, "checkpoints"),
-				"--region", "cd-1", "--nvml", spec.backend, "--hostname", name + ".cd-1.demo"}
+				"--volume-root", filepath.Join(dir, "volumes"), "--region", "cd-1", "--nvml", spec.backend, "--hostname", name + ".cd-1.demo"}
 			args = append(args, runtimeArgs...)
 			if _, err := os.Stat(filepath.Join(state, "node.json")); err != nil {
 				tok, err := db.CreateEnrollmentToken(ctx, nil, "cd-1")
@@ -137,8 +138,44 @@ func startDemoAgents(ctx context.Context, db *store.DB, portalURL, agentBin, dir
 				log.Warn("demo bookings", "err", err)
 			}
 		}
+		if alice, err := db.UserByEmail(ctx, "alice@gpuportal.demo"); err == nil {
+			if err := seedDemoVolume(ctx, db, alice, filepath.Join(dir, "volumes")); err != nil {
+				log.Warn("demo volume", "err", err)
+			}
+		}
 	}
 	return stop, nil
+}
+
+// seedDemoVolume gives Alice a volume with a small dataset (written into
+// the demo's shared volume root, as an upload would land) and a spot
+// instance that mounts it.
+func seedDemoVolume(ctx context.Context, db *store.DB, alice *gpuportal.User, root string) error {
+	v, err := db.CreateVolume(ctx, alice, gpuportal.VolumeRequest{Name: "datasets", Region: "cd-1", SizeGiB: 20})
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(root, gpuportal.VolumeDirName(v.ID), "cifar-mini")
+	if err := os.MkdirAll(dir, 0o775); err != nil {
+		return err
+	}
+	var csv strings.Builder
+	csv.WriteString("image,label\n")
+	for i := range 1000 {
+		fmt.Fprintf(&csv, "img_%04d.png,%s\n", i, []string{"airplane", "cat", "dog", "ship", "truck"}[i%5])
+	}
+	for name, body := range map[string]string{
+		"labels.csv": csv.String(),
+		"README.txt": "A small demo dataset: 1,000 labelled image names.\nMounted at /data/datasets in Alice's instances.\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o664); err != nil {
+			return err
+		}
+	}
+	_, err = db.Launch(ctx, alice, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1,
+		// /data/datasets in a container; the node's directory under exec.
+		Command: `d="${GPUPORTAL_VOLUMES#datasets=}"; wc -l "$d/cifar-mini/labels.csv"; while :; do sleep 3600; done`, Volumes: []gpuportal.VolumeMount{{ID: v.ID}}})
+	return err
 }
 
 // The demo's own image: busybox, built on the spot (nothing is pulled).
