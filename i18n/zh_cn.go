@@ -1240,4 +1240,5 @@ var zhCN = map[string]string{
 	"Volumes %s":                       "数据盘 %s",
 	"Volumes to mount":                 "要挂载的数据盘",
 	"Volume":                           "数据盘",
+	"Volume GiB in all":                "数据盘总容量（GiB）",
 }
