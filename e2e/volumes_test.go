@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -252,4 +253,38 @@ func (p *portal) startAgentArgsVolumes(t *testing.T, root string) *agentProc {
 	t.Cleanup(a.kill)
 	eventually(t, 30*time.Second, "the node online", func() bool { return len(p.nodes()) == 1 })
 	return a
+}
+
+// (issue 24) An upload larger than what the volume has free is 413 and
+// leaves nothing behind; within it, it is stored.
+func TestVolumeUploadPastTheFreeSpace(t *testing.T) {
+	p := startPortal(t, false)
+	root := filepath.Join(t.TempDir(), "volumes")
+	p.startAgentArgsVolumes(t, root)
+	var v gpuportal.Volume
+	if st := p.api("POST", "/api/v1/volumes", p.user, `{"name":"small","region":"cd-1","size_gib":1}`, &v); st != 201 {
+		t.Fatalf("create volume = %d", st)
+	}
+	// Fill it to 1 MiB short of its size (blocks allocated, nothing written).
+	dir := filepath.Join(root, gpuportal.VolumeDirName(v.ID))
+	os.MkdirAll(dir, 0o775)
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Fallocate(int(f.Fd()), 0, 0, 1<<30-1<<20); err != nil {
+		f.Close()
+		t.Skipf("this filesystem cannot allocate blocks ahead (%v)", err)
+	}
+	f.Close()
+	big := strings.Repeat("x", 2<<20)
+	if st, body := p.volumeFile("PUT", v.ID, "too-big.bin", p.user, big); st != http.StatusRequestEntityTooLarge || !strings.Contains(body, "too_large") {
+		t.Errorf("an upload past the free space = %d %s, want 413", st, body)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "too-big.bin")); err == nil {
+		t.Error("the refused upload left a file")
+	}
+	if st, body := p.volumeFile("PUT", v.ID, "fits.bin", p.user, big[:512<<10]); st != http.StatusCreated {
+		t.Errorf("an upload that fits = %d %s", st, body)
+	}
 }
