@@ -287,4 +287,32 @@ func TestVolumeUploadPastTheFreeSpace(t *testing.T) {
 	if st, body := p.volumeFile("PUT", v.ID, "fits.bin", p.user, big[:512<<10]); st != http.StatusCreated {
 		t.Errorf("an upload that fits = %d %s", st, body)
 	}
+
+	// The customers' CLI copies in and out of the volume.
+	gpu := build(t.TempDir(), "gpuportal/cmd/gpu", "CGO_ENABLED=0")
+	local := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(local, []byte("copied by gpu cp\n"), 0o644)
+	env := append(os.Environ(), "GPU_PORTAL_URL="+p.url, "GPU_TOKEN="+p.user, "LANG=C")
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command(gpu, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("cp", local, fmt.Sprintf("vol:%d:docs/", v.ID)); err != nil || !strings.Contains(out, "docs/notes.txt") {
+		t.Fatalf("gpu cp up: %v %s", err, out)
+	}
+	back := filepath.Join(t.TempDir(), "back.txt")
+	if out, err := run("cp", fmt.Sprintf("vol:%d:docs/notes.txt", v.ID), back); err != nil {
+		t.Fatalf("gpu cp down: %v %s", err, out)
+	}
+	if b, _ := os.ReadFile(back); string(b) != "copied by gpu cp\n" {
+		t.Errorf("gpu cp round trip = %q", b)
+	}
+	if out, err := run("volumes", "ls", fmt.Sprint(v.ID), "docs"); err != nil || !strings.Contains(out, "notes.txt") {
+		t.Errorf("gpu volumes ls: %v %s", err, out)
+	}
+	if out, err := run("cp", local, fmt.Sprintf("vol:%d:../escape.txt", v.ID)); err == nil || !strings.Contains(out, "400") {
+		t.Errorf("gpu cp out of the volume: %v %s", err, out)
+	}
 }

@@ -83,6 +83,8 @@ type apiError struct {
 
 func (e *apiError) Error() string { return fmt.Sprintf("%s (%d %s)", e.Message, e.Status, e.Code) }
 
+func asAPIError(err error, into **apiError) bool { return errors.As(err, into) }
+
 // call sends a JSON request to the API and decodes the answer into out.
 func (c *cli) call(method, path string, in, out any) error {
 	cfg, err := c.config()
@@ -106,6 +108,13 @@ func (c *cli) callAt(cfg config, method, path string, in, out any) error {
 		return usageError{err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	return c.send(cfg, req, out)
+}
+
+// send makes the request with the token and decodes the answer: a
+// refusal is an *apiError, out an io.Writer to copy the body into or a
+// value to decode JSON into.
+func (c *cli) send(cfg config, req *http.Request, out any) error {
 	req.Header.Set("Accept-Language", c.lang)
 	if cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.Token)
@@ -243,6 +252,7 @@ func (c *cli) launch(args []string) error {
 	image := fs.String("image", "", "")
 	idle := fs.Int("idle-stop", 0, "")
 	autoRestart := fs.Bool("auto-restart", false, "")
+	volume := fs.Int64("volume", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -256,6 +266,9 @@ func (c *cli) launch(args []string) error {
 	}
 	if *idle > 0 {
 		req["idle_stop_minutes"] = *idle
+	}
+	if *volume > 0 {
+		req["volumes"] = []map[string]int64{{"id": *volume}}
 	}
 	var inst gpuportal.Instance
 	if err := c.call("POST", "/instances", req, &inst); err != nil {
@@ -297,9 +310,16 @@ func (c *cli) stop(args []string) error {
 }
 
 func (c *cli) logs(args []string) error {
+	follow := len(args) > 0 && (args[0] == "-f" || args[0] == "--follow")
+	if follow {
+		args = args[1:]
+	}
 	id, err := c.instanceArg(args)
 	if err != nil {
 		return err
+	}
+	if follow {
+		return c.followLogs(id, 2*time.Second)
 	}
 	return c.call("GET", fmt.Sprintf("/instances/%d/log", id), nil, c.out)
 }

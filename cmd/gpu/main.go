@@ -4,7 +4,9 @@
 //	gpu login --url https://portal.example.com --email you@example.com   (reads the password from stdin)
 //	gpu models | gpu instances | gpu balance
 //	gpu launch --kind spot --model a100-80g --count 1 -- python train.py
-//	gpu stop 42 | gpu logs 42 | gpu ssh 42 [ssh args…]
+//	gpu stop 42 | gpu logs -f 42 | gpu ssh 42 [ssh args…]
+//	gpu offerings --model h100-80g --count 8 --hours 48 | gpu book … | gpu cancel 7
+//	gpu volumes create data --size 100 | gpu cp train.csv vol:3:datasets/
 //
 // Tables by default, --json for scripts. Exit status: 0 done, 1 the
 // portal refused (its message on stderr), 2 bad usage, 3 the portal could
@@ -43,11 +45,20 @@ var commands = []command{
 	{"login", "login --url URL (--email EMAIL | --token TOKEN)", "keep an API token for this portal (the password is read from stdin)", (*cli).login},
 	{"models", "models", "GPU models with their on-demand and spot prices", (*cli).models},
 	{"instances", "instances", "your instances", (*cli).instances},
-	{"launch", "launch --kind spot|on_demand --model M [--region R] [--count N] [--image I] [--idle-stop MIN] -- COMMAND…", "launch an instance", (*cli).launch},
+	{"launch", "launch --kind spot|on_demand --model M [--region R] [--count N] [--image I] [--idle-stop MIN] [--volume ID] -- COMMAND…", "launch an instance", (*cli).launch},
 	{"stop", "stop ID", "stop an instance", (*cli).stop},
-	{"logs", "logs ID", "an instance's whole log, from its node", (*cli).logs},
+	{"logs", "logs [-f] ID", "an instance's whole log, from its node (-f: follow it until the instance ends)", (*cli).logs},
 	{"ssh", "ssh ID [ssh arguments…]", "log into a running instance with the system ssh", (*cli).ssh},
+	{"availability", "availability --model M [--region R] [--from TIME] [--hours N]", "free GPUs and prices, hour by hour", (*cli).availability},
+	{"offerings", "offerings --model M --hours N [--count N] [--sort price|start] [--limit N]", "windows that fit a booking, cheapest or earliest first", (*cli).offerings},
+	{"book", "book --model M --count N --start TIME (--end TIME | --hours N) [--region R]", "book GPUs for a window (paid from the balance)", (*cli).book},
+	{"reservations", "reservations", "your reservations", (*cli).reservations},
+	{"cancel", "cancel ID", "cancel a reservation (its fee as the policy says)", (*cli).cancel},
+	{"jobs", "jobs [list | submit --model M --tasks N [--gpus N] [--parallel N] [--volume ID] -- COMMAND… | show ID | cancel ID]", "batch jobs", (*cli).jobs},
+	{"volumes", "volumes [list | create NAME --size GIB [--region R] | delete ID | ls ID [PATH]]", "your volumes", (*cli).volumes},
+	{"cp", "cp SOURCE DESTINATION (one of them vol:ID:PATH; - for stdin or stdout)", "copy a file into or out of a volume", (*cli).cp},
 	{"balance", "balance", "your balance and what runs on it", (*cli).balance},
+	{"completion", "completion", "print the bash completion script (eval \"$(gpu completion)\")", (*cli).completion},
 }
 
 func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gpuportal"
 	"gpuportal/store/storetest"
@@ -122,5 +124,88 @@ func TestCLIOverThePublicAPI(t *testing.T) {
 	}
 	if r := gpu(t, map[string]string{"GPU_PORTAL_URL": "http://127.0.0.1:1", "GPU_TOKEN": "gpp_x"}, "", "instances"); r.code != exitNoPortal {
 		t.Fatalf("no portal: %+v", r)
+	}
+}
+
+// (issue 27) The rest of `gpu` against a real portal: availability and
+// offerings, book (a zone-less time read in the local zone and sent with
+// its offset), reservations, cancel, jobs submit/list/show/cancel, volumes
+// create/list/delete, completion; refusals exit 1 with the portal's
+// message, bad usage 2; --json parses.
+func TestCLIBookJobsAndVolumes(t *testing.T) {
+	url := portalFor(t)
+	env := map[string]string{"GPU_CONFIG": filepath.Join(t.TempDir(), "cli.json"), "LANG": "en_US.UTF-8"}
+	if r := gpu(t, env, storetest.Password+"\n", "login", "--url", url, "--email", "alice@example.com"); r.code != exitOK {
+		t.Fatalf("login: %+v", r)
+	}
+	start := storetest.Epoch.Add(48 * time.Hour).In(storetest.Shanghai).Truncate(time.Hour)
+	if r := gpu(t, env, "", "availability", "--model", "a100-80g", "--from", start.Format(time.RFC3339), "--hours", "3"); r.code != exitOK || strings.Count(r.stdout, "8/8") != 3 {
+		t.Fatalf("availability: %+v", r)
+	}
+	if r := gpu(t, env, "", "availability"); r.code != exitUsage {
+		t.Fatalf("availability without a model: %+v", r)
+	}
+	var offers []gpuportal.Offering
+	if r := gpu(t, env, "", "--json", "offerings", "--model", "a100-80g", "--count", "8", "--hours", "4", "--limit", "3"); r.code != exitOK || json.Unmarshal([]byte(r.stdout), &offers) != nil || len(offers) != 3 {
+		t.Fatalf("offerings: %+v", r)
+	}
+	if r := gpu(t, env, "", "book", "--model", "a100-80g", "--count", "8", "--start", "tomorrow"); r.code != exitUsage {
+		t.Fatalf("book with a bad time: %+v", r)
+	}
+	var res gpuportal.Reservation
+	r := gpu(t, env, "", "--json", "book", "--model", "a100-80g", "--count", "8", "--start", start.Format(time.RFC3339), "--hours", "4")
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &res) != nil || res.ID == 0 || !res.Start.Equal(start) || res.End.Sub(res.Start) != 4*time.Hour {
+		t.Fatalf("book: %+v", r)
+	}
+	if r := gpu(t, env, "", "book", "--model", "a100-80g", "--count", "1", "--start", start.Format(time.RFC3339), "--hours", "4"); r.code != exitRefused || !strings.Contains(r.stderr, "409") {
+		t.Fatalf("booking a full window: %+v", r)
+	}
+	if r := gpu(t, env, "", "reservations"); r.code != exitOK || !strings.Contains(r.stdout, "confirmed") || !strings.Contains(r.stdout, "8 × a100-80g") {
+		t.Fatalf("reservations: %+v", r)
+	}
+	if r := gpu(t, env, "", "cancel", fmt.Sprint(res.ID)); r.code != exitOK || !strings.Contains(r.stdout, "cancelled") {
+		t.Fatalf("cancel: %+v", r)
+	}
+	if r := gpu(t, env, "", "cancel", fmt.Sprint(res.ID+100)); r.code != exitRefused || !strings.Contains(r.stderr, "404") {
+		t.Fatalf("cancel another: %+v", r)
+	}
+
+	var job gpuportal.Job
+	r = gpu(t, env, "", "--json", "jobs", "submit", "--model", "a100-80g", "--tasks", "3", "--name", "render", "--", "echo", "$GPUPORTAL_TASK_INDEX")
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &job) != nil || job.Tasks.Total != 3 {
+		t.Fatalf("jobs submit: %+v", r)
+	}
+	if r := gpu(t, env, "", "jobs"); r.code != exitOK || !strings.Contains(r.stdout, "render") {
+		t.Fatalf("jobs: %+v", r)
+	}
+	if r := gpu(t, env, "", "jobs", "show", fmt.Sprint(job.ID)); r.code != exitOK || !strings.Contains(r.stdout, "QUEUED") {
+		t.Fatalf("jobs show: %+v", r)
+	}
+	if r := gpu(t, env, "", "jobs", "cancel", fmt.Sprint(job.ID)); r.code != exitOK {
+		t.Fatalf("jobs cancel: %+v", r)
+	}
+	if r := gpu(t, env, "", "jobs", "dance"); r.code != exitUsage {
+		t.Fatalf("jobs dance: %+v", r)
+	}
+
+	var v gpuportal.Volume
+	if r := gpu(t, env, "", "volumes", "create", "Bad Name", "--size", "10"); r.code != exitRefused || !strings.Contains(r.stderr, "400") {
+		t.Fatalf("a bad volume: %+v", r)
+	}
+	r = gpu(t, env, "", "--json", "volumes", "create", "data", "--size", "10")
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &v) != nil || v.ID == 0 || v.SizeGiB != 10 {
+		t.Fatalf("volumes create: %+v", r)
+	}
+	if r := gpu(t, env, "", "volumes"); r.code != exitOK || !strings.Contains(r.stdout, "data") || !strings.Contains(r.stdout, "10 GiB") {
+		t.Fatalf("volumes: %+v", r)
+	}
+	if r := gpu(t, env, "", "cp", "a", "b"); r.code != exitUsage {
+		t.Fatalf("cp without a volume: %+v", r)
+	}
+	if r := gpu(t, env, "", "volumes", "delete", fmt.Sprint(v.ID)); r.code != exitOK {
+		t.Fatalf("volumes delete: %+v", r)
+	}
+	if r := gpu(t, env, "", "completion"); r.code != exitOK || !strings.Contains(r.stdout, "complete -F _gpu gpu") || !strings.Contains(r.stdout, "offerings") {
+		t.Fatalf("completion: %+v", r)
 	}
 }

@@ -1,0 +1,482 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"gpuportal"
+)
+
+// Booking, jobs, volumes and shell completion: the rest of `gpu`.
+
+// siteTime reads a time as a script writes it: RFC 3339, or
+// "2006-01-02T15:04" / "2006-01-02 15:04" in the local zone (sent to the
+// portal with its offset, so no route reads it another way).
+func (c *cli) siteTime(name, v string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, v, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, usageError{c.T("--%s %q is not a time (2026-12-24T10:00 or RFC 3339)", name, v)}
+}
+
+func (c *cli) availability(args []string) error {
+	fs := c.flags("availability")
+	model := fs.String("model", "", "")
+	region := fs.String("region", "cd-1", "")
+	from := fs.String("from", "", "")
+	hours := fs.Int("hours", 24, "")
+	if err := fs.Parse(args); err != nil || *model == "" || *hours < 1 {
+		return usageError{c.T("availability needs --model (and optionally --region, --from, --hours)")}
+	}
+	start := time.Now().Truncate(time.Hour).Add(time.Hour)
+	if *from != "" {
+		var err error
+		if start, err = c.siteTime("from", *from); err != nil {
+			return err
+		}
+	}
+	q := url.Values{"model": {*model}, "region": {*region}, "from": {start.Format(time.RFC3339)}, "to": {start.Add(time.Duration(*hours) * time.Hour).Format(time.RFC3339)}}
+	var out struct {
+		Slots []struct {
+			Start    time.Time     `json:"start"`
+			Capacity int           `json:"capacity"`
+			Free     int           `json:"free"`
+			Price    gpuportal.Fen `json:"price_per_gpu_hour_fen"`
+			OffPeak  bool          `json:"off_peak"`
+		} `json:"slots"`
+	}
+	if err := c.call("GET", "/availability?"+q.Encode(), nil, &out); err != nil {
+		return err
+	}
+	var rows [][]string
+	for _, s := range out.Slots {
+		off := ""
+		if s.OffPeak {
+			off = c.T("off-peak")
+		}
+		rows = append(rows, []string{s.Start.Local().Format("2006-01-02 15:04"), fmt.Sprintf("%d/%d", s.Free, s.Capacity), s.Price.String(), off})
+	}
+	return c.print(out, []string{"HOUR", "FREE", "PRICE/GPU-H", ""}, rows)
+}
+
+func (c *cli) offerings(args []string) error {
+	fs := c.flags("offerings")
+	model := fs.String("model", "", "")
+	region := fs.String("region", "cd-1", "")
+	count := fs.Int("count", 1, "")
+	hours := fs.Int("hours", 0, "")
+	sort := fs.String("sort", "price", "")
+	limit := fs.Int("limit", 5, "")
+	if err := fs.Parse(args); err != nil || *model == "" || *hours < 1 {
+		return usageError{c.T("offerings needs --model and --hours (and optionally --count, --sort price|start)")}
+	}
+	q := url.Values{"model": {*model}, "region": {*region}, "count": {strconv.Itoa(*count)}, "duration_hours": {strconv.Itoa(*hours)},
+		"sort": {*sort}, "limit": {strconv.Itoa(*limit)}}
+	var list []gpuportal.Offering
+	if err := c.call("GET", "/offerings?"+q.Encode(), nil, &list); err != nil {
+		return err
+	}
+	var rows [][]string
+	for _, o := range list {
+		rows = append(rows, []string{o.Start.Local().Format("2006-01-02 15:04"), o.End.Local().Format("2006-01-02 15:04"), o.Total.String(), o.Saving.String()})
+	}
+	return c.print(list, []string{"START", "END", "TOTAL", "SAVING"}, rows)
+}
+
+func (c *cli) book(args []string) error {
+	fs := c.flags("book")
+	model := fs.String("model", "", "")
+	region := fs.String("region", "cd-1", "")
+	count := fs.Int("count", 1, "")
+	start := fs.String("start", "", "")
+	end := fs.String("end", "", "")
+	hours := fs.Int("hours", 0, "")
+	if err := fs.Parse(args); err != nil || *model == "" || *start == "" || (*end == "") == (*hours == 0) {
+		return usageError{c.T("book needs --model, --count, --start and --end (or --hours)")}
+	}
+	from, err := c.siteTime("start", *start)
+	if err != nil {
+		return err
+	}
+	to := from.Add(time.Duration(*hours) * time.Hour)
+	if *end != "" {
+		if to, err = c.siteTime("end", *end); err != nil {
+			return err
+		}
+	}
+	var r gpuportal.Reservation
+	if err := c.call("POST", "/reservations", map[string]any{"model": *model, "region": *region, "count": *count,
+		"start": from.Format(time.RFC3339), "end": to.Format(time.RFC3339)}, &r); err != nil {
+		return err
+	}
+	if c.json {
+		return c.print(r, nil, nil)
+	}
+	fmt.Fprintln(c.out, c.T("Reservation %d booked: %d × %s, %s to %s, %s.", r.ID, r.Count, r.Model, r.Start.Local().Format("2006-01-02 15:04"), r.End.Local().Format("2006-01-02 15:04"), r.Price.String()))
+	return nil
+}
+
+func (c *cli) reservations(args []string) error {
+	var list []gpuportal.Reservation
+	if err := c.call("GET", "/reservations", nil, &list); err != nil {
+		return err
+	}
+	var rows [][]string
+	for _, r := range list {
+		rows = append(rows, []string{strconv.FormatInt(r.ID, 10), r.Status, fmt.Sprintf("%d × %s", r.Count, r.Model),
+			r.Start.Local().Format("2006-01-02 15:04"), r.End.Local().Format("2006-01-02 15:04"), r.Price.String()})
+	}
+	return c.print(list, []string{"ID", "STATUS", "GPUS", "START", "END", "PRICE"}, rows)
+}
+
+// idArg is a command's numeric ID argument.
+func (c *cli) idArg(args []string, what string) (int64, error) {
+	if len(args) == 0 {
+		return 0, usageError{c.T("which %s? give its ID", c.T(what))}
+	}
+	id, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usageError{c.T("%q is not an ID", args[0])}
+	}
+	return id, nil
+}
+
+func (c *cli) cancel(args []string) error {
+	id, err := c.idArg(args, "reservation")
+	if err != nil {
+		return err
+	}
+	var out struct {
+		Status string        `json:"status"`
+		Fee    gpuportal.Fen `json:"fee_fen"`
+		Refund gpuportal.Fen `json:"refund_fen"`
+	}
+	if err := c.call("POST", fmt.Sprintf("/reservations/%d/cancel", id), nil, &out); err != nil {
+		return err
+	}
+	if c.json {
+		return c.print(out, nil, nil)
+	}
+	fmt.Fprintln(c.out, c.T("Reservation %d cancelled: fee %s, refund %s.", id, out.Fee.String(), out.Refund.String()))
+	return nil
+}
+
+// jobs is `gpu jobs [list|submit|show ID|cancel ID]`.
+func (c *cli) jobs(args []string) error {
+	sub := "list"
+	if len(args) > 0 {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "list":
+		var list []gpuportal.Job
+		if err := c.call("GET", "/jobs", nil, &list); err != nil {
+			return err
+		}
+		var rows [][]string
+		for _, j := range list {
+			rows = append(rows, []string{strconv.FormatInt(j.ID, 10), j.Title(), j.Status,
+				fmt.Sprintf("%d/%d", j.Tasks.Succeeded, j.Tasks.Total), j.Cost.String()})
+		}
+		return c.print(list, []string{"ID", "NAME", "STATUS", "DONE", "COST"}, rows)
+	case "show":
+		id, err := c.idArg(args, "job")
+		if err != nil {
+			return err
+		}
+		var j gpuportal.Job
+		if err := c.call("GET", fmt.Sprintf("/jobs/%d", id), nil, &j); err != nil {
+			return err
+		}
+		return c.print(j, []string{"ID", "NAME", "STATUS", "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "COST"},
+			[][]string{{strconv.FormatInt(j.ID, 10), j.Title(), j.Status, strconv.Itoa(j.Tasks.Queued), strconv.Itoa(j.Tasks.Running),
+				strconv.Itoa(j.Tasks.Succeeded), strconv.Itoa(j.Tasks.Failed), j.Cost.String()}})
+	case "cancel":
+		id, err := c.idArg(args, "job")
+		if err != nil {
+			return err
+		}
+		var j gpuportal.Job
+		if err := c.call("POST", fmt.Sprintf("/jobs/%d/cancel", id), nil, &j); err != nil {
+			return err
+		}
+		if c.json {
+			return c.print(j, nil, nil)
+		}
+		fmt.Fprintln(c.out, c.T("Job %d cancelled.", id))
+		return nil
+	case "submit":
+		fs := c.flags("jobs submit")
+		name := fs.String("name", "", "")
+		model := fs.String("model", "", "")
+		region := fs.String("region", "cd-1", "")
+		gpus := fs.Int("gpus", 1, "")
+		tasks := fs.Int("tasks", 0, "")
+		parallel := fs.Int("parallel", 4, "")
+		kind := fs.String("kind", "spot", "")
+		image := fs.String("image", "", "")
+		volume := fs.Int64("volume", 0, "")
+		if err := fs.Parse(args); err != nil || *model == "" || *tasks < 1 || len(fs.Args()) == 0 {
+			return usageError{c.T("jobs submit needs --model, --tasks and a command (after --)")}
+		}
+		req := map[string]any{"name": *name, "model": *model, "region": *region, "gpus_per_task": *gpus, "tasks": *tasks,
+			"max_parallel": *parallel, "kind": *kind, "command": strings.Join(fs.Args(), " ")}
+		if *image != "" {
+			req["image"] = *image
+		}
+		if *volume > 0 {
+			req["volumes"] = []map[string]int64{{"id": *volume}}
+		}
+		var j gpuportal.Job
+		if err := c.call("POST", "/jobs", req, &j); err != nil {
+			return err
+		}
+		if c.json {
+			return c.print(j, nil, nil)
+		}
+		fmt.Fprintln(c.out, c.T("Job %d submitted: %d tasks.", j.ID, j.Tasks.Total))
+		return nil
+	}
+	return usageError{c.T("jobs takes list, submit, show ID or cancel ID")}
+}
+
+// followLogs prints an instance's log as it grows until the instance
+// ends (`gpu logs -f`): the node's whole log, fetched again every poll,
+// with what was printed already left out.
+func (c *cli) followLogs(id int64, every time.Duration) error {
+	var printed int
+	for {
+		var buf bytes.Buffer
+		err := c.call("GET", fmt.Sprintf("/instances/%d/log", id), nil, &buf)
+		var ae *apiError
+		switch {
+		case err == nil:
+			if b := buf.Bytes(); len(b) > printed {
+				if _, err := c.out.Write(b[printed:]); err != nil {
+					return err
+				}
+				printed = len(b)
+			}
+		case asAPIError(err, &ae) && ae.Status == http.StatusConflict:
+			// Not started yet: wait for it.
+		default:
+			return err
+		}
+		var inst gpuportal.Instance
+		if err := c.call("GET", fmt.Sprintf("/instances/%d", id), nil, &inst); err != nil {
+			return err
+		}
+		if inst.EndedAt != nil && err == nil && printed > 0 {
+			return nil
+		}
+		if inst.EndedAt != nil {
+			// One last read of what it wrote before it ended.
+			var last bytes.Buffer
+			if err := c.call("GET", fmt.Sprintf("/instances/%d/log", id), nil, &last); err == nil && last.Len() > printed {
+				_, _ = c.out.Write(last.Bytes()[printed:])
+			}
+			return nil
+		}
+		time.Sleep(every)
+	}
+}
+
+// volumes is `gpu volumes [list|create NAME --size GIB|delete ID|ls ID [PATH]]`.
+func (c *cli) volumes(args []string) error {
+	sub := "list"
+	if len(args) > 0 {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "list":
+		var list []gpuportal.Volume
+		if err := c.call("GET", "/volumes", nil, &list); err != nil {
+			return err
+		}
+		var rows [][]string
+		for _, v := range list {
+			rows = append(rows, []string{strconv.FormatInt(v.ID, 10), v.Name, v.Region, fmt.Sprintf("%d GiB", v.SizeGiB),
+				strconv.FormatInt(v.UsedBytes, 10), v.Status, v.CostPerHour.String()})
+		}
+		return c.print(list, []string{"ID", "NAME", "REGION", "SIZE", "USED BYTES", "STATUS", "PER HOUR"}, rows)
+	case "create":
+		fs := c.flags("volumes create")
+		size := fs.Int("size", 0, "")
+		region := fs.String("region", "cd-1", "")
+		if len(args) == 0 {
+			return usageError{c.T("volumes create needs a NAME and --size GIB")}
+		}
+		name := args[0]
+		if err := fs.Parse(args[1:]); err != nil || *size < 1 {
+			return usageError{c.T("volumes create needs a NAME and --size GIB")}
+		}
+		var v gpuportal.Volume
+		if err := c.call("POST", "/volumes", map[string]any{"name": name, "region": *region, "size_gib": *size}, &v); err != nil {
+			return err
+		}
+		if c.json {
+			return c.print(v, nil, nil)
+		}
+		fmt.Fprintln(c.out, c.T("Volume %d (%s, %d GiB) created; mount it with --volume %d.", v.ID, v.Name, v.SizeGiB, v.ID))
+		return nil
+	case "delete":
+		id, err := c.idArg(args, "volume")
+		if err != nil {
+			return err
+		}
+		if err := c.call("DELETE", fmt.Sprintf("/volumes/%d", id), nil, nil); err != nil {
+			return err
+		}
+		fmt.Fprintln(c.out, c.T("Volume %d deleted.", id))
+		return nil
+	case "ls":
+		id, err := c.idArg(args, "volume")
+		if err != nil {
+			return err
+		}
+		p := ""
+		if len(args) > 1 {
+			p = args[1]
+		}
+		var list []gpuportal.VolumeFile
+		if err := c.call("GET", fmt.Sprintf("/volumes/%d/files?path=%s", id, url.QueryEscape(p)), nil, &list); err != nil {
+			return err
+		}
+		var rows [][]string
+		for _, f := range list {
+			name := f.Name
+			if f.IsDir {
+				name += "/"
+			}
+			rows = append(rows, []string{name, strconv.FormatInt(f.Size, 10), f.ModifiedAt.Local().Format("2006-01-02 15:04")})
+		}
+		return c.print(list, []string{"NAME", "BYTES", "MODIFIED"}, rows)
+	}
+	return usageError{c.T("volumes takes list, create NAME --size GIB, delete ID or ls ID [PATH]")}
+}
+
+// volumePathArg reads "vol:ID:PATH" (a file of a volume).
+func volumePathArg(s string) (int64, string, bool) {
+	rest, ok := strings.CutPrefix(s, "vol:")
+	if !ok {
+		return 0, "", false
+	}
+	idStr, p, ok := strings.Cut(rest, ":")
+	id, err := strconv.ParseInt(idStr, 10, 64)
+	if !ok || err != nil || id <= 0 {
+		return 0, "", false
+	}
+	return id, strings.TrimPrefix(p, "/"), true
+}
+
+// cp copies a file into or out of a volume over the HTTPS API (the same
+// files as `sftp volume-ID@…`, with the API token instead of an SSH key):
+// gpu cp LOCAL vol:ID:PATH, gpu cp vol:ID:PATH LOCAL ("-" is stdin/stdout).
+func (c *cli) cp(args []string) error {
+	if len(args) != 2 {
+		return usageError{c.T("cp takes a source and a destination, one of them vol:ID:PATH")}
+	}
+	srcID, srcPath, srcVol := volumePathArg(args[0])
+	dstID, dstPath, dstVol := volumePathArg(args[1])
+	switch {
+	case dstVol && !srcVol:
+		var in io.Reader = c.stdin
+		size := int64(-1)
+		if args[0] != "-" {
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if st, err := f.Stat(); err == nil {
+				size = st.Size()
+			}
+			in = bufio.NewReaderSize(f, 1<<20)
+			if dstPath == "" || strings.HasSuffix(dstPath, "/") {
+				dstPath += path.Base(args[0])
+			}
+		}
+		var out gpuportal.VolumeFile
+		if err := c.upload(fmt.Sprintf("/volumes/%d/files/content?path=%s", dstID, url.QueryEscape(dstPath)), in, size, &out); err != nil {
+			return err
+		}
+		if c.json {
+			return c.print(out, nil, nil)
+		}
+		fmt.Fprintln(c.out, c.T("Copied %d bytes to volume %d: %s.", out.Size, dstID, out.Name))
+		return nil
+	case srcVol && !dstVol:
+		out := c.out
+		if args[1] != "-" {
+			f, err := os.Create(args[1])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			out = f
+		}
+		return c.call("GET", fmt.Sprintf("/volumes/%d/files/content?path=%s", srcID, url.QueryEscape(srcPath)), nil, out)
+	}
+	return usageError{c.T("cp takes a source and a destination, one of them vol:ID:PATH")}
+}
+
+// upload PUTs a body (streamed) to the API.
+func (c *cli) upload(apiPath string, body io.Reader, size int64, out any) error {
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest("PUT", strings.TrimRight(cfg.URL, "/")+"/api/v1"+apiPath, body)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if size >= 0 {
+		req.ContentLength = size
+	}
+	return c.send(cfg, req, out)
+}
+
+// commandNames are the commands' names (set from commands at start:
+// completion is one of them).
+var commandNames []string
+
+func init() {
+	for _, cmd := range commands {
+		commandNames = append(commandNames, cmd.name)
+	}
+}
+
+// completion prints a shell completion script (bash; zsh reads it through
+// bashcompinit).
+func (c *cli) completion(args []string) error {
+	fmt.Fprintf(c.out, `# gpu completion: eval "$(gpu completion)" (bash; zsh after autoload bashcompinit && bashcompinit)
+_gpu() {
+  local cur="${COMP_WORDS[COMP_CWORD]}"
+  if [ "$COMP_CWORD" -eq 1 ]; then
+    COMPREPLY=( $(compgen -W "%s --json help" -- "$cur") )
+    return
+  fi
+  case "${COMP_WORDS[1]}" in
+    jobs) [ "$COMP_CWORD" -eq 2 ] && COMPREPLY=( $(compgen -W "list submit show cancel" -- "$cur") ) ;;
+    volumes) [ "$COMP_CWORD" -eq 2 ] && COMPREPLY=( $(compgen -W "list create delete ls" -- "$cur") ) ;;
+    cp|logs) COMPREPLY=( $(compgen -f -- "$cur") ) ;;
+  esac
+}
+complete -F _gpu gpu
+`, strings.Join(commandNames, " "))
+	return nil
+}
