@@ -67,7 +67,7 @@ const (
 // charges, less refunds and the cancellation fees that stay — never money
 // coming in (top-ups, credits) or paid back (payouts), which only move a
 // customer's balance.
-var RevenueKinds = []string{LedgerReservation, LedgerRefund, LedgerCancellationFee, LedgerInstance}
+var RevenueKinds = []string{LedgerReservation, LedgerRefund, LedgerCancellationFee, LedgerInstance, LedgerVolume}
 
 // Top-up statuses.
 const (

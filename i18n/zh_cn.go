@@ -1290,4 +1290,5 @@ var zhCN = map[string]string{
 	"PER HOUR":    "每小时",
 	"BYTES":       "字节",
 	"MODIFIED":    "修改时间",
+	"volumes":     "数据盘",
 }

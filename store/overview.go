@@ -88,7 +88,7 @@ func (db *DB) Overview(ctx context.Context) (*Overview, error) {
 	// (gpuportal.RevenueKinds): a top-up or a credit is their money, not
 	// the platform's.
 	kinds := "'" + strings.Join(gpuportal.RevenueKinds, "', '") + "'"
-	rev, err := db.read.QueryContext(ctx, `SELECT CASE WHEN l.instance_id IS NOT NULL THEN i.kind ELSE 'reservations' END, sum(l.amount_fen)
+	rev, err := db.read.QueryContext(ctx, `SELECT CASE WHEN l.instance_id IS NOT NULL THEN i.kind WHEN l.kind = 'volume' THEN 'volumes' ELSE 'reservations' END, sum(l.amount_fen)
 		FROM ledger_entries l LEFT JOIN instances i ON i.id = l.instance_id WHERE l.at >= ? AND l.kind IN (`+kinds+`) GROUP BY 1`, unix(now.Add(-30*24*time.Hour)))
 	if err != nil {
 		return nil, fmt.Errorf("revenue: %w", err)

@@ -59,6 +59,10 @@ func TestVolumeBillingPerStartedHour(t *testing.T) {
 	if total, _ := volumeCharges(t, db, u.ID); total != 100 {
 		t.Errorf("a day of 100 GiB cost %d fen, want 100", total)
 	}
+	// The admins' revenue counts it as volumes (never the credit that paid it).
+	if o, err := db.Overview(ctx); err != nil || o.Revenue["volumes"] != 100 || len(o.Revenue) != 1 {
+		t.Errorf("revenue = %v %v, want volumes ¥1.00 alone", o.Revenue, err)
+	}
 	// Growing it prices the hours from then on; shrinking is refused.
 	if _, err := db.ResizeVolume(ctx, u, v.ID, 50); gpuportal.ErrorCode(err) != gpuportal.EINVALID {
 		t.Errorf("shrink: %v", err)

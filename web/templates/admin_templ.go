@@ -570,7 +570,7 @@ func Admin(p AdminPage) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				for _, k := range []string{"reservations", "on_demand", "spot", "reserved"} {
+				for _, k := range []string{"reservations", "on_demand", "spot", "reserved", "volumes"} {
 					if v, ok := o.Revenue[k]; ok {
 						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "<tr><td>")
 						if templ_7745c5c3_Err != nil {
