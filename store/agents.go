@@ -506,7 +506,7 @@ func (db *DB) healUnreported(ctx context.Context, tx *sql.Tx, nodeID string, hb 
 				return false, err
 			}
 		}
-		if err := db.finishAttempt(ctx, tx, i, outcome, nil, gpuportal.LostWorkloadError, stopAsked, until); err != nil {
+		if err := db.finishAttempt(ctx, tx, i, outcome, nil, gpuportal.LostWorkloadError, stopAsked, endWorkloadLost, until); err != nil {
 			return false, err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE instances SET unreported_heartbeats = 0, unreported_at = NULL WHERE id = ?`, l.id); err != nil {

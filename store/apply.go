@@ -115,7 +115,7 @@ func (a *applier) lostWork(ctx context.Context, plan scheduler.Decisions) error 
 				return fmt.Errorf("instance %d: %w", i.ID, err)
 			}
 		}
-		if err := a.db.finishAttempt(ctx, a.tx, i, o.Status, nil, errText, false, a.now); err != nil {
+		if err := a.db.finishAttempt(ctx, a.tx, i, o.Status, nil, errText, false, endNodeLost, a.now); err != nil {
 			return fmt.Errorf("instance %d: %w", i.ID, err)
 		}
 		// Restarted, it waits for its old node to confirm the old attempt

@@ -548,7 +548,7 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 						return fmt.Errorf("hold the GPUs instance %d left busy: %w", i.ID, err)
 					}
 				}
-				if err := db.finishAttempt(ctx, tx, i, outcome, r.ExitCode, r.Error, stopAsked.Valid, now); err != nil {
+				if err := db.finishAttempt(ctx, tx, i, outcome, r.ExitCode, r.Error, stopAsked.Valid, endReported, now); err != nil {
 					return err
 				}
 				changed = true
@@ -603,10 +603,21 @@ func holdBusyGPUs(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance) error 
 	return recomputeCapacity(ctx, tx)
 }
 
+// endCause is how the portal learnt that an attempt ended: what the
+// rules after it (a job task queued again or failed) go by, never the
+// error's text.
+type endCause int
+
+const (
+	endReported     endCause = iota // its agent reported the exit
+	endNodeLost                     // its node failed: the work was cut off, as by an interruption
+	endWorkloadLost                 // its node is alive but no longer reports the workload
+)
+
 // finishAttempt ends an instance's current run: bill it, free its GPUs and
 // set its outcome; an interrupted auto-restart spot instance goes back to
 // pending (on any node, same checkpoint directory).
-func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, outcome string, exitCode *int, errText string, userStopped bool, now time.Time) error {
+func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, outcome string, exitCode *int, errText string, userStopped bool, cause endCause, now time.Time) error {
 	minutes := 0
 	if i.StartedAt != nil {
 		policy, err := db.policies(ctx, tx)
@@ -655,7 +666,7 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 		}
 	}
 	if i.JobID != nil {
-		if err := db.taskAttemptEnded(ctx, tx, i, outcome, exitCode, errText, userStopped, now); err != nil {
+		if err := db.taskAttemptEnded(ctx, tx, i, outcome, exitCode, errText, userStopped, cause, now); err != nil {
 			return err
 		}
 	}

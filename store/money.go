@@ -191,7 +191,7 @@ func (db *DB) stopInstancesOf(ctx context.Context, tx *sql.Tx, userID int64, rea
 				return 0, err
 			}
 			if i.JobID != nil {
-				if err := db.taskAttemptEnded(ctx, tx, i, gpuportal.InstanceInterrupted, nil, "", false, now); err != nil {
+				if err := db.taskAttemptEnded(ctx, tx, i, gpuportal.InstanceInterrupted, nil, "", false, endReported, now); err != nil {
 					return 0, err
 				}
 			}
