@@ -501,7 +501,7 @@ func runAdmin(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	u, err := db.EnsureAdmin(ctx, *email, *password, *name, *promote)
 	if err != nil {
-		return errors.New(gpuportal.ErrorMessage(err))
+		return cliError(err)
 	}
 	fmt.Fprintf(stdout, "admin %s (id %d) is ready\n", u.Email, u.ID)
 	return nil
@@ -526,7 +526,7 @@ func runEnrollToken(ctx context.Context, args []string, getenv func(string) stri
 	}
 	tok, err := db.CreateEnrollmentToken(ctx, nil, *region)
 	if err != nil {
-		return errors.New(gpuportal.ErrorMessage(err))
+		return cliError(err)
 	}
 	fmt.Fprintln(stdout, tok)
 	return nil
@@ -582,4 +582,15 @@ func startGateway(ctx context.Context, hub *sessions.Hub, db *store.DB, addr, pu
 		}
 	}()
 	return ep, func() { _ = gw.Close() }, nil
+}
+
+// cliError is what a command prints for err: a refusal's own message
+// (bad input, a name taken), and anything else with its cause — never
+// flattened to "Internal error.".
+func cliError(err error) error {
+	var e *gpuportal.Error
+	if errors.As(err, &e) {
+		return errors.New(e.Message)
+	}
+	return err
 }

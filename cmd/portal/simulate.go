@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,7 +31,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	}
 	s, err := simulate.LoadScenario(*scenario)
 	if err != nil {
-		return errors.New(gpuportal.ErrorMessage(err))
+		return cliError(err)
 	}
 	s = s.Scale(*scale)
 	if *seed != 0 {
@@ -41,7 +40,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	if *victims != "" {
 		s.Victims = *victims
 		if err := s.Validate(); err != nil {
-			return errors.New(gpuportal.ErrorMessage(err))
+			return cliError(err)
 		}
 	}
 	loc, err := time.LoadLocation(*timezone)
@@ -59,7 +58,7 @@ func runSimulate(ctx context.Context, args []string, getenv func(string) string,
 	started := time.Now()
 	report, err := simulate.Run(ctx, opt)
 	if err != nil {
-		return errors.New(gpuportal.ErrorMessage(err))
+		return cliError(err)
 	}
 	fmt.Fprintf(stderr, "simulated %d days of %d GPUs in %.1f s\n", report.Days, report.GPUs, time.Since(started).Seconds())
 	return report.Write(stdout)
