@@ -124,6 +124,7 @@ type InstanceFilter struct {
 	Tab    string
 	Limit  int // default 200, at most 1000
 	Offset int
+	Total  *int // set: also how many the whole list has
 }
 
 // Instance list tabs.
@@ -150,6 +151,9 @@ func (db *DB) InstanceList(ctx context.Context, user *gpuportal.User, f Instance
 		where = append(where, "status IN ('interrupted', 'stopped', 'failed')")
 	default:
 		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "tab", "Unknown list %q: active or ended.", f.Tab)
+	}
+	if err := db.count(ctx, Page{Total: f.Total}, "instances", strings.Join(where, " AND "), args...); err != nil {
+		return nil, err
 	}
 	list, err := scanEach(ctx, db.read, scanOneInstance, `SELECT `+instanceColumns+` FROM instances WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ? OFFSET ?`,
 		append(args, f.Limit, max(0, f.Offset))...)

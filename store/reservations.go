@@ -343,6 +343,7 @@ type ReservationFilter struct {
 	Tab    string
 	Limit  int // default 200, at most 1000
 	Offset int
+	Total  *int // set: also how many the whole list has
 }
 
 // Reservation list tabs.
@@ -381,6 +382,9 @@ func (db *DB) Reservations(ctx context.Context, user *gpuportal.User, f Reservat
 		where = append(where, "status IN ('completed', 'cancelled')")
 	default:
 		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "tab", "Unknown list %q: upcoming or past.", f.Tab)
+	}
+	if err := db.count(ctx, Page{Total: f.Total}, "reservations", strings.Join(where, " AND "), args...); err != nil {
+		return nil, err
 	}
 	list, err := scanEach(ctx, db.read, scanReservation, `SELECT `+reservationColumns+` FROM reservations WHERE `+strings.Join(where, " AND ")+
 		` ORDER BY `+order+` LIMIT ? OFFSET ?`, append(args, f.Limit, max(0, f.Offset))...)

@@ -92,7 +92,15 @@ func (db *DB) AdminTopUps(ctx context.Context, actor *gpuportal.User, status str
 
 // TopUps lists the user's top-ups, newest first.
 func (db *DB) TopUps(ctx context.Context, user *gpuportal.User, limit int) ([]gpuportal.TopUp, error) {
-	list, err := scanEach(ctx, db.read, scanTopUp, `SELECT `+topUpColumns+` FROM topups WHERE user_id = ? ORDER BY id DESC LIMIT ?`, user.ID, limit)
+	return db.TopUpPage(ctx, user, Page{Limit: limit})
+}
+
+// TopUpPage is a page of the user's top-ups, newest first.
+func (db *DB) TopUpPage(ctx context.Context, user *gpuportal.User, p Page) ([]gpuportal.TopUp, error) {
+	if err := db.count(ctx, p, "topups", "user_id = ?", user.ID); err != nil {
+		return nil, err
+	}
+	list, err := scanEach(ctx, db.read, scanTopUp, `SELECT `+topUpColumns+` FROM topups WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?`, user.ID, p.Limit, max(p.Offset, 0))
 	if err != nil {
 		return nil, fmt.Errorf("top-ups: %w", err)
 	}

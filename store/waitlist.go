@@ -178,13 +178,23 @@ func waitFor(ctx context.Context, q queryer, user *gpuportal.User, id int64) (*g
 	return w, nil
 }
 
-// Waitlist lists the user's entries (an admin's: everybody's), newest first.
+// Waitlist lists the user's entries (an admin's: everybody's), newest
+// first: the latest 500.
 func (db *DB) Waitlist(ctx context.Context, user *gpuportal.User) ([]gpuportal.WaitlistEntry, error) {
+	return db.WaitlistPage(ctx, user, Page{Limit: 500})
+}
+
+// WaitlistPage is a page of the user's entries (an admin's: everybody's),
+// newest first.
+func (db *DB) WaitlistPage(ctx context.Context, user *gpuportal.User, p Page) ([]gpuportal.WaitlistEntry, error) {
 	where, args := "1 = 1", []any{}
 	if !user.IsAdmin() {
 		where, args = "user_id = ?", []any{user.ID}
 	}
-	ids, err := queryIDs(ctx, db.read, `SELECT id FROM waitlist_entries WHERE `+where+` ORDER BY id DESC LIMIT 500`, args...)
+	if err := db.count(ctx, p, "waitlist_entries", where, args...); err != nil {
+		return nil, err
+	}
+	ids, err := queryIDs(ctx, db.read, `SELECT id FROM waitlist_entries WHERE `+where+` ORDER BY id DESC LIMIT ? OFFSET ?`, append(args, p.Limit, max(p.Offset, 0))...)
 	if err != nil {
 		return nil, fmt.Errorf("list waitlist: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"gpuportal"
+	"gpuportal/store"
 )
 
 func (s *Server) apiLaunch(c echo.Context) error {
@@ -22,11 +23,16 @@ func (s *Server) apiLaunch(c echo.Context) error {
 }
 
 func (s *Server) apiInstances(c echo.Context) error {
-	list, err := s.db.Instances(c.Request().Context(), currentUser(c), 0)
+	p, err := listParams(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, list)
+	f := store.InstanceFilter{Tab: c.QueryParam("tab"), Limit: p.Limit, Offset: p.Offset, Total: p.Total}
+	list, err := s.db.InstanceList(c.Request().Context(), currentUser(c), f)
+	if err != nil {
+		return err
+	}
+	return withTotal(c, p, list)
 }
 
 func (s *Server) apiInstance(c echo.Context) error {

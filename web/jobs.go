@@ -40,15 +40,15 @@ func (s *Server) apiCreateJob(c echo.Context) error {
 }
 
 func (s *Server) apiJobs(c echo.Context) error {
-	limit, offset, err := pageParams(c, 100)
+	p, err := listParams(c)
 	if err != nil {
 		return err
 	}
-	list, err := s.db.Jobs(c.Request().Context(), currentUser(c), limit, offset)
+	list, err := s.db.JobPage(c.Request().Context(), currentUser(c), p)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, list)
+	return withTotal(c, p, list)
 }
 
 func (s *Server) apiJob(c echo.Context) error {

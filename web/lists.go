@@ -1,14 +1,46 @@
 package web
 
 import (
+	"net/http"
 	"net/url"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"gpuportal"
+	"gpuportal/store"
 	"gpuportal/web/templates"
 )
+
+// The API's lists, all alike: ?limit= (1 to maxListLimit, default
+// defaultListLimit) rows from ?offset= (0 on), newest first unless the
+// route says otherwise, and how many there are in all in X-Total-Count.
+// No list stops silently: a client pages on until offset reaches the
+// total.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 500
+)
+
+// listParams reads ?limit= and ?offset= (400 naming the parameter when
+// either is not a number in range) and asks the store for the total.
+func listParams(c echo.Context) (store.Page, error) {
+	limit, offset, err := pageParams(c, maxListLimit)
+	if err != nil {
+		return store.Page{}, err
+	}
+	if c.QueryParam("limit") == "" {
+		limit = defaultListLimit
+	}
+	var total int
+	return store.Page{Limit: limit, Offset: offset, Total: &total}, nil
+}
+
+// withTotal answers a page of a list with its total in X-Total-Count.
+func withTotal(c echo.Context, p store.Page, list any) error {
+	c.Response().Header().Set("X-Total-Count", strconv.Itoa(*p.Total))
+	return c.JSON(http.StatusOK, list)
+}
 
 // Lists show listPageSize rows a page; ?page=N (from 1) picks one.
 const listPageSize = 25

@@ -74,14 +74,18 @@ func (s *Server) absoluteURL(path string) string {
 }
 
 func (s *Server) apiTopUps(c echo.Context) error {
-	list, err := s.db.TopUps(c.Request().Context(), currentUser(c), 100)
+	p, err := listParams(c)
+	if err != nil {
+		return err
+	}
+	list, err := s.db.TopUpPage(c.Request().Context(), currentUser(c), p)
 	if err != nil {
 		return err
 	}
 	for k := range list {
 		s.withCheckout(&list[k])
 	}
-	return c.JSON(http.StatusOK, list)
+	return withTotal(c, p, list)
 }
 
 // apiPaymentWebhook is where a payment provider says a top-up is paid.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -64,18 +63,16 @@ func (s *Server) apiBook(c echo.Context) error {
 }
 
 func (s *Server) apiReservations(c echo.Context) error {
-	limit := 0
-	if l := c.QueryParam("limit"); l != "" {
-		var err error
-		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > 1000 {
-			return gpuportal.FieldErrorf(gpuportal.EINVALID, "limit", "limit must be a number from 1 to 1000.")
-		}
-	}
-	list, err := s.db.Reservations(c.Request().Context(), currentUser(c), store.ReservationFilter{Status: c.QueryParam("status"), Limit: limit})
+	p, err := listParams(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, list)
+	f := store.ReservationFilter{Status: c.QueryParam("status"), Tab: c.QueryParam("tab"), Limit: p.Limit, Offset: p.Offset, Total: p.Total}
+	list, err := s.db.Reservations(c.Request().Context(), currentUser(c), f)
+	if err != nil {
+		return err
+	}
+	return withTotal(c, p, list)
 }
 
 func (s *Server) apiReservation(c echo.Context) error {

@@ -69,11 +69,15 @@ func (s *Server) apiJoinWaitlist(c echo.Context) error {
 }
 
 func (s *Server) apiWaitlist(c echo.Context) error {
-	list, err := s.db.Waitlist(c.Request().Context(), currentUser(c))
+	p, err := listParams(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, list)
+	list, err := s.db.WaitlistPage(c.Request().Context(), currentUser(c), p)
+	if err != nil {
+		return err
+	}
+	return withTotal(c, p, list)
 }
 
 func (s *Server) apiLeaveWaitlist(c echo.Context) error {
