@@ -109,7 +109,6 @@ var zhCN = map[string]string{
 	"The request body is not valid JSON.":                                   "请求体不是有效的 JSON。",
 	"The request body is too large.":                                        "请求体过大。",
 	"The request body must be a single JSON object.":                        "请求体必须是单个 JSON 对象。",
-	"The field %q has the wrong type (want %s).":                            "字段 %q 的类型错误（应为 %s）。",
 	"Unknown field %q.":                                                     "未知字段 %q。",
 	"PostgreSQL is not supported by this build yet; use a SQLite file path": "此版本尚不支持 PostgreSQL，请使用 SQLite 文件路径",
 	// Calendar and quotes.
@@ -1291,4 +1290,12 @@ var zhCN = map[string]string{
 	"BYTES":       "字节",
 	"MODIFIED":    "修改时间",
 	"volumes":     "数据盘",
+	"The request body must be a JSON object, not %s.": "请求体必须是 JSON 对象，而不是 %s。",
+	"The field %q must be a string.":                  "字段 %q 必须是字符串。",
+	"The field %q must be true or false.":             "字段 %q 必须是 true 或 false。",
+	"The field %q must be a whole number.":            "字段 %q 必须是整数。",
+	"The field %q must be a number.":                  "字段 %q 必须是数字。",
+	"The field %q must be a list.":                    "字段 %q 必须是列表。",
+	"The field %q must be an RFC 3339 time.":          "字段 %q 必须是 RFC 3339 时间。",
+	"The field %q must be an object.":                 "字段 %q 必须是对象。",
 }

@@ -93,3 +93,22 @@ func TestEveryListPagesTheSameWay(t *testing.T) {
 		}
 	}
 }
+
+// (issue 27) A body of the wrong shape says what JSON it wanted, never a
+// Go type's name.
+func TestWrongTypesSpeakJSON(t *testing.T) {
+	e := newTestEnv(t)
+	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
+	for _, c := range []struct{ path, body, want string }{
+		{"/api/v1/reservations", `[1, 2]`, "must be a JSON object"},
+		{"/api/v1/reservations", `{"model":"a100-80g","count":"two"}`, `"count\" must be a whole number`},
+		{"/api/v1/instances", `{"kind":"spot","auto_restart":"yes"}`, "must be true or false"},
+		{"/api/v1/volumes", `{"name":5}`, "must be a string"},
+		{"/api/v1/instances", `{"volumes":{"id":1}}`, "must be a list"},
+	} {
+		st, body := e.apiCall("POST", c.path, alice, c.body)
+		if st != http.StatusBadRequest || !strings.Contains(body, c.want) || strings.Contains(body, "web.") || strings.Contains(body, "gpuportal.") {
+			t.Errorf("POST %s %s = %d %s, want 400 saying %q", c.path, c.body, st, body, c.want)
+		}
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/a-h/templ"
@@ -82,8 +84,10 @@ func jsonError(err error) error {
 	switch {
 	case err == io.EOF:
 		return gpuportal.Errorf(gpuportal.EINVALID, "The request body is empty; send a JSON object.")
+	case asErr(err, &typeErr) && typeErr.Field == "":
+		return gpuportal.Errorf(gpuportal.EINVALID, "The request body must be a JSON object, not %s.", typeErr.Value)
 	case asErr(err, &typeErr):
-		return gpuportal.FieldErrorf(gpuportal.EINVALID, typeErr.Field, "The field %q has the wrong type (want %s).", typeErr.Field, typeErr.Type.String())
+		return wrongType(typeErr.Field, typeErr.Type)
 	case asErr(err, &syntaxErr):
 		return gpuportal.Errorf(gpuportal.EINVALID, "The request body is not valid JSON (at byte %d).", syntaxErr.Offset)
 	case asErr(err, &maxErr):
@@ -93,6 +97,31 @@ func jsonError(err error) error {
 		return gpuportal.FieldErrorf(gpuportal.EINVALID, field, "Unknown field %q.", field)
 	}
 	return gpuportal.Errorf(gpuportal.EINVALID, "The request body is not valid JSON.")
+}
+
+// wrongType says what a field must be in JSON's words (never the Go
+// type's name: that is the portal's business).
+func wrongType(field string, t reflect.Type) error {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	format := "The field %q must be an object."
+	switch t.Kind() {
+	case reflect.String:
+		format = "The field %q must be a string."
+	case reflect.Bool:
+		format = "The field %q must be true or false."
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		format = "The field %q must be a whole number."
+	case reflect.Float32, reflect.Float64:
+		format = "The field %q must be a number."
+	case reflect.Slice, reflect.Array:
+		format = "The field %q must be a list."
+	}
+	if t == reflect.TypeFor[time.Time]() {
+		format = "The field %q must be an RFC 3339 time."
+	}
+	return gpuportal.FieldErrorf(gpuportal.EINVALID, field, format, field)
 }
 
 // redirect sends the browser to path with 303 (so a POST becomes a GET).
