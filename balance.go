@@ -63,6 +63,14 @@ const (
 	LedgerPayout = "payout"
 )
 
+// TopUpNeeded is what a customer must top up before something of price
+// can be paid from available: the whole difference, also when available
+// is below zero (the quote panel, GET /quote and a 402 all say this one
+// amount).
+func TopUpNeeded(price, available Fen) Fen {
+	return max(0, price-available)
+}
+
 // RevenueKinds are the ledger kinds that are the platform's revenue:
 // charges, less refunds and the cancellation fees that stay — never money
 // coming in (top-ups, credits) or paid back (payouts), which only move a

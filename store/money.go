@@ -72,7 +72,7 @@ func (db *DB) charge(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
 
 func insufficient(need, available gpuportal.Fen) error {
 	return gpuportal.FieldErrorf(gpuportal.EFUNDS, "balance", "This needs %s and %s is available: top up %s to go ahead.",
-		need.String(), max(available, 0).String(), (need - max(available, 0)).String())
+		need.String(), max(available, 0).String(), gpuportal.TopUpNeeded(need, available).String())
 }
 
 // launchRoom is what a user has left for new launches: what is

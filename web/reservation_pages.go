@@ -203,7 +203,7 @@ func (s *Server) fundsFor(c echo.Context, q *templates.QuotePanel, price gpuport
 	}
 	if b, err := s.db.Balance(c.Request().Context(), u); err == nil {
 		q.Available = b.Available
-		q.Missing = max(0, price-b.Available)
+		q.Missing = gpuportal.TopUpNeeded(price, b.Available)
 	}
 }
 

@@ -43,7 +43,29 @@ func (s *Server) apiQuote(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, q)
+	// What the calendar's quote panel says beside the price: the
+	// cancellation terms as dates and, signed in, the top-up it needs.
+	out := quoteJSON{Quote: q}
+	if policies, err := s.db.Policies(c.Request().Context()); err == nil {
+		out.Cancellation = gpuportal.CancellationSchedule(policies.For(q.Model).CancellationTiers, q.Start, s.cfg.Clock.Now())
+	}
+	if u := currentUser(c); u != nil {
+		b, err := s.db.Balance(c.Request().Context(), u)
+		if err != nil {
+			return err
+		}
+		out.Available, out.TopUpNeeded = &b.Available, gpuportal.TopUpNeeded(q.Total, b.Available)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// quoteJSON is GET /quote's answer: the quote, its cancellation terms and
+// (signed in) what is available and what to top up first.
+type quoteJSON struct {
+	gpuportal.Quote
+	Cancellation []gpuportal.CancellationStep `json:"cancellation"`
+	Available    *gpuportal.Fen               `json:"available_fen,omitempty"`
+	TopUpNeeded  gpuportal.Fen                `json:"top_up_needed_fen"`
 }
 
 func (s *Server) apiBook(c echo.Context) error {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -110,5 +111,36 @@ func TestWrongTypesSpeakJSON(t *testing.T) {
 		if st != http.StatusBadRequest || !strings.Contains(body, c.want) || strings.Contains(body, "web.") || strings.Contains(body, "gpuportal.") {
 			t.Errorf("POST %s %s = %d %s, want 400 saying %q", c.path, c.body, st, body, c.want)
 		}
+	}
+}
+
+// (issue 27) GET /quote says what the calendar's quote panel says: the
+// cancellation terms as dates and, signed in, the top-up the booking
+// needs — the whole difference, also when the balance is below zero.
+func TestQuoteSaysWhatThePanelSays(t *testing.T) {
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	poor := storetest.MustCreatePoorUser(t, e.db, "poor@example.com", gpuportal.RoleCustomer)
+	token := e.tokenFor(poor)
+	q := "/api/v1/quote?model=a100-80g&region=cd-1&count=1&start=" + url.QueryEscape(at(3, 10)) + "&end=" + url.QueryEscape(at(3, 14))
+	st, body := e.apiCall("GET", q, token, "")
+	if st != http.StatusOK {
+		t.Fatalf("quote = %d %s", st, body)
+	}
+	var got struct {
+		Total        gpuportal.Fen                `json:"total_fen"`
+		Cancellation []gpuportal.CancellationStep `json:"cancellation"`
+		Available    *gpuportal.Fen               `json:"available_fen"`
+		TopUp        gpuportal.Fen                `json:"top_up_needed_fen"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Cancellation) != 3 || got.Cancellation[0].FeePercent != 0 || got.Available == nil || *got.Available != 0 || got.TopUp != got.Total {
+		t.Errorf("quote = %s", body)
+	}
+	// Anonymous: the terms, no money of anyone's.
+	if _, body := e.apiCall("GET", q, "", ""); strings.Contains(body, "available_fen") || !strings.Contains(body, "cancellation") {
+		t.Errorf("anonymous quote = %s", body)
 	}
 }
