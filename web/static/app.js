@@ -157,11 +157,22 @@ document.addEventListener("htmx:configRequest", function (evt) {
 // Interruption countdowns tick every second between the list's refreshes
 // (counting from the seconds left that the server rendered, so they follow
 // the portal's clock, not the browser's).
+// They read as people say it ("1 min 20 s", in the page's language: the
+// formats come with the element) and say "now" once the time is up.
 setInterval(function () {
   document.querySelectorAll(".countdown[data-left]").forEach(function (el) {
     var left = Math.max(0, parseInt(el.dataset.left, 10) - 1);
     el.dataset.left = String(left);
-    el.textContent = el.textContent.replace(/\d+ s/, left + " s");
+    var out = el.querySelector(".left");
+    if (!out) {
+      el.textContent = el.textContent.replace(/\d+ s/, left + " s");
+    } else if (left === 0) {
+      out.textContent = el.dataset.done || "0 s";
+    } else if (left < 60 || !el.dataset.min) {
+      out.textContent = (el.dataset.sec || "%d s").replace("%d", left);
+    } else {
+      out.textContent = el.dataset.min.replace("%d", Math.floor(left / 60)).replace("%d", left % 60);
+    }
   });
 }, 1000);
 

@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"gpuportal"
+	"gpuportal/internal/browsertest"
+)
+
+// (issue 28, part) An interruption's countdown reads as people say it —
+// "Interrupted in 1 min 59 s", "中断倒计时 1 分 59 秒" — and ticks in the
+// page between the list's refreshes.
+func TestInterruptionCountdownInTheBrowser(t *testing.T) {
+	ctx := browsertest.Chromium(t)
+	p := startPortal(t, false)
+	p.startAgent(t, t.TempDir(), t.TempDir(), "mock:dgxa100", true)
+	var inst gpuportal.Instance
+	if st := p.api("POST", "/api/v1/instances", p.user, `{"kind":"spot","model":"a100-80g","region":"cd-1","count":1,"command":"sleep 3600"}`, &inst); st != 201 {
+		t.Fatalf("launch = %d", st)
+	}
+	eventually(t, 30*time.Second, "instance running", func() bool { return p.instance(inst.ID).Status == gpuportal.InstanceRunning })
+	if st := p.api("POST", fmt.Sprintf("/api/v1/admin/instances/%d/interrupt", inst.ID), p.admin, "", nil); st != 200 {
+		t.Fatalf("interrupt = %d", st)
+	}
+	browserLogIn(t, ctx, p, "alice@example.com")
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(p.url+"/instances"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="countdown"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	read := func() string {
+		s, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-testid="countdown"]`)))
+		return strings.Join(strings.Fields(s), " ")
+	}
+	first := read()
+	if !regexp.MustCompile(`^Interrupted in (1 min \d+ s|\d+ s) \(`).MatchString(first) || strings.Contains(first, "SIGTERM") {
+		t.Fatalf("countdown = %q", first)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for read() == first && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if now := read(); now == first || !strings.HasPrefix(now, "Interrupted in ") {
+		t.Errorf("the countdown did not tick: %q then %q", first, now)
+	}
+	// In Chinese.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("/lang", {method: "POST", headers: {"Content-Type": "application/x-www-form-urlencoded", "X-CSRF-Token": document.querySelector('meta[name="csrf-token"]').content}, body: "lang=zh-CN"}).then(() => 1)`, chromedp.EvalAwaitPromise)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(p.url+"/instances"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="countdown"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if zh := read(); !regexp.MustCompile(`^中断倒计时 (\d+ 分 \d+ 秒|\d+ 秒)`).MatchString(zh) {
+		t.Errorf("zh-CN countdown = %q", zh)
+	}
+}
