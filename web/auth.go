@@ -94,6 +94,9 @@ func (s *Server) handleLoginForm(c echo.Context) error {
 		}, templates.LoginPage)
 	}
 	s.logIn(c, u)
+	if next == "/" && u.IsAdmin() {
+		next = "/admin" // an operator's home is the overview
+	}
 	return redirect(c, next)
 }
 

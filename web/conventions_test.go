@@ -144,3 +144,23 @@ func TestQuoteSaysWhatThePanelSays(t *testing.T) {
 		t.Errorf("anonymous quote = %s", body)
 	}
 }
+
+// (issue 28, part) Admins land on the admin overview; customers on their
+// dashboard; a ?next= wins for both.
+func TestAdminsLandOnTheOverview(t *testing.T) {
+	e := newTestEnv(t)
+	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	for _, c := range []struct{ email, next, want string }{
+		{"admin@example.com", "", "/admin"},
+		{"alice@example.com", "", "/"},
+		{"admin@example.com", "/admin/users", "/admin/users"},
+	} {
+		b := e.browser()
+		b.get("/login")
+		p := b.post("/login", url.Values{"email": {c.email}, "password": {storetest.Password}, "next": {c.next}})
+		if p.status != http.StatusSeeOther || p.location != c.want {
+			t.Errorf("%s (next %q) lands on %q, want %q", c.email, c.next, p.location, c.want)
+		}
+	}
+}

@@ -75,13 +75,13 @@ func allocatorOptions(path, dir string) []chromedp.ExecAllocatorOption {
 }
 
 // LogIn is the portal's login form filled in and sent, up to the
-// dashboard.
+// dashboard (a customer's) or the admin overview (an admin's home).
 func LogIn(baseURL, email, password string) []chromedp.Action[chromedp.Void] {
 	return []chromedp.Action[chromedp.Void]{
 		chromedp.Navigate(baseURL + "/login"),
 		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), email),
 		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), password),
 		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"], [data-testid="admin-overview"]`)),
 	}
 }
