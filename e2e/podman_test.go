@@ -316,7 +316,7 @@ func TestContainerCheckpointFollowsTheRestart(t *testing.T) {
 	if st := p.api("POST", fmt.Sprintf("/api/v1/admin/instances/%d/interrupt", inst.ID), p.admin, "", &got); st != 200 {
 		t.Fatalf("interrupt = %d", st)
 	}
-	eventually(t, 60*time.Second, "the restarted run to finish", func() bool { return p.instance(inst.ID).Status == gpuportal.InstanceStopped })
+	eventually(t, 120*time.Second, "the restarted run to finish", func() bool { return p.instance(inst.ID).Status == gpuportal.InstanceStopped })
 	final := p.instance(inst.ID)
 	runs := readTrim(filepath.Join(runDir, "runs"))
 	lines := strings.Split(runs, "\n")

@@ -76,7 +76,7 @@ func TestSpotAutoRestartResumesFromCheckpoint(t *testing.T) {
 	if latest := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC).Add(-15 * time.Second); got.Interruption.NoticeAt.After(latest) || got.Interruption.Deadline.Add(5*time.Second).After(latest.Add(15*time.Second)) {
 		t.Fatalf("notice %v / deadline %v: the GPUs would not be free at 10:00", got.Interruption.NoticeAt, got.Interruption.Deadline)
 	}
-	eventually(t, 20*time.Second, "the interruption to complete and the instance to wait for capacity", func() bool {
+	eventually(t, 60*time.Second, "the interruption to complete and the instance to wait for capacity", func() bool {
 		i := p.instance(inst.ID)
 		return i.Status == gpuportal.InstancePending && i.Restarts == 1
 	})

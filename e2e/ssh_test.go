@@ -282,7 +282,7 @@ func TestBookedMachineTakesSSHAtItsStart(t *testing.T) {
 	}
 	advance(t, p, "30m") // 10:00: it starts, and so does its machine
 	var inst gpuportal.Instance
-	eventually(t, 30*time.Second, "the reservation's own instance running", func() bool {
+	eventually(t, 90*time.Second, "the reservation's own instance running", func() bool {
 		var list []gpuportal.Instance
 		p.api("GET", "/api/v1/instances", p.user, "", &list)
 		for _, i := range list {

@@ -26,6 +26,7 @@ var mainPages = []struct{ name, path string }{
 	{"jobs", "/jobs"},
 	{"job", "/jobs/1"},
 	{"waitlist", "/waitlist"},
+	{"volumes", "/volumes"},
 	{"ledger", "/ledger"},
 	{"rates", "/rates?model=a100-80g&region=cd-1"},
 	{"notifications", "/notifications"},
