@@ -117,3 +117,23 @@ func (v validatingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}
 	return resp, nil
 }
+
+// (issue 27, part) Every operation has an operationId of its own, so
+// generated clients get a method per route.
+func TestOpenAPIOperationIDs(t *testing.T) {
+	doc, _ := loadAPIDoc(t)
+	seen := map[string]string{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			where := method + " " + path
+			if op.OperationID == "" {
+				t.Errorf("%s has no operationId", where)
+				continue
+			}
+			if other, dup := seen[op.OperationID]; dup {
+				t.Errorf("%s and %s share operationId %s", where, other, op.OperationID)
+			}
+			seen[op.OperationID] = where
+		}
+	}
+}
