@@ -163,7 +163,7 @@ func TestBrowserPolicyChange(t *testing.T) {
 			chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), email),
 			chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
 			chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
-			chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"], [data-testid="admin-overview"]`)),
 		)
 	}
 	setField := func(testid, value string) chromedp.Action[chromedp.Void] {

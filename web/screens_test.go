@@ -83,9 +83,9 @@ func browse(t *testing.T, e *testEnv, lang string, width int64) context.Context 
 		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "admin@example.com"),
 		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
 		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="admin-overview"]`)), // an admin's home
 		chromedp.Click(chromedp.CSS(`[data-testid="lang-`+lang+`"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`html[lang="`+lang+`"] [data-testid="dashboard"] + *, html[lang="`+lang+`"] [data-testid="dashboard"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`html[lang="`+lang+`"] [data-testid="admin-overview"]`)),
 		chromedp.Sleep(300*time.Millisecond), // the redirect after the switch settles
 	); err != nil {
 		t.Fatal(err)
