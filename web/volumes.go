@@ -182,16 +182,23 @@ func listVolumeDir(f *volumeFiles, p string) ([]gpuportal.VolumeFile, error) {
 	return out, nil
 }
 
-func (s *Server) apiVolumeFiles(c echo.Context) error {
+// volumeFilesAt opens the files of the route's volume, with its ?path=
+// checked first (no node is asked for a path that leaves the volume).
+func (s *Server) volumeFilesAt(c echo.Context) (*volumeFiles, string, error) {
 	id, err := pathID(c)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	p, err := volumePath(c)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	f, err := s.openVolumeFiles(c, id)
+	return f, p, err
+}
+
+func (s *Server) apiVolumeFiles(c echo.Context) error {
+	f, p, err := s.volumeFilesAt(c)
 	if err != nil {
 		return err
 	}
@@ -205,15 +212,7 @@ func (s *Server) apiVolumeFiles(c echo.Context) error {
 
 // apiVolumeDownload streams a file of the volume.
 func (s *Server) apiVolumeDownload(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
-	p, err := volumePath(c)
-	if err != nil {
-		return err
-	}
-	f, err := s.openVolumeFiles(c, id)
+	f, p, err := s.volumeFilesAt(c)
 	if err != nil {
 		return err
 	}
@@ -242,22 +241,17 @@ func (s *Server) apiVolumeDownload(c echo.Context) error {
 // apiVolumeUpload stores the request body as a file of the volume
 // (streamed; parents made; 413 past the free space).
 func (s *Server) apiVolumeUpload(c echo.Context) error {
-	id, err := pathID(c)
-	if err != nil {
-		return err
-	}
-	p, err := volumePath(c)
-	if err != nil {
-		return err
-	}
-	if p == "." {
+	if c.QueryParam("path") == "" {
 		return gpuportal.FieldErrorf(gpuportal.EINVALID, "path", "Name the file to write, such as data/train.csv.")
 	}
-	f, err := s.openVolumeFiles(c, id)
+	f, p, err := s.volumeFilesAt(c)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if p == "." {
+		return gpuportal.FieldErrorf(gpuportal.EINVALID, "path", "Name the file to write, such as data/train.csv.")
+	}
 	file, err := s.uploadInto(c, f, p, c.Request().Body, c.Request().ContentLength)
 	if err != nil {
 		return err
