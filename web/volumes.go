@@ -265,7 +265,7 @@ func (s *Server) uploadInto(c echo.Context, f *volumeFiles, p string, body io.Re
 	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(12 * time.Hour))
 	if vfs, err := f.StatVFS("/"); err == nil && vfs.Blocks > 0 && size > 0 && uint64(size) > vfs.FreeSpace() {
 		return gpuportal.VolumeFile{}, gpuportal.FieldErrorf(gpuportal.ETOOLARGE, "path", "The file is %s and the volume has %s free: grow it, or delete files first.",
-			formatBytes(size), formatBytes(int64(vfs.FreeSpace())))
+			templates.Bytes(size), templates.Bytes(int64(vfs.FreeSpace())))
 	}
 	if dir := path.Dir(p); dir != "." {
 		if err := f.MkdirAll("/" + dir); err != nil {
@@ -330,20 +330,6 @@ func (s *Server) deleteVolumeFile(c echo.Context, id int64, p string) error {
 		err = f.Remove("/" + p)
 	}
 	return fileError(p, err)
-}
-
-// formatBytes is a size as people read it (1.5 GiB).
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // volumesIn lists the user's volumes of region ("": every region) that a
