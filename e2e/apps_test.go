@@ -75,6 +75,7 @@ ws.onmessage = (ev) => { document.getElementById("echo").textContent = ev.data; 
 // token from the portal; that origin shows nothing without the token (or
 // with a used one), and the portal's cookies never reach the app.
 func TestOpenPortInTheBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browsertest.Chromium(t, chromedp.Flag("host-resolver-rules", "MAP *.localhost 127.0.0.1"))
 	p := startPortal(t, false)
 	p.startAgent(t, t.TempDir(), t.TempDir(), "mock:dgxa100", true)

@@ -30,6 +30,7 @@ done`
 // and ends at its deadline; another owner who tops up within the notice
 // keeps theirs running.
 func TestRunningOutStopsThroughTheAgent(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, true) // business time 09:30
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "ckpt")

@@ -15,6 +15,7 @@ import (
 // the same hours, gets all the GPUs at the start, and nobody is refunded
 // for a "node failure" that never happened.
 func TestCancellingAnActiveReservationFreesItsGPUs(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, true) // business time 09:30 Shanghai
 	dir := t.TempDir()
 	ag := p.startAgent(t, dir+"/node", dir+"/ckpt", "mock:dgxa100", true)

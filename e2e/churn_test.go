@@ -16,6 +16,7 @@ import (
 // processes, on the manual clock: after every step each active reservation
 // holds all its GPUs and no GPU is held twice.
 func TestChurnKeepsEveryReservationWhole(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, true) // business time 09:30 Shanghai
 	dir := t.TempDir()
 	p.startAgent(t, dir+"/n1", dir+"/ckpt", "mock:dgxa100", true)

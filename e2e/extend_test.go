@@ -18,6 +18,7 @@ import (
 // on the same GPUs while another customer's booking starts beside it, and
 // it is stopped at the new end.
 func TestExtendedReservationKeepsRunningOnTheAgent(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, true) // business time 09:30 Shanghai
 	dir := t.TempDir()
 	ag := p.startAgent(t, dir+"/node", dir+"/ckpt", "mock:dgxa100", true)
@@ -96,6 +97,7 @@ func sameGPUs(a, b []string) bool {
 // its start the portal launches it on all its GPUs and the agent runs it,
 // with nothing launched by hand.
 func TestReservationStartsItselfOnTheAgent(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, true) // 09:30
 	dir := t.TempDir()
 	p.startAgent(t, dir+"/node", dir+"/ckpt", "mock:dgxa100", true)

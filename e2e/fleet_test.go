@@ -12,6 +12,7 @@ import (
 // offline after three missed heartbeats; restarted, it comes back with the
 // same node id and the same GPUs.
 func TestFleetOfflineAndBack(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, false)
 	dir := t.TempDir()
 	a := p.startAgent(t, dir+"/node-a", dir+"/ckpt", "mock:dgxa100", true)

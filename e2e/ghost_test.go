@@ -17,6 +17,7 @@ import (
 // workloads the portal no longer listed: some exits were never reported,
 // and those instances stayed "running", billed every minute.
 func TestStoppingManyAtOnceLeavesNoGhost(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, true)
 	dir := t.TempDir()
 	p.startAgent(t, dir+"/node", dir+"/ckpt", "mock:dgxa100", true)

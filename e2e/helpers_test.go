@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,7 +35,19 @@ import (
 
 var agentBin, imdsWorkloadBin, sftpHelperBin string
 
+// e2eParallel is how many of these tests run at once (unless -parallel
+// says otherwise): they spend most of their time waiting on real agents,
+// notices and workloads, not on the CPU, and one after another they took
+// over ten minutes.
+const e2eParallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(e2eParallel))
+	}
 	dir, err := os.MkdirTemp("", "gpuportal-e2e")
 	if err != nil {
 		panic(err)
@@ -88,10 +102,16 @@ func startPortalTB(t testing.TB, testClock bool) *portal {
 		manual = nil
 		db.Clock = clock
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("E2E_VERBOSE") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
+	// The portal's log is kept (echoed with E2E_VERBOSE) and its gist
+	// printed when the test fails: a failure on a busy CI machine is
+	// often explained by a warning (a node taken offline, a tick failed).
+	portalLog := &processLog{}
+	log := slog.New(slog.NewTextHandler(portalLog, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("portal log (warnings, then the last lines):\n%s", portalLog.gist())
+		}
+	})
 	sched := scheduler.New(db, clock, gpuportal.RealClock{}, log)
 	// These portals never restart: node-failure tests need not wait out
 	// the grace a restarted portal gives its nodes (see restart_test.go).
@@ -210,11 +230,19 @@ type agentProc struct {
 
 var readyLine = regexp.MustCompile(`agent ready node=(\S+) gpus=(\d+)`)
 
+// testHeartbeat is the agents' heartbeat in these tests. The portal takes
+// a node offline after three missed heartbeats; at 1 s a CI machine busy
+// with other packages' race-detector runs sometimes stalled a healthy
+// agent that long, and the test saw a node failure it did not stage.
+// (Desired state still reaches an agent at once: a heartbeat is a long
+// poll that returns when something changes.)
+const testHeartbeat = "2s"
+
 // startAgent runs the agent binary with a simulated DGX and waits for its
 // "agent ready" line.
 func (p *portal) startAgent(t *testing.T, stateDir, checkpoints, backend string, enroll bool) *agentProc {
 	t.Helper()
-	return p.runAgent(t, stateDir, checkpoints, backend, enroll, "1s", "")
+	return p.runAgent(t, stateDir, checkpoints, backend, enroll, testHeartbeat, "")
 }
 
 // startAgentArgs enrols an agent with a given heartbeat and metrics address.
@@ -279,7 +307,12 @@ func startAgentProcArgs(t testing.TB, portalURL, enrollToken, stateDir, checkpoi
 		a.waitErr = a.cmd.Wait()
 		close(a.exited)
 	}()
-	t.Cleanup(func() { a.kill() })
+	t.Cleanup(func() {
+		a.kill()
+		if t.Failed() {
+			t.Logf("agent %s log (warnings, then the last lines):\n%s", filepath.Base(stateDir), a.log.gist())
+		}
+	})
 	select {
 	case a.nodeID = <-ready:
 	case <-time.After(20 * time.Second):
@@ -307,6 +340,21 @@ func (l *processLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// gist is what explains a failure without the whole log: every warning
+// and error line (the first 50), then the last 30 lines.
+func (l *processLog) gist() string {
+	lines := strings.Split(strings.TrimRight(l.String(), "\n"), "\n")
+	var warnings []string
+	for _, line := range lines {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			warnings = append(warnings, line)
+		}
+	}
+	warnings = warnings[:min(len(warnings), 50)]
+	last := lines[max(0, len(lines)-30):]
+	return strings.Join(warnings, "\n") + "\n…\n" + strings.Join(last, "\n")
 }
 
 func (a *agentProc) output() string { return a.log.String() }

@@ -17,6 +17,7 @@ import (
 // reads its instance-id and sees the interruption notice before its
 // SIGTERM: the endpoint is served at the root path, one per instance.
 func TestStockAWSSDKSeesTheNotice(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, false)
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "ckpt")

@@ -17,6 +17,7 @@ import (
 // root, sees only its own processes, cannot read the agent's state, and a
 // stop ends every process of it — a setsid child included.
 func TestExecWorkloadIsolation(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: the exec runtime isolates workloads only when the agent runs as root")
 	}
@@ -34,7 +35,7 @@ func TestExecWorkloadIsolation(t *testing.T) {
 	if st := p.api("POST", "/api/v1/admin/enrollment-tokens", p.admin, `{"region":"cd-1"}`, &out); st != 201 {
 		t.Fatalf("enrollment token: %d", st)
 	}
-	ag := startAgentProcArgs(t, p.url, out.Token, state, ckpt, "mock:dgxa100", "1s", "", "--exec-user", "65534:65534")
+	ag := startAgentProcArgs(t, p.url, out.Token, state, ckpt, "mock:dgxa100", testHeartbeat, "", "--exec-user", "65534:65534")
 	if !strings.Contains(ag.output(), "not containers") {
 		t.Errorf("the exec runtime did not warn:\n%s", ag.output())
 	}

@@ -11,6 +11,7 @@ import (
 
 // The agent exports GPU gauges under dcgm-exporter's names and labels.
 func TestAgentMetrics(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, false)
 	dir := t.TempDir()
 	ag := p.runAgent(t, dir+"/node", dir+"/ckpt", "mock:dgxh100", true, "1s", "127.0.0.1:0")

@@ -19,6 +19,7 @@ import (
 // the customer's end (its --agent-url), and both portals present the same
 // host key.
 func TestSSHThroughAnotherPortal(t *testing.T) {
+	t.Parallel()
 	needOpenSSH(t)
 	dsn, emails := installation(t, storetest.PostgresDSN(t), 0, 1)
 	a := startPortalProcArgs(t, dsn, "127.0.0.1:0")

@@ -26,10 +26,17 @@ const podmanTestImage = "localhost/gpuportal-e2e:busybox"
 var (
 	podmanOnce sync.Once
 	podmanErr  error
+	// podmanOneAtATime keeps the container tests from running beside each
+	// other (they still run beside the rest): rootful podman serialises
+	// on its own locks, and four tests' creates, inits and removes at
+	// once on a 2-core machine once lost a container between its init
+	// and the agent opening its network namespace.
+	podmanOneAtATime sync.Mutex
 )
 
 // needPodman skips (or, in CI, fails) without podman, runc, root and a
-// static busybox, and builds the test image once.
+// static busybox, builds the test image once, and holds the container
+// suite's turn until the test ends.
 func needPodman(t testing.TB) {
 	t.Helper()
 	missing := ""
@@ -57,6 +64,8 @@ func needPodman(t testing.TB) {
 	if podmanErr != nil {
 		t.Fatal(podmanErr)
 	}
+	podmanOneAtATime.Lock()
+	t.Cleanup(podmanOneAtATime.Unlock)
 }
 
 // podmanNode is an agent running workloads in containers.
@@ -74,7 +83,7 @@ func startPodmanAgent(t testing.TB, p *portal, state, ckpt string, extra ...stri
 		t.Fatalf("enrollment token: %d", st)
 	}
 	args := append([]string{"--runtime", "podman", "--memory-per-gpu", "256m", "--cpus-per-gpu", "1"}, extra...)
-	a := startAgentProcArgs(t, p.url, out.Token, state, ckpt, "mock:dgxa100", "1s", "", args...)
+	a := startAgentProcArgs(t, p.url, out.Token, state, ckpt, "mock:dgxa100", testHeartbeat, "", args...)
 	t.Cleanup(func() {
 		a.kill()
 		ids, _ := exec.Command("podman", "ps", "--all", "--quiet", "--filter", "label=gpuportal.node="+a.nodeID).Output()
@@ -135,6 +144,7 @@ func readTrim(path string) string {
 // processes, has no network but its own metadata endpoint, and a setsid
 // child dies with the stop.
 func TestContainerIsolation(t *testing.T) {
+	t.Parallel()
 	needPodman(t)
 	p := startPortal(t, false)
 	addTestImage(t, p)
@@ -233,6 +243,7 @@ while true; do sleep 1; done`
 // (issue 13) A workload that goes past its memory ends failed, and the
 // customer reads why.
 func TestContainerOutOfMemoryFails(t *testing.T) {
+	t.Parallel()
 	needPodman(t)
 	p := startPortal(t, false)
 	addTestImage(t, p)
@@ -257,6 +268,7 @@ func TestContainerOutOfMemoryFails(t *testing.T) {
 // interruption notice before its SIGTERM, from inside a container: its
 // endpoint is 127.0.0.1:80 of the container's own network namespace.
 func TestStockAWSSDKInAContainer(t *testing.T) {
+	t.Parallel()
 	needPodman(t)
 	p := startPortal(t, false)
 	addTestImage(t, p)
@@ -291,6 +303,7 @@ func TestStockAWSSDKInAContainer(t *testing.T) {
 // as a network mount does in production), though that run is another
 // container under another UID.
 func TestContainerCheckpointFollowsTheRestart(t *testing.T) {
+	t.Parallel()
 	needPodman(t)
 	p := startPortal(t, false)
 	addTestImage(t, p)
@@ -336,6 +349,7 @@ func TestContainerCheckpointFollowsTheRestart(t *testing.T) {
 // them by their labels — also when its state file lost them — and a stop
 // still ends them.
 func TestContainerReadoptedByLabel(t *testing.T) {
+	t.Parallel()
 	needPodman(t)
 	p := startPortal(t, false)
 	addTestImage(t, p)
@@ -356,8 +370,12 @@ func TestContainerReadoptedByLabel(t *testing.T) {
 	if syscall.Kill(pid, 0) != nil {
 		t.Fatal("the container died with the agent")
 	}
-	startAgentProcArgs(t, p.url, "", state, ckpt, "mock:dgxa100", "1s", "", "--runtime", "podman", "--memory-per-gpu", "256m", "--cpus-per-gpu", "1")
-	time.Sleep(3 * time.Second) // a few heartbeats
+	startAgentProcArgs(t, p.url, "", state, ckpt, "mock:dgxa100", testHeartbeat, "", "--runtime", "podman", "--memory-per-gpu", "256m", "--cpus-per-gpu", "1")
+	// Two heartbeats of the restarted agent: the time in which a wrong
+	// re-adoption would have stopped or restarted the workload (the
+	// silence being tested, not a wait for a condition).
+	hb, _ := time.ParseDuration(testHeartbeat)
+	time.Sleep(2*hb + time.Second)
 	got := p.instance(inst.ID)
 	if got.Status != gpuportal.InstanceRunning || got.Attempt != 1 || hostPIDWith(marker) != pid {
 		t.Fatalf("after the agent's restart: %+v (pid %d → %d)", got, pid, hostPIDWith(marker))
@@ -373,6 +391,7 @@ func TestContainerReadoptedByLabel(t *testing.T) {
 // (issue 26) The stock AWS SDK for Go v2 IMDS client reads the rebalance
 // recommendation from inside a container, before any notice.
 func TestStockAWSSDKReadsTheRebalanceInAContainer(t *testing.T) {
+	t.Parallel()
 	needPodman(t)
 	p := startPortal(t, true) // 09:30
 	addTestImage(t, p)
@@ -406,6 +425,7 @@ func TestStockAWSSDKReadsTheRebalanceInAContainer(t *testing.T) {
 // metadata endpoint (127.0.0.1:80 in its network namespace) and the
 // portal stamps them.
 func TestCheckpointReportsFromAContainer(t *testing.T) {
+	t.Parallel()
 	needPodman(t)
 	p := startPortal(t, false)
 	addTestImage(t, p)

@@ -205,6 +205,7 @@ func bookingBody(count int, start time.Time, hours int) string {
 // hour is ever over capacity, and every booking answered 201 is in the
 // database as it was answered.
 func TestTwoPortalsNeverOverbook(t *testing.T) {
+	t.Parallel()
 	dsn, emails := pgInstallation(t, 16)
 	portals := []*portalProc{startPortalProc(t, dsn), startPortalProc(t, dsn)}
 
@@ -294,6 +295,7 @@ func TestTwoPortalsNeverOverbook(t *testing.T) {
 // minute, and a reservation that falls due after the kill starts on time
 // (manual clock), with its reminder sent once.
 func TestSchedulerTakeoverWhenLeaderDies(t *testing.T) {
+	t.Parallel()
 	dsn, emails := pgInstallation(t, 1)
 	a := startPortalProc(t, dsn)
 	eventually(t, 10*time.Second, "the first portal to lead", func() bool { return a.schedulerRole() == "leader" })
@@ -360,6 +362,7 @@ func TestSchedulerTakeoverWhenLeaderDies(t *testing.T) {
 // A browser's session made on one portal works on another (the session
 // keys live in the shared database).
 func TestSessionWorksOnEveryPortal(t *testing.T) {
+	t.Parallel()
 	dsn, emails := pgInstallation(t, 1)
 	a, b := startPortalProc(t, dsn), startPortalProc(t, dsn)
 	jar, _ := cookiejar.New(nil)
@@ -401,6 +404,7 @@ func TestSessionWorksOnEveryPortal(t *testing.T) {
 // instance on another: the wake-up crosses portals (LISTEN/NOTIFY), so the
 // agent acts at once, not at its next 30 s heartbeat.
 func TestAgentWakeupsCrossPortals(t *testing.T) {
+	t.Parallel()
 	dsn, emails := installation(t, storetest.PostgresDSN(t), 0, 1)
 	a := startPortalProc(t, dsn)
 	eventually(t, 10*time.Second, "the first portal to lead", func() bool { return a.schedulerRole() == "leader" })

@@ -31,6 +31,7 @@ echo done > "$dir/finished"`
 // returns, resumes from the checkpoint and finishes — observed through the
 // JSON API, with the test clock.
 func TestSpotAutoRestartResumesFromCheckpoint(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, true) // business time 09:30 Shanghai
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "shared-ckpt") // both nodes mount the same root
@@ -130,6 +131,7 @@ func advance(t *testing.T, p *portal, d string) {
 // An agent restarted while its workload runs re-adopts it: the workload
 // keeps running (same attempt), and it is still stopped on request.
 func TestAgentRestartReadoptsWorkloads(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, false)
 	dir := t.TempDir()
 	ag := p.startAgent(t, dir+"/node", dir+"/ckpt", "mock:dgxh100", true)
@@ -163,6 +165,7 @@ func TestAgentRestartReadoptsWorkloads(t *testing.T) {
 // first five seconds. Before, the restarted portal took every node
 // offline within two seconds, since their last heartbeats were old.
 func TestPortalRestartIsNoNodeFailure(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dsn, emails := installation(t, filepath.Join(dir, "portal.db"), 0, 1)
 	addr := freeAddr(t)

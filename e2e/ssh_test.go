@@ -95,6 +95,7 @@ func (c *sshClient) target(id int64) string { return fmt.Sprintf("%d@%s", id, c.
 // back with sftp, a forwarded port reaching a web server inside; another
 // customer's key, a password and a stopped instance are refused.
 func TestSSHIntoAContainer(t *testing.T) {
+	t.Parallel()
 	needPodman(t)
 	needOpenSSH(t)
 	p := startPortal(t, false)
@@ -270,6 +271,7 @@ func (p *portal) addKeyOf(t testing.TB, token string) *sshClient {
 // clock moves to its start, and the customer logs in over SSH without
 // launching anything by hand.
 func TestBookedMachineTakesSSHAtItsStart(t *testing.T) {
+	t.Parallel()
 	needOpenSSH(t)
 	p := startPortal(t, true) // 09:30 Shanghai
 	p.startAgent(t, t.TempDir(), t.TempDir(), "mock:dgxa100", true)
@@ -305,6 +307,7 @@ func TestBookedMachineTakesSSHAtItsStart(t *testing.T) {
 // (issue 23) A spot instance's open shell gets a line when its
 // interruption notice comes.
 func TestOpenShellSeesTheInterruptionNotice(t *testing.T) {
+	t.Parallel()
 	needOpenSSH(t)
 	p := startPortal(t, false)
 	p.startAgent(t, t.TempDir(), t.TempDir(), "mock:dgxa100", true)
@@ -343,6 +346,7 @@ func TestOpenShellSeesTheInterruptionNotice(t *testing.T) {
 // (issue 23) The whole log as a download, from the node, after the
 // instance ended: every line, not the tail the instance shows.
 func TestFullLogDownload(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, false)
 	p.startAgent(t, t.TempDir(), t.TempDir(), "mock:dgxa100", true)
 	var inst gpuportal.Instance

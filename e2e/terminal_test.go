@@ -31,6 +31,7 @@ func browserLogIn(t *testing.T, ctx context.Context, p *portal, email string) {
 // opens it, a typed command's output appears, a resize reaches the shell;
 // a WebSocket from another Origin is refused.
 func TestWebTerminalInTheBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browsertest.Chromium(t)
 	p := startPortal(t, false)
 	p.startAgent(t, t.TempDir(), t.TempDir(), "mock:dgxa100", true)

@@ -31,6 +31,7 @@ func nodeToken(t *testing.T, stateDir string) string {
 // the new one, keeps it in its state dir and goes on heartbeating; the old
 // token is then refused. A revoked token stops the agent.
 func TestNodeTokenRotationWithARealAgent(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, false)
 	dir := t.TempDir()
 	state := filepath.Join(dir, "node")

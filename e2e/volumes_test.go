@@ -48,6 +48,7 @@ func (p *portal) volumeFile(method string, id int64, path, token, body string) (
 // enforce sizes (no project quotas): the volume says so, with its usage
 // measured.
 func TestVolumesSharedAcrossNodes(t *testing.T) {
+	t.Parallel()
 	needPodman(t)
 	needOpenSSH(t)
 	p := startPortal(t, false)
@@ -189,6 +190,7 @@ func TestVolumesSharedAcrossNodes(t *testing.T) {
 // is uploaded (with its progress), listed, and downloaded with the same
 // bytes; a path leaving the volume shows an error on the page.
 func TestVolumeFileManagerInTheBrowser(t *testing.T) {
+	t.Parallel()
 	ctx := browsertest.Chromium(t)
 	p := startPortal(t, false)
 	root := filepath.Join(t.TempDir(), "volumes")
@@ -249,7 +251,7 @@ func (p *portal) startAgentArgsVolumes(t *testing.T, root string) *agentProc {
 	if st := p.api("POST", "/api/v1/admin/enrollment-tokens", p.admin, `{"region":"cd-1"}`, &out); st != 201 {
 		t.Fatalf("enrollment token: %d", st)
 	}
-	a := startAgentProcArgs(t, p.url, out.Token, t.TempDir(), t.TempDir(), "mock:dgxa100", "1s", "", "--volume-root", root)
+	a := startAgentProcArgs(t, p.url, out.Token, t.TempDir(), t.TempDir(), "mock:dgxa100", testHeartbeat, "", "--volume-root", root)
 	t.Cleanup(a.kill)
 	eventually(t, 30*time.Second, "the node online", func() bool { return len(p.nodes()) == 1 })
 	return a
@@ -258,6 +260,7 @@ func (p *portal) startAgentArgsVolumes(t *testing.T, root string) *agentProc {
 // (issue 24) An upload larger than what the volume has free is 413 and
 // leaves nothing behind; within it, it is stored.
 func TestVolumeUploadPastTheFreeSpace(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, false)
 	root := filepath.Join(t.TempDir(), "volumes")
 	p.startAgentArgsVolumes(t, root)

@@ -35,6 +35,7 @@ const silent = `i=0; while [ $i -lt 6000 ]; do i=$((i+1)); sleep 0.1; done`
 // reports ready and is stopped well before its notice runs out, billed to
 // that minute, with the work it lost recorded.
 func TestTheCheckpointingInstanceGivesWay(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, true) // business time 09:30 Shanghai
 	dir := t.TempDir()
 	p.startAgent(t, dir+"/node", dir+"/ckpt", "mock:dgxa100", true)
@@ -116,6 +117,7 @@ func TestTheCheckpointingInstanceGivesWay(t *testing.T) {
 // GPUs within the rebalance lead, and the instance that will get the
 // notice is told first.
 func TestStockAWSSDKReadsTheRebalanceRecommendation(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, true) // 09:30
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "ckpt")
@@ -161,6 +163,7 @@ func TestStockAWSSDKReadsTheRebalanceRecommendation(t *testing.T) {
 // s"); a silent one sees it run out and keeps running too ("not ready").
 // One an hour per instance; never in the published rates.
 func TestDrillsOnARealAgent(t *testing.T) {
+	t.Parallel()
 	p := startPortal(t, true)
 	dir := t.TempDir()
 	p.startAgent(t, dir+"/node", dir+"/ckpt", "mock:dgxa100", true)
