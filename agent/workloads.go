@@ -284,12 +284,14 @@ func (a *Agent) watch(w *workload) {
 	if e, ok := w.proc.(interface{ ExitError() string }); ok {
 		why = e.ExitError()
 	}
+	// Noted before the exit is: once a workload shows as exited, nothing
+	// of it writes any more (a sweep still sees it live until then).
+	markEnded(a.cfg.CheckpointRoot, filepath.Base(w.rec.CheckpointDir))
 	a.mu.Lock()
 	w.exited, w.exitCode, w.endedAt, w.gpusFree, w.errText = true, code, a.clock.Now(), free, why
 	a.endSessionsLocked(w.rec.InstanceID)
 	a.persistLocked()
 	a.mu.Unlock()
-	markEnded(a.cfg.CheckpointRoot, filepath.Base(w.rec.CheckpointDir))
 	a.log.Info("workload ended", "instance", w.rec.InstanceID, "exit_code", fmtCode(code), "signal", w.signal, "gpus_free", free)
 	a.pushNow()
 }
