@@ -17,6 +17,7 @@ import (
 // Quotas hold under concurrency: bookings, launches and waitlist entries
 // checked in the same transaction as the write.
 func TestQuotasHoldUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, _ := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 10, 8)
@@ -74,6 +75,7 @@ func TestQuotasHoldUnderConcurrency(t *testing.T) {
 // A disabled account cannot sign in or use its tokens, and its running
 // instances get the stop notice; an admin can enable it again. Audited.
 func TestDisabledAccount(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -122,6 +124,7 @@ func TestDisabledAccount(t *testing.T) {
 // as taken in every hour ahead, and an on-demand launch that would take
 // booked GPUs is refused, naming the first hour it would collide with.
 func TestOnDemandAndBookingsShareCapacity(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)

@@ -61,6 +61,7 @@ func jobNow(t *testing.T, db *store.DB, u *gpuportal.User, id int64) *gpuportal.
 // fails the task after max_attempts; the job then ends failed (the others
 // still run to the end) and its owner is told which tasks failed.
 func TestJobRetriesThenFails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -137,6 +138,7 @@ func TestJobRetriesThenFails(t *testing.T) {
 // An interrupted task goes back to the queue without counting as a failed
 // attempt, and starts again (same checkpoint key) when GPUs free up.
 func TestInterruptedTaskIsQueuedAgain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -170,6 +172,7 @@ func TestInterruptedTaskIsQueuedAgain(t *testing.T) {
 
 // Cancelling stops what runs (the normal stop) and queues nothing more.
 func TestCancelJob(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -213,6 +216,7 @@ func TestCancelJob(t *testing.T) {
 // A hybrid job's on-demand workers are never interrupted: a reservation
 // takes its spot workers' GPUs and leaves the on-demand ones running.
 func TestHybridJobKeepsItsOnDemandWorkers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t) // 08:00
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -260,6 +264,7 @@ func TestHybridJobKeepsItsOnDemandWorkers(t *testing.T) {
 // job's tasks go first as GPUs free up (its owner has fewer), and the
 // plain launch takes its GPUs from job tasks, which queue again.
 func TestJobsShareTheFleet(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -329,6 +334,7 @@ func TestJobsShareTheFleet(t *testing.T) {
 
 // Bad job requests are refused with the field at fault and create nothing.
 func TestBadJobRequests(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, _ := storetest.Open(t)
 	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
@@ -364,6 +370,7 @@ func TestBadJobRequests(t *testing.T) {
 
 // Concurrent submissions and ticks keep every task's state consistent.
 func TestJobsUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)

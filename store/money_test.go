@@ -52,6 +52,7 @@ func checkLedger(t *testing.T, db *store.DB, users ...*gpuportal.User) {
 // changes nothing; with the money there it books and draws it down, and a
 // cancellation's refund and fee move the balance exactly.
 func TestBookingIsPaidFromTheBalance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -95,6 +96,7 @@ func TestBookingIsPaidFromTheBalance(t *testing.T) {
 // 64 bookings at once by a user whose balance covers 10 of them book
 // exactly 10.
 func TestConcurrentBookingsCannotOverspend(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, _ := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 100, 8)
@@ -136,6 +138,7 @@ func TestConcurrentBookingsCannotOverspend(t *testing.T) {
 // The provider's webhook credits a top-up once per payment id, whatever
 // comes twice or late; a payment that does not match is refused.
 func TestTopUpsCreditOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	u := storetest.MustCreatePoorUser(t, db, "u@example.com", gpuportal.RoleCustomer)
@@ -193,6 +196,7 @@ func TestTopUpsCreditOnce(t *testing.T) {
 // their instances get the stop notice (reason balance), and a top-up
 // within the notice calls the stop off.
 func TestRunningOutOfBalance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -255,6 +259,7 @@ func TestRunningOutOfBalance(t *testing.T) {
 
 // Whatever happens, in whatever order, the balance is the ledger's sum.
 func TestBalanceIsTheLedgerSum(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 4, 8)
@@ -322,6 +327,7 @@ func TestBalanceIsTheLedgerSum(t *testing.T) {
 // (its owner cannot pay) leaves nothing behind, while the others are all
 // there; and the database syncs every commit to disk.
 func TestGroupCommitKeepsEachWriteWhole(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, _ := storetest.Open(t)
 	if db.Dialect() != "sqlite" {
@@ -369,6 +375,7 @@ func TestGroupCommitKeepsEachWriteWhole(t *testing.T) {
 // are told once, and it books at the next tick after a top-up; a job
 // whose owner has run out starts no more tasks.
 func TestUnpaidAutoBookAndJobs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)

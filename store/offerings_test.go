@@ -18,6 +18,7 @@ func h100(count int, start, end time.Time) gpuportal.BookingRequest {
 // Offerings come from the book as it is: no window over a booked hour,
 // each priced as its quote, cheapest first.
 func TestOfferingsFromTheBook(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, _ := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "h100-80g", 1, 8)
@@ -85,6 +86,7 @@ func TestOfferingsFromTheBook(t *testing.T) {
 // Two customers book the same best offering at once: exactly one wins,
 // the other gets 409 and the hour is never over capacity.
 func TestTwoCustomersBookTheSameOffering(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, _ := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "h100-80g", 1, 8)
@@ -132,6 +134,7 @@ func TestTwoCustomersBookTheSameOffering(t *testing.T) {
 // Extension: up to the next full hour and no further (409, nothing
 // changed), at the price of the added hours, in the ledger and audit log.
 func TestExtendUpToTheNextFullHour(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, _ := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "h100-80g", 1, 8)
@@ -213,6 +216,7 @@ func TestExtendUpToTheNextFullHour(t *testing.T) {
 // An active reservation extended keeps its GPUs and its reserved instance
 // through the old end; they stop at the new one.
 func TestExtendedActiveReservationKeepsItsGPUsAndInstance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "h100-80g", 1, 8)
@@ -322,6 +326,7 @@ func sameSet(a, b []string) bool {
 // A flexible waitlist entry books, by itself, the earliest window of its
 // length that a cancellation frees within its range.
 func TestFlexibleWaitlistBooksTheEarliestWindowThatFrees(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "h100-80g", 1, 8)
@@ -395,6 +400,7 @@ func TestFlexibleWaitlistBooksTheEarliestWindowThatFrees(t *testing.T) {
 // An extension the balance cannot pay is 402 and changes nothing: not the
 // end, not the hours taken, not the balance.
 func TestExtensionTheBalanceCannotPay(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, _ := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "h100-80g", 1, 8)

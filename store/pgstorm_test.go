@@ -22,6 +22,7 @@ import (
 // (its outcome is unknown and it must not be run twice) — and no hour is
 // ever over capacity.
 func TestBookingsSurviveTerminatedBackends(t *testing.T) {
+	t.Parallel()
 	if storetest.Engine() != "postgres" {
 		t.Skip("about PostgreSQL connections")
 	}

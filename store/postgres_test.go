@@ -39,6 +39,7 @@ func openPair(t *testing.T) (*store.DB, *store.DB) {
 // One portal leads the scheduler at a time; when it lets go (or its
 // session ends), another can lead.
 func TestSchedulerLeadershipIsExclusive(t *testing.T) {
+	t.Parallel()
 	a, b := openPair(t)
 	ctx := context.Background()
 	lead, ok, err := a.Lead(ctx)
@@ -63,6 +64,7 @@ func TestSchedulerLeadershipIsExclusive(t *testing.T) {
 
 // Wake-ups and kicks sent through one portal reach the others' waiters.
 func TestWakeupsAndKicksCrossPortals(t *testing.T) {
+	t.Parallel()
 	a, b := openPair(t)
 	ctx := context.Background()
 	woken, stop := b.Wakeups.Wait("node-7")
@@ -92,6 +94,7 @@ func TestWakeupsAndKicksCrossPortals(t *testing.T) {
 // free at once; the portal that takes it acts only once the old leader has
 // surely noticed and stopped: never two leaders at a time.
 func TestNewLeaderWaitsForTheOldOneToStop(t *testing.T) {
+	t.Parallel()
 	a, b := openPair(t)
 	ctx := context.Background()
 	old, ok, err := a.Lead(ctx)

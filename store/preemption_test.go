@@ -15,6 +15,7 @@ import (
 // deadline and billed to that minute, and its interruption records the
 // few GPU-seconds it lost.
 func TestCheckpointingInstanceIsTheVictim(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 4)
@@ -120,6 +121,7 @@ func TestCheckpointingInstanceIsTheVictim(t *testing.T) {
 // A spot launch may ask for its own notice within the policy's bounds;
 // its interruption then gives exactly that.
 func TestNoticePerLaunch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 4)
@@ -160,6 +162,7 @@ func TestNoticePerLaunch(t *testing.T) {
 // Drills: only on the owner's running spot instance, once an hour; the
 // notice goes to the agent as a drill (never signalled).
 func TestDrillRules(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 4)

@@ -51,6 +51,7 @@ func simulatedAgents(t *testing.T, db *store.DB) {
 // ended is never billed again; every active reservation holds all its
 // GPUs. On SQLite and PostgreSQL alike.
 func TestMoneyAndCapacityHoldUnderRandomOperations(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)

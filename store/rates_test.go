@@ -11,6 +11,7 @@ import (
 )
 
 func TestRateBuckets(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		rate float64
 		want string
@@ -24,6 +25,7 @@ func TestRateBuckets(t *testing.T) {
 // Hand-built history: 20 instances ran in the last 30 days (plus old ones
 // that do not count), one was interrupted — exactly 5 %.
 func TestRatesFromHistory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t) // now: Mon 2026-11-30 08:00 Shanghai (00:00 UTC)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -82,6 +84,7 @@ func TestRatesFromHistory(t *testing.T) {
 }
 
 func TestRateEdgeExactlyFivePercent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
@@ -104,6 +107,7 @@ func TestRateEdgeExactlyFivePercent(t *testing.T) {
 
 // safe_until comes from the reservation book.
 func TestSafeUntilFromTheBook(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, _ := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -126,6 +130,7 @@ func TestSafeUntilFromTheBook(t *testing.T) {
 
 // The demo's history gives every page something to show.
 func TestSeedDemoHistory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
@@ -169,6 +174,7 @@ func TestSeedDemoHistory(t *testing.T) {
 // The trailing counts come from the daily roll-up plus what it has not
 // taken in yet, and count an instance once either way.
 func TestTrailingCountsBeforeAndAfterTheRollup(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)

@@ -15,6 +15,7 @@ import (
 // "Launch on this reservation" does the same by hand and refuses when
 // every GPU already runs something.
 func TestReservationStartsItsOwnWork(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
@@ -95,6 +96,7 @@ func TestReservationStartsItsOwnWork(t *testing.T) {
 // GPUs read 0 % is stopped that many minutes later, and its owner told
 // why; utilisation in between starts the count again.
 func TestIdleStop(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	nodes := storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 4)

@@ -83,6 +83,7 @@ func getInstance(t *testing.T, db *store.DB, id int64) *gpuportal.Instance {
 // time (the fewest of them, youngest first on ties); ticking twice changes
 // nothing.
 func TestSchedulerThroughADay(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t) // Mon 2026-11-30 08:00 Shanghai
 	// Under the fewest-instances rule (none of these workloads reports
@@ -188,6 +189,7 @@ func TestSchedulerThroughADay(t *testing.T) {
 
 // A reservation of 8 GPUs lands on one node when any node can hold it.
 func TestReservationPackedOnOneNode(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 3, 8)
@@ -231,6 +233,7 @@ func TestReservationPackedOnOneNode(t *testing.T) {
 // Reserved instances run on their reservation's GPUs, only while it is
 // active, and stop with it.
 func TestReservedInstances(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "h100-80g", 1, 8)

@@ -28,6 +28,7 @@ func fingerprintOf(t *testing.T, line string) string {
 // admin's does not, nor a stopped instance); a session is asked of its
 // node alone and claimed once; a user has at most 20 session groups open.
 func TestSessionsBelongToTheOwnerAndItsNode(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)

@@ -15,6 +15,7 @@ import (
 )
 
 func TestMigrateEmptyDatabase(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, err := store.Open(ctx, storetest.DSN(t), nil)
 	if err != nil {
@@ -42,6 +43,7 @@ func TestMigrateEmptyDatabase(t *testing.T) {
 }
 
 func TestMigrateExistingDatabaseKeepsData(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := storetest.DSN(t)
 	db, err := store.Open(ctx, path, nil)
@@ -71,6 +73,7 @@ func TestMigrateExistingDatabaseKeepsData(t *testing.T) {
 // A database whose schema is older than the build is refused until it is
 // migrated, and migrating it keeps what was there.
 func TestOldSchemaRefusedUntilMigrated(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := storetest.DSN(t)
 	driver := map[string]string{"sqlite": "sqlite", "postgres": "pgx"}[storetest.Engine()]
@@ -110,6 +113,7 @@ func TestOldSchemaRefusedUntilMigrated(t *testing.T) {
 }
 
 func TestUsersAndTokens(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, _ := storetest.Open(t)
 	alice := storetest.MustCreateUser(t, db, "Alice@Example.com ", gpuportal.RoleCustomer)
@@ -153,6 +157,7 @@ func TestUsersAndTokens(t *testing.T) {
 }
 
 func TestSetListPriceIsAdminOnlyAndAudited(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, _ := storetest.Open(t)
 	admin := storetest.MustCreateUser(t, db, "admin@example.com", gpuportal.RoleAdmin)
@@ -176,6 +181,7 @@ func TestSetListPriceIsAdminOnlyAndAudited(t *testing.T) {
 
 // The conformance runs really are on the engine they say.
 func TestEngineOfThisRun(t *testing.T) {
+	t.Parallel()
 	db, _ := storetest.Open(t)
 	if db.Dialect() != storetest.Engine() {
 		t.Fatalf("Dialect = %q in the %s run", db.Dialect(), storetest.Engine())

@@ -17,6 +17,7 @@ import (
 // that missed it; its GPUs are out of service until the node shows them
 // idle. One missed heartbeat (a race) changes nothing.
 func TestInstanceItsNodeStopsReportingIsEnded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	nodes := storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -103,6 +104,7 @@ func TestInstanceItsNodeStopsReportingIsEnded(t *testing.T) {
 // booking gets all its GPUs; a refund for GPUs that are truly missing
 // says why, not "node failure".
 func TestHybridOnDemandWorkersLeaveTheWholeBook(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -170,6 +172,7 @@ func TestHybridOnDemandWorkersLeaveTheWholeBook(t *testing.T) {
 // of what already runs or waits: with the money for one spot GPU-hour a
 // customer starts one GPU, not twelve one after another.
 func TestLaunchFundsCountWhatAlreadyRuns(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
@@ -204,6 +207,7 @@ func TestLaunchFundsCountWhatAlreadyRuns(t *testing.T) {
 // stops, its waitlist entries are cancelled. Its confirmed reservation
 // stays (paid).
 func TestDisablingAnAccountStopsEveryKind(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
@@ -291,6 +295,7 @@ func TestDisablingAnAccountStopsEveryKind(t *testing.T) {
 // checkpoint: without the limit the file kept its largest size for ever,
 // and a disk that had filled once filled again at once.
 func TestWALIsCutBackAfterCheckpoints(t *testing.T) {
+	t.Parallel()
 	if storetest.Engine() != "sqlite" {
 		t.Skip("a SQLite setting")
 	}
@@ -308,6 +313,7 @@ func TestWALIsCutBackAfterCheckpoints(t *testing.T) {
 // directory; if the node never answers, it starts after
 // gpuportal.FenceTimeout in a fresh directory.
 func TestRestartWaitsUntilTheOldAttemptIsGone(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	wall := gpuportal.NewManualClock(storetest.Epoch)
@@ -412,6 +418,7 @@ func TestRestartWaitsUntilTheOldAttemptIsGone(t *testing.T) {
 // refunds, by product — never top-ups or credits, which are the
 // customers' own money (the overview said −¥441,684.96 with them in).
 func TestRevenueIsChargesLessRefunds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)

@@ -29,6 +29,7 @@ func volumeCharges(t *testing.T, db *store.DB, userID int64) (total gpuportal.Fe
 // per GiB-month: exactly ¥1.00 a day), charged per started hour through
 // the ledger — also when the ticks come late.
 func TestVolumeBillingPerStartedHour(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -86,6 +87,7 @@ func TestVolumeBillingPerStartedHour(t *testing.T) {
 // days (its owner told at once, then 3 days before), deleted then and
 // never sooner; a top-up in time lifts it.
 func TestVolumeRetentionAtZeroBalance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -186,6 +188,7 @@ func TestVolumeRetentionAtZeroBalance(t *testing.T) {
 // (issue 24) Launches mount only the owner's volumes of their region, at
 // clean paths; a mounted volume is in use and cannot be deleted.
 func TestVolumeMountsOnLaunches(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db, _ := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)

@@ -16,6 +16,7 @@ import (
 // A customer gets 403 on every admin route, page or API — the table is the
 // router's own list, so a new admin route is covered without editing this.
 func TestCustomerForbiddenOnEveryAdminRoute(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	_, tok := e.apiToken("c@example.com", gpuportal.RoleCustomer)
 	b := e.browser()
@@ -49,6 +50,7 @@ func TestCustomerForbiddenOnEveryAdminRoute(t *testing.T) {
 }
 
 func TestPolicyEditorAndAudit(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
@@ -145,6 +147,7 @@ func cloneValues(v url.Values) url.Values {
 // refused a booking shorter than the new minimum; the audit log shows both
 // changes.
 func TestBrowserPolicyChange(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
@@ -221,6 +224,7 @@ func TestBrowserPolicyChange(t *testing.T) {
 // drain; the outbox says which channels are not configured and how to
 // configure them; the browser's own favicon request is answered.
 func TestFleetSummaryOutboxChannelsFavicon(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 2, 8)
 	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)

@@ -13,6 +13,7 @@ import (
 )
 
 func TestAPISignupAndTokens(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	status, body := e.apiCall(http.MethodPost, "/api/v1/auth/signup", "", `{"email":"dev@example.com","password":"a-good-password","name":"Dev","phone":"+8613800138000"}`)
 	if status != http.StatusCreated || !strings.Contains(body, `"email":"dev@example.com"`) || strings.Contains(body, "password") {
@@ -81,6 +82,7 @@ func TestAPISignupAndTokens(t *testing.T) {
 }
 
 func TestTokensArePrivate(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	_, aliceTok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
 	_, bobTok := e.apiToken("bob@example.com", gpuportal.RoleCustomer)
@@ -116,6 +118,7 @@ func TestTokensArePrivate(t *testing.T) {
 }
 
 func TestCustomerCannotReachAdmin(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	_, tok := e.apiToken("c@example.com", gpuportal.RoleCustomer)
 	b := e.browser()
@@ -143,6 +146,7 @@ func TestCustomerCannotReachAdmin(t *testing.T) {
 }
 
 func TestAdminEditsListPrice(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	_, tok := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
 	b := e.browser()
@@ -168,6 +172,7 @@ func TestAdminEditsListPrice(t *testing.T) {
 
 // Malformed bodies get 400 with a code, never a 500, and change nothing.
 func TestMalformedJSON(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	_, adminTok := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
 	for _, tt := range []struct {
@@ -217,6 +222,7 @@ func TestMalformedJSON(t *testing.T) {
 }
 
 func TestHealthAndMetrics(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	if status, body := e.apiCall(http.MethodGet, "/healthz", "", ""); status != 200 || !strings.Contains(body, `"ok"`) {
 		t.Fatalf("healthz = %d %s", status, body)
@@ -230,6 +236,7 @@ func TestHealthAndMetrics(t *testing.T) {
 }
 
 func TestLanguage(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.MustCreateUser(t, e.db, "a@example.com", gpuportal.RoleCustomer)
 	// Accept-Language picks the default…

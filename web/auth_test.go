@@ -13,6 +13,7 @@ import (
 )
 
 func TestSignUpLogInLogOut(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	b := e.browser()
 
@@ -53,6 +54,7 @@ func TestSignUpLogInLogOut(t *testing.T) {
 }
 
 func TestSignUpErrorsShowOnTheForm(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.MustCreateUser(t, e.db, "taken@example.com", gpuportal.RoleCustomer)
 	b := e.browser()
@@ -78,6 +80,7 @@ func TestSignUpErrorsShowOnTheForm(t *testing.T) {
 }
 
 func TestWrongPassword(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.MustCreateUser(t, e.db, "a@example.com", gpuportal.RoleCustomer)
 	b := e.browser()
@@ -94,6 +97,7 @@ func TestWrongPassword(t *testing.T) {
 }
 
 func TestCSRFMissingIsRefusedAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	u := storetest.MustCreateUser(t, e.db, "a@example.com", gpuportal.RoleCustomer)
 	b := e.browser()
@@ -140,6 +144,7 @@ func TestCSRFMissingIsRefusedAndChangesNothing(t *testing.T) {
 }
 
 func TestLoginRateLimit(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.MustCreateUser(t, e.db, "a@example.com", gpuportal.RoleCustomer)
 	b := e.browser()
@@ -178,6 +183,7 @@ func TestLoginRateLimit(t *testing.T) {
 }
 
 func TestLoginRateLimitPerIP(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	b := e.browser()
 	b.get("/login")
@@ -191,6 +197,7 @@ func TestLoginRateLimitPerIP(t *testing.T) {
 }
 
 func TestSessionSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.MustCreateUser(t, e.db, "a@example.com", gpuportal.RoleCustomer)
 	b := e.browser()
@@ -207,6 +214,7 @@ func TestSessionSurvivesRestart(t *testing.T) {
 }
 
 func TestSessionCookieFlags(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	resp, err := http.Get(e.srv.URL + "/login")
 	if err != nil {

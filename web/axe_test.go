@@ -24,6 +24,7 @@ var axePages = []string{"home", "calendar", "reservations", "instances", "ledger
 // An accessibility audit with axe-core over the main pages, in both
 // languages, finds no critical or serious violation.
 func TestBrowserAccessibilityAudit(t *testing.T) {
+	t.Parallel()
 	e := screensEnv(t)
 	for _, lang := range []string{gpuportal.LangEnglish, gpuportal.LangChinese} {
 		ctx := browse(t, e, lang, 1280)

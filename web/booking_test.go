@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseBookingJSON(t *testing.T) {
+	t.Parallel()
 	good := `{"model":"a100-80g","region":"cd-1","count":2,"start":"2026-12-01T10:00:00+08:00","end":"2026-12-01T14:00:00+08:00"}`
 	req, err := parseBookingJSON([]byte(good), time.UTC)
 	if err != nil {

@@ -38,6 +38,7 @@ func textOf(t *testing.T, ctx context.Context, sel string) string {
 // A person signs up, logs out, logs in, switches to Chinese and sees the
 // dashboard in Chinese.
 func TestBrowserSignUpLogInSwitchLanguage(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	run := func(steps ...chromedp.Action[chromedp.Void]) {
@@ -100,6 +101,7 @@ func waitJS(t *testing.T, ctx context.Context, expr string) {
 // H100's spot price and the hourly figure for 4 GPUs, and keeps the command
 // typed; the instance launched is charged that price.
 func TestBrowserLaunchFormFollowsTheModel(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "h", "cd-1", "h100-80g", 1, 8)

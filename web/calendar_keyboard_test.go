@@ -17,6 +17,7 @@ import (
 // quote is there — Escape clears and the same again, then Tab to the book
 // button and Enter.
 func TestBrowserBookWithTheKeyboard(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
@@ -105,6 +106,7 @@ func TestBrowserBookWithTheKeyboard(t *testing.T) {
 // locale) quotes those hours, and a date in another week moves the
 // calendar there.
 func TestBrowserTypedHoursMoveTheWeek(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)

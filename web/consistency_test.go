@@ -17,6 +17,7 @@ import (
 // (issue 12, item 2) The spot price a customer sees — API, home page,
 // launch form for the model chosen — is the one a launch is charged.
 func TestOneSpotPriceEverywhere(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	storetest.AddFleet(t, e.db, "h", "cd-1", "h100-80g", 1, 8)
@@ -89,6 +90,7 @@ func TestOneSpotPriceEverywhere(t *testing.T) {
 // (item 3) A cancellation or booking made through the HTML forms kicks
 // the scheduler exactly like the JSON API: the kick comes from the store.
 func TestFormsKickTheScheduler(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
@@ -142,6 +144,7 @@ func TestFormsKickTheScheduler(t *testing.T) {
 // (item 11) Interruption rates are computed at most once a minute per
 // model, region and count.
 func TestInterruptionRatesAreCached(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	get := func() string {

@@ -14,6 +14,7 @@ import (
 // A visitor picks hours on the calendar, signs up to book, and comes back
 // to the same model, week, hours and quote; once paid up, one click books.
 func TestBrowserSelectionSurvivesSignUp(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)

@@ -35,6 +35,7 @@ func (e *testEnv) getList(t *testing.T, token, path string) (int, string, []map[
 // 50, at most 500) from ?offset=, the total in X-Total-Count, no silent
 // cap; a limit, offset or tab out of range is 400 naming it.
 func TestEveryListPagesTheSameWay(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 10, 8)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -98,6 +99,7 @@ func TestEveryListPagesTheSameWay(t *testing.T) {
 // (issue 27) A body of the wrong shape says what JSON it wanted, never a
 // Go type's name.
 func TestWrongTypesSpeakJSON(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
 	for _, c := range []struct{ path, body, want string }{
@@ -118,6 +120,7 @@ func TestWrongTypesSpeakJSON(t *testing.T) {
 // cancellation terms as dates and, signed in, the top-up the booking
 // needs — the whole difference, also when the balance is below zero.
 func TestQuoteSaysWhatThePanelSays(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	poor := storetest.MustCreatePoorUser(t, e.db, "poor@example.com", gpuportal.RoleCustomer)
@@ -148,6 +151,7 @@ func TestQuoteSaysWhatThePanelSays(t *testing.T) {
 // (issue 28, part) Admins land on the admin overview; customers on their
 // dashboard; a ?next= wins for both.
 func TestAdminsLandOnTheOverview(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
 	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)

@@ -51,6 +51,7 @@ func fill(t *testing.T, path string) {
 // never "500 Internal error." — and /healthz fails while writes fail;
 // once space is back, /healthz recovers and writes work again.
 func TestDiskFullIs503AndHealthzFails(t *testing.T) {
+	t.Parallel()
 	dir := smallDisk(t, "8m")
 	ctx := context.Background()
 	db, clock := storetest.OpenAt(t, filepath.Join(dir, "portal.db"))

@@ -16,6 +16,7 @@ import (
 // into one of its images (the first by default); the node is told the
 // image's reference.
 func TestImageCatalog(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	nodes := storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
@@ -105,6 +106,7 @@ func TestImageCatalog(t *testing.T) {
 
 // The admin page adds and removes images; the launch form offers them.
 func TestImagePages(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)

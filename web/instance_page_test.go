@@ -16,6 +16,7 @@ import (
 // utilisation and memory over its life as a chart from the samples the
 // ticks take; another customer gets 404.
 func TestInstancePageChartsItsGPUs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newTestEnv(t)
 	nodes := storetest.AddFleet(t, e.db, "h", "cd-1", "a100-80g", 1, 8)

@@ -15,6 +15,7 @@ import (
 // reader opened stays open through the refreshes, and the row says when
 // the instance started and for how long it has run.
 func TestBrowserOutputPanelStaysOpen(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
@@ -58,6 +59,7 @@ func TestBrowserOutputPanelStaysOpen(t *testing.T) {
 // (issue 28) "Stop" asks first: answered no, the instance keeps running;
 // answered yes, it stops. (The page's confirm is answered by the test.)
 func TestBrowserStopAsksFirst(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)

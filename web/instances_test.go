@@ -12,6 +12,7 @@ import (
 )
 
 func TestLaunchInputAndPrivacy(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -76,6 +77,7 @@ func TestLaunchInputAndPrivacy(t *testing.T) {
 }
 
 func TestClockRouteOnlyWithTestClock(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
 	if st, body := e.apiCall("POST", "/api/v1/admin/clock", admin, `{"advance":"1h"}`); st != http.StatusNotFound {
@@ -84,6 +86,7 @@ func TestClockRouteOnlyWithTestClock(t *testing.T) {
 }
 
 func TestAgentAPIAuth(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
 	// Registration needs a valid, unused token.
@@ -122,6 +125,7 @@ func TestAgentAPIAuth(t *testing.T) {
 }
 
 func TestInstanceAndFleetPages(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
@@ -172,6 +176,7 @@ func TestInstanceAndFleetPages(t *testing.T) {
 // (issue 28) Customers see no node ids (the fleet is the operator's);
 // admins do.
 func TestNodeIDsOnlyForAdmins(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "node", "cd-1", "a100-80g", 1, 8)
 	u := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)

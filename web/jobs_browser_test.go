@@ -51,6 +51,7 @@ func playAgents(ctx context.Context, t *testing.T, e *testEnv) {
 // page: the progress bar reaches 100 % without a reload, and the savings
 // against on-demand appear.
 func TestBrowserJobRunsToTheEnd(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)

@@ -18,6 +18,7 @@ import (
 // Bad job requests are 4xx with the field at fault and create nothing; a
 // good one is 201 queued; another customer can neither see nor cancel it.
 func TestJobAPIInputAndPrivacy(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -71,6 +72,7 @@ func TestJobAPIInputAndPrivacy(t *testing.T) {
 // The form submits a job and lands on its page; a bad number is shown on
 // its field, in the visitor's language.
 func TestJobForm(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
@@ -101,6 +103,7 @@ func TestJobForm(t *testing.T) {
 // ¥0 is 402, submitting is rate-limited (429), and a job's tasks come a
 // page at a time with the total in X-Total-Count.
 func TestJobsAreBounded(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	u, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)

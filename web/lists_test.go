@@ -15,6 +15,7 @@ import (
 // notifications page pages too, links what each is about, and the
 // navigation counts what is new until it has been seen.
 func TestListsPageTabAndCountUnread(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 4, 8)
 	u := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)

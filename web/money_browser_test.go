@@ -14,6 +14,7 @@ import (
 // provider, sees the balance, books, cancels, and finds the refund in the
 // balance and in the month's CSV statement.
 func TestBrowserTopUpBookCancel(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)

@@ -32,6 +32,7 @@ func (e *testEnv) postWebhook(provider, body, signature string) (int, string) {
 // A top-up through the API and the provider's webhook: only a body signed
 // with the portal's secret credits, and only once; the balance says so.
 func TestTopUpAndWebhook(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
 	tok := e.tokenFor(u)
@@ -77,6 +78,7 @@ func TestTopUpAndWebhook(t *testing.T) {
 // A booking beyond the balance is 402 with what is missing; the quote
 // page offers a top-up.
 func TestBookingNeedsTheMoney(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
@@ -99,6 +101,7 @@ func TestBookingNeedsTheMoney(t *testing.T) {
 // The statement of a month downloads as CSV with a BOM, its lines in the
 // reader's language.
 func TestStatementCSV(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
@@ -128,6 +131,7 @@ func TestStatementCSV(t *testing.T) {
 // The signed-in home page is a dashboard: money and when it runs out,
 // what runs with its cost so far, what is booked, this month's spend.
 func TestDashboard(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -152,6 +156,7 @@ func TestDashboard(t *testing.T) {
 // payment secret alone turns on nothing. Where it runs, a payer confirms
 // only their own top-up, and an administrator confirms nobody's.
 func TestTestProviderOnlyWhenAskedForAndOnlyForThePayer(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	alice := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
 	storetest.MustCreatePoorUser(t, e.db, "mallory@example.com", gpuportal.RoleCustomer)

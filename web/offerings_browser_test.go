@@ -18,6 +18,7 @@ import (
 // window shows where the same request fits instead. "Extend" on the
 // reservation page adds hours at the price the option said.
 func TestBrowserFindATimeBookAndExtend(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "h", "cd-1", "h100-80g", 1, 8)

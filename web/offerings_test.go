@@ -30,6 +30,7 @@ type offeringJSON struct {
 // priced windows; booking the first is an ordinary booking at that price;
 // bad searches are 4xx naming the field.
 func TestOfferingsAPI(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "h", "cd-1", "h100-80g", 2, 8)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -84,6 +85,7 @@ func TestOfferingsAPI(t *testing.T) {
 // A full window's 409 carries the nearest windows that fit and the most
 // GPUs free.
 func TestFullWindowRefusalCarriesOfferings(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "h", "cd-1", "h100-80g", 1, 8)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -111,6 +113,7 @@ func TestFullWindowRefusalCarriesOfferings(t *testing.T) {
 // Extension through the API: the options, a refusal past the full hour
 // (409, nothing changed), the extension and its price.
 func TestExtensionAPI(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "h", "cd-1", "h100-80g", 1, 8)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -163,6 +166,7 @@ func TestExtensionAPI(t *testing.T) {
 // A flexible waitlist entry through the API: joined with a range, its
 // position and the earliest it could start; a cancellation books it.
 func TestFlexibleWaitlistAPI(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "h", "cd-1", "h100-80g", 1, 8)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)

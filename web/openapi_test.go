@@ -46,6 +46,7 @@ func loadAPIDoc(t testing.TB) (*openapi3.T, routers.Router) {
 // The OpenAPI document is valid and describes exactly the router's API
 // routes: a route missing from it (or described but gone) fails here.
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
+	t.Parallel()
 	doc, _ := loadAPIDoc(t)
 	e := newTestEnv(t)
 	routes := map[string]bool{}
@@ -121,6 +122,7 @@ func (v validatingTransport) RoundTrip(req *http.Request) (*http.Response, error
 // (issue 27, part) Every operation has an operationId of its own, so
 // generated clients get a method per route.
 func TestOpenAPIOperationIDs(t *testing.T) {
+	t.Parallel()
 	doc, _ := loadAPIDoc(t)
 	seen := map[string]string{}
 	for path, item := range doc.Paths.Map() {

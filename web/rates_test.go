@@ -10,6 +10,7 @@ import (
 )
 
 func TestRatesAPIAndPage(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	st, body := e.apiCall("GET", "/api/v1/interruption-rates?model=a100-80g&region=cd-1&count=2", "", "")

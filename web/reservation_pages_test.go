@@ -15,6 +15,7 @@ import (
 )
 
 func TestCalendarPage(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	b := e.browser()
@@ -63,6 +64,7 @@ func cellHTML(t *testing.T, body, local string) string {
 }
 
 func TestBookAndCancelThroughPages(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
@@ -125,6 +127,7 @@ func TestBookAndCancelThroughPages(t *testing.T) {
 // A person logs in, selects hours on the calendar, sees the quote, books,
 // finds the booking in their reservations and cancels it with the fee shown.
 func TestBrowserBookAndCancel(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)

@@ -66,6 +66,7 @@ func (e *testEnv) totalReserved() int {
 }
 
 func TestBookListCancel(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 2, 8)
 	_, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -127,6 +128,7 @@ func TestBookListCancel(t *testing.T) {
 }
 
 func TestCancellationFeesByTier(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	u, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -158,6 +160,7 @@ func TestCancellationFeesByTier(t *testing.T) {
 }
 
 func TestLateCancellationsBlockBooking(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -187,6 +190,7 @@ func TestLateCancellationsBlockBooking(t *testing.T) {
 }
 
 func TestCapacityUnavailableNamesTheHour(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -216,6 +220,7 @@ func TestCapacityUnavailableNamesTheHour(t *testing.T) {
 }
 
 func TestBadBookingInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -265,6 +270,7 @@ func TestBadBookingInputChangesNothing(t *testing.T) {
 }
 
 func TestReservationsArePrivate(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -298,6 +304,7 @@ func TestReservationsArePrivate(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -366,6 +373,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestICS(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	e.with(func(c *Config) { c.PublicURL = "https://portal.example" })
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
@@ -442,6 +450,7 @@ func TestICS(t *testing.T) {
 // 64 goroutines book overlapping windows against one pool of 16 GPUs
 // through the HTTP API: no hour ever exceeds 16, and every 201 is stored.
 func TestConcurrentBookingsNeverOverbook(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 2, 8)
 	_, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -504,6 +513,7 @@ func TestConcurrentBookingsNeverOverbook(t *testing.T) {
 }
 
 func TestPoliciesAPI(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
@@ -558,6 +568,7 @@ func mustJSON(v any) string {
 // other, so a retry never runs the request a second time. Only a 503 —
 // the store wrote nothing — frees the key for a retry.
 func TestIdempotencyKeepsServerErrors(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	u := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
 	for _, tc := range []struct {
@@ -595,6 +606,7 @@ func TestIdempotencyKeepsServerErrors(t *testing.T) {
 // every route: the site's zone. POST /reservations read it as UTC, the
 // waitlist in the site zone — 10:00Z and 02:00Z for the same body.
 func TestZonelessTimesAreSiteTimeEverywhere(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)

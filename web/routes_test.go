@@ -16,6 +16,7 @@ import (
 // docs/api.md describes every API route the router has: a new route
 // without its line fails here.
 func TestEveryAPIRouteIsDocumented(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestEveryAPIRouteIsDocumented(t *testing.T) {
 // that ask; assets are addressed by their content's version and kept for
 // a year under it; the main pages are small compressed.
 func TestCompressionAndVersionedAssets(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	get := func(path string, gzip bool) (*http.Response, []byte) {

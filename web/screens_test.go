@@ -97,6 +97,7 @@ func browse(t *testing.T, e *testEnv, lang string, width int64) context.Context 
 // document is as wide as the viewport (wide tables scroll inside
 // themselves).
 func TestBrowserPhoneWidthNoSidewaysScroll(t *testing.T) {
+	t.Parallel()
 	e := screensEnv(t)
 	ctx := browse(t, e, gpuportal.LangEnglish, 390)
 	for _, p := range mainPages {
@@ -118,6 +119,7 @@ func TestBrowserPhoneWidthNoSidewaysScroll(t *testing.T) {
 // Chinese into $GPUPORTAL_SCREENSHOTS (`make screenshots`: tmp/screenshots),
 // so anyone can look at the product without clicking through it.
 func TestScreenshots(t *testing.T) {
+	t.Parallel()
 	dir := os.Getenv("GPUPORTAL_SCREENSHOTS")
 	if dir == "" {
 		t.Skip("screenshots are taken by `make screenshots` (GPUPORTAL_SCREENSHOTS names the folder)")
@@ -149,6 +151,7 @@ func TestScreenshots(t *testing.T) {
 
 // Every main page's title names what its heading says.
 func TestBrowserTitlesMatchHeadings(t *testing.T) {
+	t.Parallel()
 	e := screensEnv(t)
 	for _, lang := range []string{gpuportal.LangEnglish, gpuportal.LangChinese} {
 		ctx := browse(t, e, lang, 1280)
@@ -178,6 +181,7 @@ var englishSentence = regexp.MustCompile(`(?:[A-Za-z][a-z']+[ ,.;:]+){4,}`)
 // A walk through every main page in English and in Chinese finds no raw
 // code and, in Chinese, no untranslated sentence.
 func TestBrowserNoRawCodes(t *testing.T) {
+	t.Parallel()
 	e := screensEnv(t)
 	for _, lang := range []string{gpuportal.LangEnglish, gpuportal.LangChinese} {
 		ctx := browse(t, e, lang, 1280)
@@ -212,6 +216,7 @@ func TestBrowserNoRawCodes(t *testing.T) {
 
 // On a phone the page links fold behind the Menu button, which opens them.
 func TestBrowserPhoneNavigationFolds(t *testing.T) {
+	t.Parallel()
 	e := screensEnv(t)
 	ctx := browse(t, e, gpuportal.LangEnglish, 390)
 	visible := func() bool {

@@ -32,6 +32,7 @@ func (e *testEnv) with(change func(*Config)) {
 
 // (issue 12, item 7) ?next= leads only to paths on this site.
 func TestLoginNextStaysOnSite(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.MustCreateUser(t, e.db, "a@example.com", gpuportal.RoleCustomer)
 	for _, tt := range []struct{ next, want string }{
@@ -65,6 +66,7 @@ func TestLoginNextStaysOnSite(t *testing.T) {
 // (item 4) Metric labels come from a fixed set: invented methods do not
 // grow the registry, and /metrics can be limited to some addresses.
 func TestMetricsLabelsAreBounded(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	for i := 0; i < 100; i++ {
 		req, _ := http.NewRequest(strings.Repeat("X", 5000)+fmt.Sprint(i), e.srv.URL+"/healthz", nil)
@@ -123,6 +125,7 @@ func loginFrom(e *testEnv, ip, email, password string) int {
 // nor lets one address lock someone else out; behind a configured proxy
 // the forwarded address counts.
 func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.MustCreateUser(t, e.db, "victim@example.com", gpuportal.RoleCustomer)
 	for i := 0; i < loginFailsPerIP; i++ {
@@ -148,6 +151,7 @@ func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 
 // (item 5) Sign-ups and token creations are limited per address.
 func TestSignupAndTokenRateLimits(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	for i := 0; i < signupsPerIP; i++ {
 		st, body := e.apiCall(http.MethodPost, "/api/v1/auth/signup", "", fmt.Sprintf(`{"email":"s%d@example.com","password":"a-good-password","name":"S"}`, i))
@@ -184,6 +188,7 @@ func TestSignupAndTokenRateLimits(t *testing.T) {
 
 // (item 5) However many addresses fail, the limiter's memory stays bounded.
 func TestLimiterMemoryIsBounded(t *testing.T) {
+	t.Parallel()
 	l := newLimiter(gpuportal.NewManualClock(storetest.Epoch))
 	for i := 0; i < limiterMaxTrackedKeys+20_000; i++ {
 		l.loginFailed(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), "x@example.com")
@@ -200,6 +205,7 @@ func TestLimiterMemoryIsBounded(t *testing.T) {
 
 // (item 8) Logout ends the session for every copy of its cookie.
 func TestLogoutEndsCopiedSessions(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.MustCreateUser(t, e.db, "a@example.com", gpuportal.RoleCustomer)
 	b := e.browser()
@@ -225,6 +231,7 @@ func TestLogoutEndsCopiedSessions(t *testing.T) {
 // (item 8) A password change ends every other session, keeps this one, and
 // the old password stops working.
 func TestPasswordChangeEndsOtherSessions(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.MustCreateUser(t, e.db, "a@example.com", gpuportal.RoleCustomer)
 	laptop, phone := e.browser(), e.browser()
@@ -275,6 +282,7 @@ var resetLinkRE = regexp.MustCompile(`https?://[^"<\s]+/password-reset/(gpr_[A-Z
 // (item 8) Without email an admin issues a reset link; it works once,
 // expires, and logs the account out everywhere.
 func TestAdminIssuedPasswordReset(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	e.with(func(c *Config) { c.PublicURL = "https://portal.example" })
 	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
@@ -353,6 +361,7 @@ func adminToken(t *testing.T, e *testEnv) string {
 // (item 9) Enrollment tokens expire; a node cannot claim another online
 // node's GPUs; admins rotate and revoke node tokens.
 func TestNodeTokens(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
 	enrol := func() string {
@@ -440,6 +449,7 @@ func TestNodeTokens(t *testing.T) {
 // (item 12) The download's UID comes from the public address, whatever
 // Host the request names, and every line ends in CRLF.
 func TestICSStableUIDAndCRLF(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	e.with(func(c *Config) { c.PublicURL = "https://gpus.example.com" })
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
@@ -475,6 +485,7 @@ func TestICSStableUIDAndCRLF(t *testing.T) {
 // them out of service — no next tenant shares a GPU with its leftovers —
 // until the node reports them idle.
 func TestGPUsLeftBusyStayOutOfService(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -536,6 +547,7 @@ func TestGPUsLeftBusyStayOutOfService(t *testing.T) {
 // Restarting a portal with PORTAL_ADMIN_EMAIL (EnsureAdmin with the same
 // password) keeps the admin's sessions; a new password ends them.
 func TestEnsureAdminKeepsSessionsUnlessThePasswordChanges(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	ctx := context.Background()
 	if _, err := e.db.EnsureAdmin(ctx, "ops@example.com", "ops-password-1", "", false); err != nil {
@@ -562,6 +574,7 @@ func TestEnsureAdminKeepsSessionsUnlessThePasswordChanges(t *testing.T) {
 // one is refused for a while. A reset request without email answers the
 // same for an account that exists and one that does not.
 func TestPasswordChangeGuessesLimitedAndResetsDoNotEnumerate(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	u := storetest.MustCreateUser(t, e.db, "a@example.com", gpuportal.RoleCustomer)
 	tok := e.tokenFor(u)
@@ -589,6 +602,7 @@ func TestPasswordChangeGuessesLimitedAndResetsDoNotEnumerate(t *testing.T) {
 // ends every token (audited, the owner told), a change ends them when
 // asked, and the settings page creates a token only with the password.
 func TestTokensEndWithAResetAndNeedThePassword(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	u := storetest.MustCreateUser(t, e.db, "a@example.com", gpuportal.RoleCustomer)
 	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)

@@ -43,6 +43,7 @@ func keygen(t *testing.T, args ...string) (line, fingerprint string) {
 // kept with the fingerprint ssh-keygen -l prints; bad keys are 400 naming
 // public_key; nobody else sees or deletes them.
 func TestSSHKeysAPI(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
 	_, bob := e.apiToken("bob@example.com", gpuportal.RoleCustomer)
@@ -88,6 +89,7 @@ func TestSSHKeysAPI(t *testing.T) {
 // The settings page adds, lists and deletes keys; a bad one shows its
 // error next to the field and keeps what was typed.
 func TestSSHKeysOnTheSettingsPage(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
 	b := e.browser()

@@ -53,6 +53,7 @@ func (e *testEnv) stripeTopUp(tok string, amount gpuportal.Fen) gpuportal.TopUp 
 // — replayed, concurrent, out of order; a forged or stale signature, a
 // wrong amount or an event about something else credits nothing.
 func TestStripeCheckoutAndWebhook(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	f := e.withStripe()
 	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
@@ -167,6 +168,7 @@ func webhookSigWith(secret string, payload []byte) string {
 // the one whose session expired; Stripe unreachable at a top-up is a clear
 // 503 that charges nothing.
 func TestStripeReconciliation(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	f := e.withStripe()
 	f.webhook = "" // every webhook is lost
@@ -207,6 +209,7 @@ func TestStripeReconciliation(t *testing.T) {
 // split across two), the ledger is debited once; never more than what is
 // unused; a refund Stripe refuses puts the money back.
 func TestStripeRefunds(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	f := e.withStripe()
 	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
@@ -286,6 +289,7 @@ func checkLedgerSum(t *testing.T, e *testEnv, u *gpuportal.User) {
 // (issue 30) In a browser: top up with Stripe, pay on (the fake's)
 // checkout page, come back to the ledger with the money there.
 func TestBrowserStripeTopUp(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	e.withStripe()
@@ -322,6 +326,7 @@ func decodeInto(t testing.TB, body string, v any) {
 // (issue 30) The pages: the customer asks on the ledger page, the admin
 // sees the request beside the top-ups on /admin/payments and approves it.
 func TestRefundPages(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	f := e.withStripe()
 	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)

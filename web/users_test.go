@@ -14,6 +14,7 @@ import (
 // Admins see users with their money, credit an account (audited), set
 // credit limits, quotas and disabling; customers cannot.
 func TestAdminUsers(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
 	alice := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)

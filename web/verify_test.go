@@ -14,6 +14,7 @@ import (
 // address, a new phone number is unverified until its code is typed, and
 // the API does the same.
 func TestVerifyContactsFromSettings(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	e.db.Channels = map[string]bool{gpuportal.ChannelEmail: true, gpuportal.ChannelSMS: true}
 	ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 // to shrink; a launch form mounts a volume; another customer sees none of
 // it; paths leaving the volume are 400 before any node is asked.
 func TestVolumePagesAndAPI(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	e.web.hub.ConnectTimeout = 200 * time.Millisecond // the fleet here has no agents to connect
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)

@@ -12,6 +12,7 @@ import (
 )
 
 func TestWaitlistAPI(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
@@ -68,6 +69,7 @@ func TestWaitlistAPI(t *testing.T) {
 }
 
 func TestWaitlistPages(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)

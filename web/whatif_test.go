@@ -16,6 +16,7 @@ import (
 // editor: a progress indicator, then both columns, with spot revenue down;
 // a draft with a problem shows it instead.
 func TestBrowserWhatIfFromThePolicyEditor(t *testing.T) {
+	t.Parallel()
 	ctx := chromium(t)
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
@@ -67,6 +68,7 @@ func TestBrowserWhatIfFromThePolicyEditor(t *testing.T) {
 }
 
 func TestAPIWhatIf(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
@@ -103,6 +105,7 @@ func TestAPIWhatIf(t *testing.T) {
 
 // The product's what-if simulates a week (the tests' run shorter).
 func TestWhatIfSimulatesAWeekByDefault(t *testing.T) {
+	t.Parallel()
 	db, _ := storetest.Open(t)
 	s, err := New(t.Context(), Config{DB: db})
 	if err != nil {

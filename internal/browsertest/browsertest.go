@@ -23,7 +23,7 @@ func Chromium(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Conte
 	path := chromiumPath(t)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(allocatorOptions(path, t.TempDir()), extra...)...)
 	browser, cancelCtx := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(browser, 90*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(browser, 3*time.Minute) // a guard against a hung browser, not a speed test
 	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
