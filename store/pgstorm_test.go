@@ -39,27 +39,37 @@ func TestBookingsSurviveTerminatedBackends(t *testing.T) {
 	}
 	defer killer.Close()
 	stop := make(chan struct{})
-	var killed, outcomes atomic.Int64
+	const workers, perWorker = 8, 25
+	var killed atomic.Int64
+	var ended [workers]atomic.Int64 // bookings each worker has finished
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		// Every 100 ms — but only once two more bookings have ended since
-		// the last round: on a busy machine a booking takes longer than
-		// 100 ms, and a storm timed by the clock alone killed every try
-		// until the store's patience ran out. Paced by progress, the storm
-		// is as dense as the machine allows and never starves a booking.
-		seen := int64(0)
+		// A round every 100 ms — but only once every worker has finished
+		// a booking since the last round (or all of its own): a storm
+		// timed by the clock alone, on a machine where a booking takes
+		// longer than 100 ms, killed every try until the store's patience
+		// ran out. Paced by progress, every round cuts off the bookings
+		// in flight and none is cut off twice in a row.
+		var last [workers]int64
 		for {
 			select {
 			case <-stop:
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			if outcomes.Load() < seen+2 && seen > 0 {
+			progressed := true
+			for w := range workers {
+				n := ended[w].Load()
+				progressed = progressed && (n > last[w] || n == perWorker)
+			}
+			if !progressed && killed.Load() > 0 {
 				continue
 			}
-			seen = max(outcomes.Load(), 1)
+			for w := range workers {
+				last[w] = ended[w].Load()
+			}
 			var n int64
 			if err := killer.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`, app).Scan(&n); err == nil {
 				killed.Add(n)
@@ -68,15 +78,15 @@ func TestBookingsSurviveTerminatedBackends(t *testing.T) {
 	}()
 	var booked, refused, commitLost, failed atomic.Int64
 	var firstFailure atomic.Value
-	var workers sync.WaitGroup
-	for w := range 8 {
-		workers.Add(1)
+	var running sync.WaitGroup
+	for w := range workers {
+		running.Add(1)
 		go func() {
-			defer workers.Done()
-			for k := range 25 {
-				start := storetest.Epoch.Truncate(time.Hour).Add(time.Duration(2+(w*25+k)%40) * time.Hour)
+			defer running.Done()
+			for k := range perWorker {
+				start := storetest.Epoch.Truncate(time.Hour).Add(time.Duration(2+(w*perWorker+k)%40) * time.Hour)
 				_, err := db.Book(ctx, u, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 3, Start: start, End: start.Add(4 * time.Hour)})
-				outcomes.Add(1)
+				ended[w].Add(1)
 				switch {
 				case err == nil:
 					booked.Add(1)
@@ -91,7 +101,7 @@ func TestBookingsSurviveTerminatedBackends(t *testing.T) {
 			}
 		}()
 	}
-	workers.Wait()
+	running.Wait()
 	close(stop)
 	wg.Wait()
 	t.Logf("%d backends terminated; %d booked, %d refused (full), %d lost at commit, %d failed", killed.Load(), booked.Load(), refused.Load(), commitLost.Load(), failed.Load())
