@@ -18,12 +18,10 @@ run: build
 # plain, 18 s under -race) and checks no code of ours. Our code,
 # database/sql and both drivers (modernc.org/sqlite's Go side, pgx) stay
 # instrumented.
-# -p 4: the slow packages (web, store, e2e, simulate) mostly wait on
-# browsers, PostgreSQL and agents; two at a time left half the CPU idle.
 RACE_FLAGS = -race $(foreach p,modernc.org/sqlite/lib modernc.org/libc/... modernc.org/memory modernc.org/mathutil,-gcflags='$(p)=-race=false')
 test:
 	@test -n "$$PORTAL_TEST_POSTGRES" || echo "make test: the PostgreSQL runs are skipped: PORTAL_TEST_POSTGRES is not set (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)"
-	$(GO) test $(RACE_FLAGS) -p 4 -count=1 -timeout 20m ./...
+	$(GO) test $(RACE_FLAGS) -count=1 -timeout 20m ./...
 
 ## check: formatting, vet, staticcheck, generated templates up to date, no binaries committed
 check: generate

@@ -355,7 +355,11 @@ func TestContainerReadoptedByLabel(t *testing.T) {
 	addTestImage(t, p)
 	dir := t.TempDir()
 	state, ckpt := filepath.Join(dir, "node"), filepath.Join(dir, "ckpt")
-	ag := startPodmanAgent(t, p, state, ckpt)
+	// Heartbeats of 5 s: the node is taken offline after three missed
+	// ones, and the restart below (podman listing and inspecting its
+	// containers) must not look like a node failure on a busy machine.
+	const heartbeat = "5s"
+	ag := startPodmanAgent(t, p, state, ckpt, "--heartbeat", heartbeat)
 	marker := fmt.Sprintf("sleep %d", 10000+os.Getpid()%1000)
 	inst := launchIn(t, p, 1, "echo up; exec "+marker, false)
 	eventually(t, 30*time.Second, "the workload to run", func() bool {
@@ -370,12 +374,14 @@ func TestContainerReadoptedByLabel(t *testing.T) {
 	if syscall.Kill(pid, 0) != nil {
 		t.Fatal("the container died with the agent")
 	}
-	startAgentProcArgs(t, p.url, "", state, ckpt, "mock:dgxa100", testHeartbeat, "", "--runtime", "podman", "--memory-per-gpu", "256m", "--cpus-per-gpu", "1")
-	// Two heartbeats of the restarted agent: the time in which a wrong
-	// re-adoption would have stopped or restarted the workload (the
-	// silence being tested, not a wait for a condition).
-	hb, _ := time.ParseDuration(testHeartbeat)
-	time.Sleep(2*hb + time.Second)
+	restarted := startAgentProcArgs(t, p.url, "", state, ckpt, "mock:dgxa100", heartbeat, "", "--runtime", "podman", "--memory-per-gpu", "256m", "--cpus-per-gpu", "1")
+	eventually(t, 20*time.Second, "the restarted agent to re-adopt the container", func() bool {
+		return strings.Contains(restarted.output(), "re-adopted workload")
+	})
+	// Its first heartbeats' answers: the time in which a wrong re-adoption
+	// would have been stopped or restarted (the silence being tested, not
+	// a wait for a condition).
+	time.Sleep(2 * time.Second)
 	got := p.instance(inst.ID)
 	if got.Status != gpuportal.InstanceRunning || got.Attempt != 1 || hostPIDWith(marker) != pid {
 		t.Fatalf("after the agent's restart: %+v (pid %d → %d)", got, pid, hostPIDWith(marker))
