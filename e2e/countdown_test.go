@@ -49,20 +49,22 @@ func TestInterruptionCountdownInTheBrowser(t *testing.T) {
 		s, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-testid="countdown"]`)))
 		return strings.Join(strings.Fields(s), " ")
 	}
+	// readWhen reads the countdown until it is what ok wants (a read
+	// during the list's refresh can find none for a moment: that is no
+	// answer yet), for up to 30 s; it returns the last value read.
+	readWhen := func(ok func(string) bool) string {
+		s := read()
+		for deadline := time.Now().Add(30 * time.Second); !ok(s) && time.Now().Before(deadline); s = read() {
+			time.Sleep(200 * time.Millisecond)
+		}
+		return s
+	}
 	first := read()
 	if !regexp.MustCompile(`^Interrupted in \d+ min \d+ s \(`).MatchString(first) || strings.Contains(first, "SIGTERM") {
 		t.Fatalf("countdown = %q", first)
 	}
-	// Until it shows another value (a read during the list's refresh can
-	// find no countdown for a moment: that is no answer yet).
-	var now string
-	for deadline := time.Now().Add(30 * time.Second); now == "" && time.Now().Before(deadline); {
-		if s := read(); s != "" && s != first {
-			now = s
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if !strings.HasPrefix(now, "Interrupted in ") {
+	now := readWhen(func(s string) bool { return s != "" && s != first })
+	if now == first || !strings.HasPrefix(now, "Interrupted in ") {
 		t.Errorf("the countdown did not tick: %q then %q", first, now)
 	}
 	// In Chinese.
@@ -75,10 +77,7 @@ func TestInterruptionCountdownInTheBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	zh := read()
-	for deadline := time.Now().Add(30 * time.Second); zh == "" && time.Now().Before(deadline); zh = read() {
-		time.Sleep(200 * time.Millisecond)
-	}
+	zh := readWhen(func(s string) bool { return s != "" })
 	if !regexp.MustCompile(`^中断倒计时 \d+ 分 \d+ 秒`).MatchString(zh) {
 		t.Errorf("zh-CN countdown = %q", zh)
 	}
