@@ -288,3 +288,72 @@ func readAll(t *testing.T, resp *http.Response) string {
 	}
 	return sb.String()
 }
+
+// Request bodies are read as the OpenAPI document's JSON Schema types
+// them: a whole number written 900.0 or 9e2 is an integer, and null is no
+// value of a boolean, string, number or object field (Go alone would
+// accept the first never and ignore the second silently).
+func TestJSONBodiesReadAsJSONSchema(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	_, adminTok := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
+	alice, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
+	storetest.AddFleet(t, e.db, "n", "cd-1", "a100-80g", 1, 8)
+	for body, want := range map[string]gpuportal.Fen{
+		`{"list_price_per_gpu_hour_fen":900.0}`: 900,
+		`{"list_price_per_gpu_hour_fen":9.5e2}`: 950,
+		`{"list_price_per_gpu_hour_fen":1E3}`:   1000,
+	} {
+		status, resp := e.apiCall("PUT", "/api/v1/admin/models/a100-80g", adminTok, body)
+		if m, _ := e.db.Model(t.Context(), "a100-80g"); status != http.StatusOK || m.ListPrice != want {
+			t.Errorf("PUT %s = %d %s, price %d; want 200 and %d", body, status, resp, m.ListPrice, want)
+		}
+	}
+	for _, tt := range []struct{ path, token, body, field string }{
+		{"/api/v1/admin/models/a100-80g", adminTok, `{"list_price_per_gpu_hour_fen":null}`, "list_price_per_gpu_hour_fen"},
+		{"/api/v1/admin/models/a100-80g", adminTok, `{"list_price_per_gpu_hour_fen":1e-400}`, "list_price_per_gpu_hour_fen"},
+		{"/api/v1/admin/models/a100-80g", adminTok, `{"list_price_per_gpu_hour_fen":1e999999999}`, "list_price_per_gpu_hour_fen"},
+		{"/api/v1/admin/models/a100-80g", adminTok, `null`, ""},
+		{"/api/v1/instances", tok, `{"kind":"spot","model":"a100-80g","count":1.0,"command":"true","auto_restart":null}`, "auto_restart"},
+		{"/api/v1/instances", tok, `{"kind":"spot","model":"a100-80g","count":1,"command":"true","image":null}`, "image"},
+		{"/api/v1/instances", tok, `{"kind":"reserved","count":1,"command":"true","reservation_id":null}`, "reservation_id"},
+		{"/api/v1/instances", tok, `{"kind":"spot","model":"a100-80g","count":1.25,"command":"true"}`, "count"},
+		{"/api/v1/topups", tok, `{"amount_fen":10000}`, "provider"},
+		{"/api/v1/topups", tok, `{"amount_fen":10000,"provider":null}`, "provider"},
+	} {
+		method := "POST"
+		if strings.Contains(tt.path, "/admin/models/") {
+			method = "PUT"
+		}
+		status, body := e.apiCall(method, tt.path, tt.token, tt.body)
+		if status != http.StatusBadRequest || errorCode(t, body) != gpuportal.EINVALID || !strings.Contains(body, `"field":"`+tt.field+`"`) == (tt.field != "") {
+			t.Errorf("%s %s = %d %s; want 400 naming %q", tt.path, tt.body, status, body, tt.field)
+		}
+	}
+	if m, _ := e.db.Model(t.Context(), "a100-80g"); m.ListPrice != 1000 {
+		t.Errorf("a refused body changed the price to %d", m.ListPrice)
+	}
+	if list, _ := e.db.Instances(t.Context(), alice, 100); len(list) != 0 {
+		t.Errorf("a refused body launched %d instances", len(list))
+	}
+	// The top-up refused for want of a provider says which one to name.
+	if _, body := e.apiCall("POST", "/api/v1/topups", tok, `{"amount_fen":10000}`); !strings.Contains(body, `\"test\"`) {
+		t.Errorf("no provider: %s does not say which to name", body)
+	}
+	// And a whole-number count is a launch like any other.
+	status, body := e.apiCall("POST", "/api/v1/instances", tok, `{"kind":"spot","model":"a100-80g","region":"cd-1","count":1.0,"command":"true"}`)
+	if status != http.StatusCreated || decodeObject(t, body)["count"] != 1.0 {
+		t.Errorf("count 1.0 = %d %s; want 201 with one GPU", status, body)
+	}
+}
+
+func TestIntegralNumbers(t *testing.T) {
+	for in, want := range map[string]string{
+		"1": "1", "1.0": "1", "-2.000": "-2", "2.5e1": "25", "1E3": "1000", "1e+2": "100",
+		"1.5": "1.5", "1e-1": "1e-1", "1e401": "1e401", "1e-999999": "1e-999999", "0.0": "0",
+	} {
+		if got := integral(json.Number(in)); string(got) != want {
+			t.Errorf("integral(%s) = %s; want %s", in, got, want)
+		}
+	}
+}

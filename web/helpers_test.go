@@ -39,8 +39,12 @@ func newTestEnv(t testing.TB) *testEnv {
 	wall := gpuportal.NewManualClock(storetest.Epoch)
 	db.Wall = wall // real time of the store too (node liveness, reset links, enrollment expiry)
 	loc, _ := time.LoadLocation("Asia/Shanghai")
+	// The portal knows its public address, as `portal serve` always does
+	// (links it hands out are absolute).
+	srv := httptest.NewUnstartedServer(nil)
 	s, err := New(context.Background(), Config{
-		DB: db, Clock: clock, WallClock: wall, Location: loc, TestPayments: true, PaymentSecret: testPaymentSecret,
+		PublicURL: "http://" + srv.Listener.Addr().String(),
+		DB:        db, Clock: clock, WallClock: wall, Location: loc, TestPayments: true, PaymentSecret: testPaymentSecret,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		// Two simulated days, not the product's week: the comparisons the
 		// tests read show in two, at a third of the race detector's time.
@@ -49,7 +53,8 @@ func newTestEnv(t testing.TB) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s)
+	srv.Config.Handler = s
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return &testEnv{t: t, db: db, clock: clock, wall: wall, web: s, srv: srv}
 }

@@ -47,9 +47,12 @@ func (s *Server) createTopUp(c echo.Context, req gpuportal.TopUpRequest) (*gpupo
 	if !s.topUpsEnabled() {
 		return nil, gpuportal.Errorf(gpuportal.ECONFLICT, "Top-ups are not set up on this portal; ask an administrator to credit your account.")
 	}
+	if req.Provider == "" {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "provider", "Say which payment provider to pay through (this portal takes %q).", s.defaultProvider())
+	}
 	p, err := s.provider(req.Provider)
 	if err != nil {
-		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "provider", "Unknown payment provider %q.", req.Provider)
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "provider", "Unknown payment provider %q (this portal takes %q).", req.Provider, s.defaultProvider())
 	}
 	ctx := c.Request().Context()
 	t, err := s.db.CreateTopUp(ctx, currentUser(c), req)
@@ -63,8 +66,17 @@ func (s *Server) createTopUp(c echo.Context, req gpuportal.TopUpRequest) (*gpupo
 	if err := s.db.SetTopUpCheckout(ctx, t.ID, ref, payURL); err != nil {
 		return nil, err
 	}
-	t.ProviderRef, t.PayURL = ref, payURL
+	t.ProviderRef, t.PayURL = ref, s.linkURL(payURL)
 	return t, nil
+}
+
+// linkURL is a link the portal hands out: absolute, so a script can
+// open it (a provider's own checkout address is absolute already).
+func (s *Server) linkURL(link string) string {
+	if strings.HasPrefix(link, "/") {
+		return s.absoluteURL(link)
+	}
+	return link
 }
 
 // absoluteURL is path on the portal's public address (where a provider

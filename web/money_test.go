@@ -43,7 +43,7 @@ func TestTopUpAndWebhook(t *testing.T) {
 	}
 	st, body := e.apiCall("POST", "/api/v1/topups", tok, `{"amount_fen":25000,"provider":"test"}`)
 	top := decodeObject(t, body)
-	if st != 201 || top["status"] != "pending" || !strings.HasPrefix(top["pay_url"].(string), "/pay/test/") {
+	if st != 201 || top["status"] != "pending" || !strings.HasPrefix(top["pay_url"].(string), e.srv.URL+"/pay/test/") {
 		t.Fatalf("top-up = %d %s", st, body)
 	}
 	event := fmt.Sprintf(`{"payment_id":"p-1","topup_id":%d,"amount_fen":25000,"status":"paid"}`, int64(top["id"].(float64)))
@@ -166,7 +166,7 @@ func TestTestProviderOnlyWhenAskedForAndOnlyForThePayer(t *testing.T) {
 	if st != 201 {
 		t.Fatalf("top-up = %d %s", st, body)
 	}
-	payURL := decodeObject(t, body)["pay_url"].(string)
+	payURL := strings.TrimPrefix(decodeObject(t, body)["pay_url"].(string), e.srv.URL)
 	balance := func() string {
 		_, body := e.apiCall("GET", "/api/v1/balance", tok, "")
 		return body

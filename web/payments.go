@@ -119,4 +119,5 @@ func (s *Server) withCheckout(t *gpuportal.TopUp) {
 	if t.PayURL == "" && t.Provider == gpuportal.TestPayProvider && s.cfg.TestPayments {
 		t.PayURL = testCheckoutURL(*t)
 	}
+	t.PayURL = s.linkURL(t.PayURL)
 }
