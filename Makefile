@@ -3,7 +3,7 @@ GO ?= go
 # go-nvml's cgo prologue uses deprecated NVML calls; keep the build quiet.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: run test check build generate vendor-assets bench screenshots clean
+.PHONY: run test check lint-openapi build generate vendor-assets bench screenshots clean
 
 ## run: the portal with a demo fleet (6 simulated DGX nodes) at http://127.0.0.1:8080 (logins printed);
 ## make run PORTAL_DB=postgres://… runs it on PostgreSQL instead of data/portal.db
@@ -31,6 +31,18 @@ check: generate
 	$(GO) tool staticcheck ./...
 	git diff --exit-code -- '*_templ.go'
 	@test -z "$$(git ls-files --others --exclude-standard -- '*_templ.go')" || (echo "untracked generated files:"; git ls-files --others --exclude-standard -- '*_templ.go'; exit 1)
+	$(MAKE) lint-openapi
+
+## lint-openapi: the OpenAPI document through Redocly's linter (recommended rules): zero errors, zero warnings
+REDOCLY_VERSION = 2.77.0
+REDOCLY = tmp/redocly-$(REDOCLY_VERSION)/node_modules/.bin/redocly
+lint-openapi: $(REDOCLY)
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(REDOCLY) lint --config web/openapi/redocly.yaml --max-problems 1000 web/openapi/openapi.json 2>&1 | grep -v '║\|╔\|╚' | tee tmp/redocly.log
+	@grep -q "Your API description is valid" tmp/redocly.log && ! grep -qE "You have [0-9]+ warning" tmp/redocly.log || (echo "openapi.json: fix the linter's findings above"; exit 1)
+
+$(REDOCLY):
+	mkdir -p tmp/redocly-$(REDOCLY_VERSION)
+	cd tmp/redocly-$(REDOCLY_VERSION) && npm install --no-audit --no-fund --no-save --loglevel=error @redocly/cli@$(REDOCLY_VERSION)
 
 ## build: the binaries into bin/ (the portal is pure Go; the agent needs cgo for NVML; its SFTP helper is static)
 build:

@@ -111,6 +111,11 @@ func (v validatingTransport) RoundTrip(req *http.Request) (*http.Response, error
 			v.t.Errorf("openapi: %s %s was accepted but does not match the document: %v", req.Method, req.URL.Path, err)
 		}
 	}
+	// Every refusal a client can meet is listed with its status (not only
+	// under "default"), so a generated client and a reader know it.
+	if resp.StatusCode >= 400 && resp.StatusCode < 500 && route.Operation.Responses.Status(resp.StatusCode) == nil {
+		v.t.Errorf("openapi: %s %s answered %d, which the document does not list for %s %s", req.Method, req.URL.Path, resp.StatusCode, route.Method, route.Path)
+	}
 	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
 		Body: io.NopCloser(bytes.NewReader(respBody)), Options: opts}
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
@@ -136,6 +141,45 @@ func TestOpenAPIOperationIDs(t *testing.T) {
 				t.Errorf("%s and %s share operationId %s", where, other, op.OperationID)
 			}
 			seen[op.OperationID] = where
+		}
+	}
+}
+
+// (issue 27) Every operation lists the refusals a client meets (4XX, each
+// with its status; the API tests' traffic checks them in
+// validatingTransport) and shows an example of every JSON body it takes
+// and answers with, so a reader sees a real exchange. The examples are
+// validated against their schemas when the document loads; `make
+// lint-openapi` (Redocly) also refuses properties a schema does not name.
+func TestOpenAPIExamplesAndRefusals(t *testing.T) {
+	t.Parallel()
+	doc, _ := loadAPIDoc(t)
+	hasExample := func(mt *openapi3.MediaType) bool {
+		return mt.Example != nil || len(mt.Examples) > 0 || (mt.Schema != nil && mt.Schema.Value != nil && mt.Schema.Value.Example != nil)
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			where := method + " " + path
+			refusals := 0
+			for status, resp := range op.Responses.Map() {
+				if strings.HasPrefix(status, "4") {
+					refusals++
+				}
+				if !strings.HasPrefix(status, "2") || resp.Value == nil {
+					continue
+				}
+				if mt := resp.Value.Content.Get("application/json"); mt != nil && !hasExample(mt) {
+					t.Errorf("%s: the %s answer has no example", where, status)
+				}
+			}
+			if refusals == 0 {
+				t.Errorf("%s lists no 4XX answer", where)
+			}
+			if op.RequestBody != nil && op.RequestBody.Value != nil {
+				if mt := op.RequestBody.Value.Content.Get("application/json"); mt != nil && !hasExample(mt) {
+					t.Errorf("%s: the request body has no example", where)
+				}
+			}
 		}
 	}
 }
