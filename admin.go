@@ -24,6 +24,8 @@ type AuditFilter struct {
 	Subject string // prefix, e.g. "node/"
 	Limit   int
 	Offset  int
+	// Total, when set, receives how many entries match (the page aside).
+	Total *int
 }
 
 // GPUStates counts a model's GPUs in a region by what they do now.

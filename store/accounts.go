@@ -302,13 +302,16 @@ func adminUser(ctx context.Context, q queryer, db *DB, userID int64) (*gpuportal
 
 // AdminUsers lists users whose email or name holds search ("" all), a
 // page at a time, with their money and quotas.
-func (db *DB) AdminUsers(ctx context.Context, actor *gpuportal.User, search string, limit, offset int) ([]gpuportal.Account, error) {
+func (db *DB) AdminUsers(ctx context.Context, actor *gpuportal.User, search string, p Page) ([]gpuportal.Account, error) {
 	if !actor.IsAdmin() {
 		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
 	}
 	pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(strings.ToLower(strings.TrimSpace(search))) + "%"
+	if err := db.count(ctx, p, "users", `lower(email) LIKE ? ESCAPE '\' OR lower(name) LIKE ? ESCAPE '\'`, pattern, pattern); err != nil {
+		return nil, err
+	}
 	ids, err := queryIDs(ctx, db.read, `SELECT id FROM users WHERE lower(email) LIKE ? ESCAPE '\' OR lower(name) LIKE ? ESCAPE '\' ORDER BY id LIMIT ? OFFSET ?`,
-		pattern, pattern, limit, offset)
+		pattern, pattern, p.Limit, max(0, p.Offset))
 	if err != nil {
 		return nil, fmt.Errorf("search users: %w", err)
 	}

@@ -29,6 +29,11 @@ func (db *DB) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
 	if f.Actor != "" {
 		where, args = append(where, "u.email = ?"), append(args, strings.ToLower(strings.TrimSpace(f.Actor)))
 	}
+	if f.Total != nil {
+		if err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM audit_log a LEFT JOIN users u ON u.id = a.actor_id WHERE `+strings.Join(where, " AND "), args...).Scan(f.Total); err != nil {
+			return nil, fmt.Errorf("count audit log: %w", err)
+		}
+	}
 	rows, err := db.read.QueryContext(ctx, `SELECT a.id, a.at, a.actor_id, coalesce(u.email, 'system'), a.action, a.subject, a.old_value, a.new_value
 		FROM audit_log a LEFT JOIN users u ON u.id = a.actor_id WHERE `+strings.Join(where, " AND ")+` ORDER BY a.id DESC LIMIT ? OFFSET ?`, append(args, f.Limit, max(0, f.Offset))...)
 	if err != nil {

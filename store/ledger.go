@@ -20,6 +20,8 @@ type LedgerFilter struct {
 	From, To      time.Time
 	Kind          string
 	Limit, Offset int
+	// Total, when set, receives how many entries match (the page aside).
+	Total *int
 }
 
 // Ledger returns a user's entries, newest first, and the balance they add
@@ -43,23 +45,27 @@ func (db *DB) LedgerPage(ctx context.Context, userID int64, f LedgerFilter) ([]g
 		FROM ledger_entries l LEFT JOIN volumes v ON v.id = l.volume_id
 		LEFT JOIN reservations r ON r.id = l.reservation_id LEFT JOIN models rm ON rm.id = r.model_id
 		LEFT JOIN instances i ON i.id = l.instance_id LEFT JOIN models im ON im.id = i.model_id
-		WHERE l.user_id = ?`
-	args := []any{userID}
+`
+	where, args := `l.user_id = ?`, []any{userID}
 	if !f.From.IsZero() {
-		query += ` AND l.at >= ?`
+		where += ` AND l.at >= ?`
 		args = append(args, unix(f.From))
 	}
 	if !f.To.IsZero() {
-		query += ` AND l.at < ?`
+		where += ` AND l.at < ?`
 		args = append(args, unix(f.To))
 	}
 	if f.Kind != "" {
-		query += ` AND l.kind = ?`
+		where += ` AND l.kind = ?`
 		args = append(args, f.Kind)
+	}
+	if err := db.count(ctx, Page{Total: f.Total}, "ledger_entries l", where, args...); err != nil {
+		return nil, err
 	}
 	if f.Limit <= 0 {
 		f.Limit = 500
 	}
+	query += ` WHERE ` + where
 	query += ` ORDER BY l.at DESC, l.id DESC LIMIT ? OFFSET ?`
 	args = append(args, f.Limit, f.Offset)
 	rows, err := db.read.QueryContext(ctx, query, args...)

@@ -132,12 +132,15 @@ func (db *DB) listNotes(ctx context.Context, query string, args ...any) ([]gpupo
 
 // InApp lists a user's in-app notifications, newest first.
 func (db *DB) InApp(ctx context.Context, userID int64, limit int) ([]gpuportal.Notification, error) {
-	return db.InAppPage(ctx, userID, limit, 0)
+	return db.InAppPage(ctx, userID, Page{Limit: limit})
 }
 
 // InAppPage is a page of a user's in-app notifications, newest first.
-func (db *DB) InAppPage(ctx context.Context, userID int64, limit, offset int) ([]gpuportal.Notification, error) {
-	return db.listNotes(ctx, `user_id = ? AND channel = 'app' ORDER BY id DESC LIMIT ? OFFSET ?`, userID, limit, max(0, offset))
+func (db *DB) InAppPage(ctx context.Context, userID int64, p Page) ([]gpuportal.Notification, error) {
+	if err := db.count(ctx, p, "notifications", "user_id = ? AND channel = 'app'", userID); err != nil {
+		return nil, err
+	}
+	return db.listNotes(ctx, `user_id = ? AND channel = 'app' ORDER BY id DESC LIMIT ? OFFSET ?`, userID, p.Limit, max(0, p.Offset))
 }
 
 // UnreadCount is how many in-app notifications a user has not seen: those
@@ -168,10 +171,16 @@ func (db *DB) Outbox(ctx context.Context, status string, limit int) ([]gpuportal
 	if limit <= 0 || limit > 1000 {
 		limit = 200
 	}
-	if status != "" {
-		return db.listNotes(ctx, `channel <> 'app' AND status = ? ORDER BY id DESC LIMIT ?`, status, limit)
+	return db.OutboxPage(ctx, status, Page{Limit: limit})
+}
+
+// OutboxPage is a page of the outbox (status "": every message), newest
+// first.
+func (db *DB) OutboxPage(ctx context.Context, status string, p Page) ([]gpuportal.Notification, error) {
+	if err := db.count(ctx, p, "notifications", "channel <> 'app' AND (? = '' OR status = ?)", status, status); err != nil {
+		return nil, err
 	}
-	return db.listNotes(ctx, `channel <> 'app' ORDER BY id DESC LIMIT ?`, limit)
+	return db.listNotes(ctx, `channel <> 'app' AND (? = '' OR status = ?) ORDER BY id DESC LIMIT ? OFFSET ?`, status, status, p.Limit, max(0, p.Offset))
 }
 
 // staleSending is how long a claimed message may stay unconfirmed before

@@ -91,7 +91,7 @@ func (db *DB) RefundRequest(ctx context.Context, user *gpuportal.User, id int64)
 
 // RefundRequests lists the user's requests, newest first; for an admin
 // with all set, everybody's (of status, "" any).
-func (db *DB) RefundRequests(ctx context.Context, user *gpuportal.User, all bool, status string, limit, offset int) ([]gpuportal.RefundRequest, error) {
+func (db *DB) RefundRequests(ctx context.Context, user *gpuportal.User, all bool, status string, p Page) ([]gpuportal.RefundRequest, error) {
 	where, args := "user_id = ?", []any{user.ID}
 	if all {
 		if !user.IsAdmin() {
@@ -103,7 +103,10 @@ func (db *DB) RefundRequests(ctx context.Context, user *gpuportal.User, all bool
 		where += " AND status = ?"
 		args = append(args, status)
 	}
-	list, err := scanEach(ctx, db.read, scanRefund, `SELECT `+refundColumns+` FROM refund_requests WHERE `+where+` ORDER BY id DESC LIMIT ? OFFSET ?`, append(args, limit, offset)...)
+	if err := db.count(ctx, p, "refund_requests", where, args...); err != nil {
+		return nil, err
+	}
+	list, err := scanEach(ctx, db.read, scanRefund, `SELECT `+refundColumns+` FROM refund_requests WHERE `+where+` ORDER BY id DESC LIMIT ? OFFSET ?`, append(args, p.Limit, max(0, p.Offset))...)
 	if err != nil {
 		return nil, fmt.Errorf("refund requests: %w", err)
 	}

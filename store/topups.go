@@ -79,11 +79,14 @@ func (db *DB) ExpireTopUp(ctx context.Context, id int64) error {
 
 // AdminTopUps lists everybody's top-ups of one status ("" any), newest
 // first, a page at a time.
-func (db *DB) AdminTopUps(ctx context.Context, actor *gpuportal.User, status string, limit, offset int) ([]gpuportal.TopUp, error) {
+func (db *DB) AdminTopUps(ctx context.Context, actor *gpuportal.User, status string, p Page) ([]gpuportal.TopUp, error) {
 	if !actor.IsAdmin() {
 		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
 	}
-	list, err := scanEach(ctx, db.read, scanTopUp, `SELECT `+topUpColumns+` FROM topups WHERE (? = '' OR status = ?) ORDER BY id DESC LIMIT ? OFFSET ?`, status, status, limit, offset)
+	if err := db.count(ctx, p, "topups", "(? = '' OR status = ?)", status, status); err != nil {
+		return nil, err
+	}
+	list, err := scanEach(ctx, db.read, scanTopUp, `SELECT `+topUpColumns+` FROM topups WHERE (? = '' OR status = ?) ORDER BY id DESC LIMIT ? OFFSET ?`, status, status, p.Limit, max(0, p.Offset))
 	if err != nil {
 		return nil, fmt.Errorf("top-ups: %w", err)
 	}

@@ -295,7 +295,11 @@ func yuan(f gpuportal.Fen) string {
 }
 
 func (s *Server) apiLedger(c echo.Context) error {
-	f := store.LedgerFilter{Limit: 500}
+	p, err := listParams(c)
+	if err != nil {
+		return err
+	}
+	f := store.LedgerFilter{Limit: p.Limit, Offset: p.Offset, Total: p.Total}
 	if c.QueryParam("month") != "" {
 		month, err := s.statementMonth(c)
 		if err != nil {
@@ -303,18 +307,12 @@ func (s *Server) apiLedger(c echo.Context) error {
 		}
 		f.From, f.To = month, month.AddDate(0, 1, 0)
 	}
-	var err error
 	if f.Kind, err = ledgerKindParam(c); err != nil {
 		return err
-	}
-	if c.QueryParam("limit") != "" || c.QueryParam("offset") != "" {
-		if f.Limit, f.Offset, err = pageParams(c, 1000); err != nil {
-			return err
-		}
 	}
 	entries, err := s.db.LedgerPage(c.Request().Context(), currentUser(c).ID, f)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, entries)
+	return withTotal(c, p, entries)
 }

@@ -17,19 +17,42 @@ import (
 )
 
 func (s *Server) apiInApp(c echo.Context) error {
-	list, err := s.db.InApp(c.Request().Context(), currentUser(c).ID, 200)
+	p, err := listParams(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, list)
+	list, err := s.db.InAppPage(c.Request().Context(), currentUser(c).ID, p)
+	if err != nil {
+		return err
+	}
+	return withTotal(c, p, list)
 }
 
 func (s *Server) apiOutbox(c echo.Context) error {
-	list, err := s.db.Outbox(c.Request().Context(), c.QueryParam("status"), 0)
+	status, err := outboxStatusParam(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, list)
+	p, err := listParams(c)
+	if err != nil {
+		return err
+	}
+	list, err := s.db.OutboxPage(c.Request().Context(), status, p)
+	if err != nil {
+		return err
+	}
+	return withTotal(c, p, list)
+}
+
+// outboxStatusParam is ?status= of the outbox: one of a message's
+// states, or none for all.
+func outboxStatusParam(c echo.Context) (string, error) {
+	switch v := c.QueryParam("status"); v {
+	case "", "pending", "sending", "sent", "failed":
+		return v, nil
+	default:
+		return "", gpuportal.FieldErrorf(gpuportal.EINVALID, "status", "Unknown status %q.", v)
+	}
 }
 
 func (s *Server) apiResend(c echo.Context) error {
@@ -50,7 +73,7 @@ func (s *Server) apiResend(c echo.Context) error {
 func (s *Server) handleNotificationsPage(c echo.Context) error {
 	ctx, u := c.Request().Context(), currentUser(c)
 	page := pageParam(c)
-	list, err := s.db.InAppPage(ctx, u.ID, listPageSize+1, (page-1)*listPageSize)
+	list, err := s.db.InAppPage(ctx, u.ID, store.Page{Limit: listPageSize + 1, Offset: (page - 1) * listPageSize})
 	if err != nil {
 		return err
 	}

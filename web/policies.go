@@ -36,11 +36,17 @@ func auditFilter(c echo.Context) store.AuditFilter {
 }
 
 func (s *Server) apiAudit(c echo.Context) error {
-	list, err := s.db.Audit(c.Request().Context(), auditFilter(c))
+	p, err := listParams(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, list)
+	f := auditFilter(c)
+	f.Limit, f.Offset, f.Total = p.Limit, p.Offset, p.Total
+	list, err := s.db.Audit(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	return withTotal(c, p, list)
 }
 
 func (s *Server) handleAuditPage(c echo.Context) error {

@@ -10,6 +10,7 @@ import (
 
 	"gpuportal"
 	"gpuportal/i18n"
+	"gpuportal/store"
 	"gpuportal/web/templates"
 )
 
@@ -74,15 +75,15 @@ func (s *Server) apiRequestRefund(c echo.Context) error {
 }
 
 func (s *Server) apiRefundRequests(c echo.Context) error {
-	limit, offset, err := pageParams(c, 100)
+	p, err := listParams(c)
 	if err != nil {
 		return err
 	}
-	list, err := s.db.RefundRequests(c.Request().Context(), currentUser(c), false, "", limit, offset)
+	list, err := s.db.RefundRequests(c.Request().Context(), currentUser(c), false, "", p)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, list)
+	return withTotal(c, p, list)
 }
 
 func refundStatusParam(c echo.Context) (string, error) {
@@ -99,15 +100,15 @@ func (s *Server) apiAdminRefundRequests(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	limit, offset, err := pageParams(c, 500)
+	p, err := listParams(c)
 	if err != nil {
 		return err
 	}
-	list, err := s.db.RefundRequests(c.Request().Context(), currentUser(c), true, status, limit, offset)
+	list, err := s.db.RefundRequests(c.Request().Context(), currentUser(c), true, status, p)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, list)
+	return withTotal(c, p, list)
 }
 
 // approveRefund pays a request back: the payout is taken from the balance,
@@ -181,15 +182,15 @@ func (s *Server) apiAdminTopUps(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	limit, offset, err := pageParams(c, 500)
+	p, err := listParams(c)
 	if err != nil {
 		return err
 	}
-	list, err := s.db.AdminTopUps(c.Request().Context(), currentUser(c), status, limit, offset)
+	list, err := s.db.AdminTopUps(c.Request().Context(), currentUser(c), status, p)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, list)
+	return withTotal(c, p, list)
 }
 
 // --- pages ---
@@ -212,11 +213,11 @@ func (s *Server) handlePaymentsPage(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	topups, err := s.db.AdminTopUps(ctx, currentUser(c), status, 200, 0)
+	topups, err := s.db.AdminTopUps(ctx, currentUser(c), status, store.Page{Limit: 200})
 	if err != nil {
 		return err
 	}
-	refunds, err := s.db.RefundRequests(ctx, currentUser(c), true, "", 200, 0)
+	refunds, err := s.db.RefundRequests(ctx, currentUser(c), true, "", store.Page{Limit: 200})
 	if err != nil {
 		return err
 	}
@@ -251,5 +252,5 @@ func (s *Server) handleRejectRefundForm(c echo.Context) error {
 
 // ledgerRefunds is the ledger page's list of the user's refund requests.
 func (s *Server) ledgerRefunds(c echo.Context) ([]gpuportal.RefundRequest, error) {
-	return s.db.RefundRequests(c.Request().Context(), currentUser(c), false, "", 10, 0)
+	return s.db.RefundRequests(c.Request().Context(), currentUser(c), false, "", store.Page{Limit: 10})
 }

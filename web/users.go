@@ -20,15 +20,15 @@ import (
 const usersPerPage = 25
 
 func (s *Server) apiAdminUsers(c echo.Context) error {
-	limit, offset, err := pageParams(c, 200)
+	p, err := listParams(c)
 	if err != nil {
 		return err
 	}
-	list, err := s.db.AdminUsers(c.Request().Context(), currentUser(c), c.QueryParam("q"), limit, offset)
+	list, err := s.db.AdminUsers(c.Request().Context(), currentUser(c), c.QueryParam("q"), p)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, list)
+	return withTotal(c, p, list)
 }
 
 func (s *Server) apiAdminCredit(c echo.Context) error {
@@ -67,7 +67,7 @@ func (s *Server) handleUsersPage(c echo.Context) error {
 	page, _ := strconv.Atoi(c.QueryParam("page"))
 	page = max(page, 1)
 	search := strings.TrimSpace(c.QueryParam("q"))
-	list, err := s.db.AdminUsers(c.Request().Context(), currentUser(c), search, usersPerPage+1, (page-1)*usersPerPage)
+	list, err := s.db.AdminUsers(c.Request().Context(), currentUser(c), search, store.Page{Limit: usersPerPage + 1, Offset: (page - 1) * usersPerPage})
 	if err != nil {
 		return err
 	}
