@@ -299,14 +299,18 @@ func TestJSONBodiesReadAsJSONSchema(t *testing.T) {
 	_, adminTok := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
 	alice, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
 	storetest.AddFleet(t, e.db, "n", "cd-1", "a100-80g", 1, 8)
-	for body, want := range map[string]gpuportal.Fen{
-		`{"list_price_per_gpu_hour_fen":900.0}`: 900,
-		`{"list_price_per_gpu_hour_fen":9.5e2}`: 950,
-		`{"list_price_per_gpu_hour_fen":1E3}`:   1000,
+	// In order: the last price set is the one the refusals below must keep.
+	for _, tt := range []struct {
+		body string
+		want gpuportal.Fen
+	}{
+		{`{"list_price_per_gpu_hour_fen":900.0}`, 900},
+		{`{"list_price_per_gpu_hour_fen":9.5e2}`, 950},
+		{`{"list_price_per_gpu_hour_fen":1E3}`, 1000},
 	} {
-		status, resp := e.apiCall("PUT", "/api/v1/admin/models/a100-80g", adminTok, body)
-		if m, _ := e.db.Model(t.Context(), "a100-80g"); status != http.StatusOK || m.ListPrice != want {
-			t.Errorf("PUT %s = %d %s, price %d; want 200 and %d", body, status, resp, m.ListPrice, want)
+		status, resp := e.apiCall("PUT", "/api/v1/admin/models/a100-80g", adminTok, tt.body)
+		if m, _ := e.db.Model(t.Context(), "a100-80g"); status != http.StatusOK || m.ListPrice != tt.want {
+			t.Errorf("PUT %s = %d %s, price %d; want 200 and %d", tt.body, status, resp, m.ListPrice, tt.want)
 		}
 	}
 	for _, tt := range []struct{ path, token, body, field string }{
