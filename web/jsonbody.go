@@ -84,10 +84,19 @@ func conform(v any, t reflect.Type, field string) (any, error) {
 	if t != reflect.TypeFor[time.Time]() && reflect.PointerTo(t).Implements(unmarshalerType) {
 		return v, nil // the type reads itself
 	}
+	if field != "" && !sameKind(v, t) {
+		// Said here, by the JSON name: encoding/json would name the
+		// field by its Go path (an embedded struct's type name in it).
+		return nil, wrongType(field, t)
+	}
 	switch v := v.(type) {
 	case json.Number:
 		if isInteger(t.Kind()) {
-			return integral(v), nil
+			n := integral(v)
+			if !fitsInteger(string(n), t) {
+				return nil, wrongType(field, t)
+			}
+			return n, nil
 		}
 	case map[string]any:
 		switch t.Kind() {
@@ -128,6 +137,53 @@ func conform(v any, t reflect.Type, field string) (any, error) {
 		}
 	}
 	return v, nil
+}
+
+// sameKind says whether a decoded JSON value can be one of t's values at
+// all (whether the number fits is the strict decode's to say).
+func sameKind(v any, t reflect.Type) bool {
+	if t == reflect.TypeFor[time.Time]() {
+		_, ok := v.(string)
+		return ok
+	}
+	switch t.Kind() {
+	case reflect.String:
+		_, ok := v.(string)
+		return ok
+	case reflect.Bool:
+		_, ok := v.(bool)
+		return ok
+	case reflect.Float32, reflect.Float64:
+		_, ok := v.(json.Number)
+		return ok
+	case reflect.Struct:
+		_, ok := v.(map[string]any)
+		return ok
+	case reflect.Map:
+		_, ok := v.(map[string]any)
+		return ok
+	case reflect.Slice, reflect.Array:
+		_, ok := v.([]any)
+		return ok
+	}
+	if isInteger(t.Kind()) {
+		_, ok := v.(json.Number)
+		return ok
+	}
+	return true
+}
+
+// fitsInteger says whether a number written as digits is one of t's
+// integers (a fraction left, or one too large, is not).
+func fitsInteger(s string, t reflect.Type) bool {
+	var err error
+	switch t.Kind() {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		_, err = strconv.ParseUint(s, 10, t.Bits())
+	default:
+		_, err = strconv.ParseInt(s, 10, t.Bits())
+	}
+	return err == nil
 }
 
 func isInteger(k reflect.Kind) bool {

@@ -37,6 +37,9 @@ func parseOfferingValues(get func(string) string, loc *time.Location) (gpuportal
 	if req.Limit, err = wholeNumber(get, "limit", false); err != nil {
 		return req, err
 	}
+	if strings.TrimSpace(get("limit")) != "" && req.Limit < 1 { // 0 is "not said" below; said, it is wrong
+		return req, gpuportal.FieldErrorf(gpuportal.EINVALID, "limit", "limit must be a number from 1 to %d.", gpuportal.MaxOfferings)
+	}
 	if req.Earliest, err = rangeTime(get, "earliest", "earliest_date", 0, loc); err != nil {
 		return req, err
 	}
@@ -85,6 +88,9 @@ func (s *Server) apiOfferings(c echo.Context) error {
 	list, err := s.db.Offerings(c.Request().Context(), req)
 	if err != nil {
 		return err
+	}
+	if list == nil {
+		list = []gpuportal.Offering{} // none fits: an empty list, never null
 	}
 	return c.JSON(http.StatusOK, list)
 }

@@ -119,7 +119,7 @@ func (v validatingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
 		Body: io.NopCloser(bytes.NewReader(respBody)), Options: opts}
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
-		v.t.Errorf("openapi: the answer to %s %s (%d) does not match the document: %v\n%s", req.Method, req.URL.Path, resp.StatusCode, err, respBody)
+		v.t.Errorf("openapi: the answer to %s %s (%d) does not match the document: %v\n%s", req.Method, req.URL.RequestURI(), resp.StatusCode, err, respBody)
 	}
 	return resp, nil
 }

@@ -17,6 +17,9 @@ func (s *Server) rates(c echo.Context) (*gpuportal.InterruptionRates, error) {
 		if count, err = strconv.Atoi(v); err != nil {
 			return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "count", "The GPU count must be a whole number.")
 		}
+		if count < 1 { // the store reads 0 as "not said"; said, it is wrong
+			return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "count", "An instance runs on 1 to %d GPUs of one node.", gpuportal.MaxGPUsPerInstance)
+		}
 	}
 	model, region := c.QueryParam("model"), c.QueryParam("region")
 	if !isAPI(c) {
