@@ -125,42 +125,10 @@ func (s *Server) handleInstanceList(c echo.Context) error {
 }
 
 func (s *Server) handleLaunchForm(c echo.Context) error {
-	form := templates.LaunchForm{
-		Kind: c.FormValue("kind"), Model: c.FormValue("model"), Region: c.FormValue("region"), Image: c.FormValue("image"),
-		Command: c.FormValue("command"), AutoRestart: c.FormValue("auto_restart") == "true",
-		ReservationID: strings.TrimSpace(c.FormValue("reservation_id")), NoticeSeconds: strings.TrimSpace(c.FormValue("notice_seconds")),
-		IdleStopMinutes: strings.TrimSpace(c.FormValue("idle_stop_minutes")),
+	if err := c.Request().ParseForm(); err != nil {
+		return gpuportal.Errorf(gpuportal.EINVALID, "The form could not be read.")
 	}
-	req := gpuportal.LaunchRequest{Kind: form.Kind, Model: form.Model, Region: form.Region, Command: form.Command, AutoRestart: form.AutoRestart, Image: form.Image}
-	var err error
-	if form.Count, err = strconv.Atoi(c.FormValue("count")); err != nil {
-		err = gpuportal.FieldErrorf(gpuportal.EINVALID, "count", "The GPU count must be a whole number.")
-	}
-	if form.Mount, req.Volumes = volumeIDs(formValues(c, "volume")); err == nil && len(req.Volumes) != len(formValues(c, "volume")) {
-		err = gpuportal.FieldErrorf(gpuportal.EINVALID, "volumes", "Choose volumes from the list.")
-	}
-	if err == nil && form.NoticeSeconds != "" {
-		var n int
-		if n, err = strconv.Atoi(form.NoticeSeconds); err != nil {
-			err = gpuportal.FieldErrorf(gpuportal.EINVALID, "notice_seconds", "The notice must be a whole number of seconds.")
-		}
-		req.NoticeSeconds = &n
-	}
-	if err == nil && form.IdleStopMinutes != "" {
-		var n int
-		if n, err = strconv.Atoi(form.IdleStopMinutes); err != nil {
-			err = gpuportal.FieldErrorf(gpuportal.EINVALID, "idle_stop_minutes", "Idle stop is a whole number of minutes.")
-		}
-		req.IdleStopMinutes = &n
-	}
-	req.Count = form.Count
-	if err == nil && form.ReservationID != "" {
-		id, perr := strconv.ParseInt(form.ReservationID, 10, 64)
-		if perr != nil {
-			err = gpuportal.FieldErrorf(gpuportal.EINVALID, "reservation_id", "The reservation number must be a number.")
-		}
-		req.ReservationID = &id
-	}
+	form, req, err := parseLaunchValues(c.Request().Form)
 	var inst *gpuportal.Instance
 	if err == nil {
 		inst, err = s.db.Launch(c.Request().Context(), currentUser(c), req)

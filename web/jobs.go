@@ -3,7 +3,6 @@ package web
 import (
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -171,39 +170,13 @@ func (s *Server) handleJobList(c echo.Context) error {
 }
 
 func (s *Server) handleJobForm(c echo.Context) error {
-	form := templates.JobForm{
-		Name: c.FormValue("name"), Model: c.FormValue("model"), Region: c.FormValue("region"), Image: c.FormValue("image"),
-		Command: c.FormValue("command"), Kind: c.FormValue("kind"),
+	if err := c.Request().ParseForm(); err != nil {
+		return gpuportal.Errorf(gpuportal.EINVALID, "The form could not be read.")
 	}
-	var err error
-	lang := reqOf(c).lang
-	number := func(field string, into *int, label string) {
-		v := strings.TrimSpace(c.FormValue(field))
-		if v == "" && field == "on_demand_workers" {
-			return
-		}
-		n, perr := strconv.Atoi(v)
-		*into = n
-		if perr != nil && err == nil {
-			err = gpuportal.FieldErrorf(gpuportal.EINVALID, field, "%s must be a whole number.", label)
-		}
-	}
-	number("gpus_per_task", &form.GPUsPerTask, i18n.T(lang, "GPUs per task"))
-	number("tasks", &form.Tasks, i18n.T(lang, "Tasks"))
-	number("max_parallel", &form.MaxParallel, i18n.T(lang, "Tasks at once"))
-	number("max_attempts", &form.MaxAttempts, i18n.T(lang, "Attempts per task"))
-	number("on_demand_workers", &form.OnDemandWorkers, i18n.T(lang, "On-demand workers"))
-	var mounts []gpuportal.VolumeMount
-	if form.Mount, mounts = volumeIDs(formValues(c, "volume")); err == nil && len(mounts) != len(formValues(c, "volume")) {
-		err = gpuportal.FieldErrorf(gpuportal.EINVALID, "volumes", "Choose volumes from the list.")
-	}
+	form, req, err := parseJobValues(c.Request().Form, reqOf(c).lang)
 	var j *gpuportal.Job
 	if err == nil {
-		j, err = s.createJob(c, gpuportal.JobRequest{
-			Name: form.Name, Model: form.Model, Region: form.Region, GPUsPerTask: form.GPUsPerTask, Tasks: form.Tasks, Command: form.Command,
-			Image: form.Image, MaxParallel: form.MaxParallel, Kind: form.Kind, OnDemandWorkers: form.OnDemandWorkers, MaxAttempts: form.MaxAttempts,
-			Volumes: mounts,
-		})
+		j, err = s.createJob(c, req)
 	}
 	if err != nil {
 		status, internal := formError(c, err, &form.Errors, &form.Error)
