@@ -71,6 +71,16 @@ func TopUpNeeded(price, available Fen) Fen {
 	return max(0, price-available)
 }
 
+// TopUpFor is the top-up to offer for a shortfall: the missing amount
+// rounded up to whole yuan, never under MinTopUp (0 when nothing is
+// missing).
+func TopUpFor(missing Fen) Fen {
+	if missing <= 0 {
+		return 0
+	}
+	return max(MinTopUp, (missing+99)/100*100)
+}
+
 // RevenueKinds are the ledger kinds that are the platform's revenue:
 // charges, less refunds and the cancellation fees that stay — never money
 // coming in (top-ups, credits) or paid back (payouts), which only move a

@@ -21,6 +21,16 @@ func (f Fen) String() string {
 	return fmt.Sprintf("%s¥%s.%02d", sign, groupThousands(v/100), v%100)
 }
 
+// Decimal is the amount as a form's yuan field takes it ("1234.50").
+func (f Fen) Decimal() string {
+	sign := ""
+	v := int64(f)
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	return fmt.Sprintf("%s%d.%02d", sign, v/100, v%100)
+}
+
 func groupThousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	if len(s) <= 3 {

@@ -1305,4 +1305,7 @@ var zhCN = map[string]string{
 	"Interrupted in":                                    "中断倒计时",
 	"left":                                              "剩余",
 	"now":                                               "即刻",
+	"Top up %s":                                         "充值 %s",
+	"Once paid, you go back to where you were, with what you chose.":          "付款后将回到您刚才的页面，所选内容保持不变。",
+	"You have %s available: top up %s to claim it (the hold keeps counting).": "您可用 %s：充值 %s 即可认领（保留时间照常倒计时）。",
 }

@@ -105,6 +105,17 @@ func (db *DB) Quote(ctx context.Context, req gpuportal.BookingRequest) (gpuporta
 	return gpuportal.QuoteFor(*model, req.Count, req.Start, req.End, policy, db.Location), nil
 }
 
+// Price is what booking req would cost, its capacity unchecked: for a
+// waitlist offer, whose window is held for the one it is offered to (a
+// Quote would count the hold as taken).
+func (db *DB) Price(ctx context.Context, req gpuportal.BookingRequest) (gpuportal.Quote, error) {
+	model, policy, err := db.catalogEntry(ctx, db.read, req.Model, req.Region)
+	if err != nil {
+		return gpuportal.Quote{}, err
+	}
+	return gpuportal.QuoteFor(*model, req.Count, req.Start, req.End, policy, db.Location), nil
+}
+
 // Book turns a request into a confirmed reservation, all or nothing: the
 // rules are checked, then in one write transaction the capacity of every
 // hour is taken (never beyond the bookable capacity, whatever the

@@ -36,14 +36,16 @@ func (s *Server) apiCreateTopUp(c echo.Context) error {
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
-	t, err := s.createTopUp(c, req)
+	t, err := s.createTopUp(c, req, "")
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, t)
 }
 
-func (s *Server) createTopUp(c echo.Context, req gpuportal.TopUpRequest) (*gpuportal.TopUp, error) {
+// createTopUp starts a top-up; the payer comes back to back (a path on
+// this site) once paid, or to the ledger when back is "".
+func (s *Server) createTopUp(c echo.Context, req gpuportal.TopUpRequest, back string) (*gpuportal.TopUp, error) {
 	if !s.topUpsEnabled() {
 		return nil, gpuportal.Errorf(gpuportal.ECONFLICT, "Top-ups are not set up on this portal; ask an administrator to credit your account.")
 	}
@@ -59,7 +61,10 @@ func (s *Server) createTopUp(c echo.Context, req gpuportal.TopUpRequest) (*gpupo
 	if err != nil {
 		return nil, err
 	}
-	payURL, ref, err := p.Checkout(ctx, *t, s.absoluteURL("/ledger?topup="+strconv.FormatInt(t.ID, 10)))
+	if back == "" {
+		back = "/ledger?topup=" + strconv.FormatInt(t.ID, 10)
+	}
+	payURL, ref, err := p.Checkout(ctx, *t, s.absoluteURL(back))
 	if err != nil {
 		return nil, err // the pending top-up lapses by itself
 	}
@@ -133,7 +138,7 @@ func (s *Server) handleTestPayPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.PayPage(templates.PayView{TopUp: *t}))
+	return s.render(c, http.StatusOK, templates.PayPage(templates.PayView{TopUp: *t, Action: c.Request().URL.RequestURI()}))
 }
 
 // handleTestPayConfirm is the payer confirming on the test provider's
@@ -150,7 +155,17 @@ func (s *Server) handleTestPayConfirm(c echo.Context) error {
 		return err
 	}
 	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Top-up of %s received.", t.Amount.String()))
-	return redirect(c, "/ledger")
+	return redirect(c, s.payerBack(c.QueryParam("back")))
+}
+
+// payerBack is where the test provider sends the payer once paid: back,
+// an address on this portal, as a path (anything else: the ledger).
+func (s *Server) payerBack(back string) string {
+	path, ok := strings.CutPrefix(back, strings.TrimRight(s.cfg.PublicURL, "/"))
+	if !ok {
+		return "/ledger"
+	}
+	return safeNext(path, "/ledger")
 }
 
 // topUpOf is the top-up on the test provider's checkout page: the payer's
@@ -176,13 +191,14 @@ func (s *Server) topUpOf(c echo.Context) (*gpuportal.TopUp, error) {
 }
 
 // handleTopUpForm starts a top-up from the ledger page and goes to the
-// provider's page.
+// provider's page; once paid, the payer is back where they came from
+// (next: the quote or the waitlist offer that needed the money).
 func (s *Server) handleTopUpForm(c echo.Context) error {
 	amount, err := gpuportal.ParseYuan(c.FormValue("amount"))
 	if err != nil {
 		return err
 	}
-	t, err := s.createTopUp(c, gpuportal.TopUpRequest{Amount: amount, Provider: s.defaultProvider()})
+	t, err := s.createTopUp(c, gpuportal.TopUpRequest{Amount: amount, Provider: s.defaultProvider()}, safeNext(c.FormValue("next"), ""))
 	if err != nil {
 		return err
 	}
@@ -236,7 +252,13 @@ func (s *Server) handleLedgerPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := templates.LedgerPage{Month: month, Kind: kind, Kinds: ledgerKinds, Page: page, TopUps: s.topUpsEnabled()}
+	v := templates.LedgerPage{Month: month, Kind: kind, Kinds: ledgerKinds, Page: page, TopUps: s.topUpsEnabled(),
+		TopUpAmount: gpuportal.Fen(50_000), TopUpNext: safeNext(c.QueryParam("next"), "")}
+	// "Top up" from a quote or an offer names what is missing (a link
+	// others may have edited: an amount out of range is the default).
+	if a, err := gpuportal.ParseYuan(c.QueryParam("amount")); err == nil && a >= gpuportal.MinTopUp && a <= gpuportal.MaxTopUp {
+		v.TopUpAmount = a
+	}
 	if len(entries) > ledgerPageSize {
 		v.More, entries = true, entries[:ledgerPageSize]
 	}

@@ -38,20 +38,34 @@ func TestBrowserTopUpBookCancel(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="quote-missing"]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid="topup-link"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="topup-form"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	// (issue 28) The form asks for what the quote misses, not ¥500, and
+	// says the payer comes back to the quote.
+	prefilled, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid="topup-amount"]').value`))
+	if err != nil || prefilled != "64.00" {
+		t.Fatalf("top-up amount from the quote = %q (%v); want the ¥64.00 missing", prefilled, err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="topup-back"]`)),
 		chromedp.SetValue(chromedp.CSS(`[data-testid="topup-amount"]`), "100"),
 		chromedp.Click(chromedp.CSS(`[data-testid="topup-submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="pay-confirm"]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid="pay-confirm"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="balance-card"]`)),
+		// Paid, the customer is back on the same quote, now bookable.
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="book"]`)),
 	); err != nil {
 		t.Fatal(err)
 	}
-	if got := textOf(t, ctx, `[data-testid="available"]`); got != "¥100.00" {
-		t.Fatalf("available after the top-up %q", got)
+	if got := textOf(t, ctx, `[data-testid="nav-balance"]`); got != "¥100.00" {
+		t.Fatalf("balance after the top-up %q", got)
+	}
+	back, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[document.querySelector('[data-testid="count"]').value, document.querySelector('[data-testid="start"]').value, document.querySelector('[data-testid="end"]').value, location.pathname].join(" ")`))
+	if err != nil || back != "2 2026-12-01T10:00 2026-12-01T14:00 /calendar" {
+		t.Fatalf("after paying: %q (%v); want the quote of 2 GPUs 10:00–14:00 on the calendar", back, err)
 	}
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(quote),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="book"]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid="book"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="flash"]`)),
 	); err != nil {
@@ -82,5 +96,76 @@ func TestBrowserTopUpBookCancel(t *testing.T) {
 		if !strings.Contains(csv, want) {
 			t.Fatalf("statement lacks %q:\n%s", want, csv)
 		}
+	}
+}
+
+// (issue 28) A waitlist offer the balance cannot pay says what is
+// missing; "Top up" asks for exactly that (in whole yuan) and, once paid,
+// returns to the offer, still held, to claim it.
+func TestBrowserTopUpFromAWaitlistOffer(t *testing.T) {
+	t.Parallel()
+	ctx := chromium(t)
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	_, alice := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
+	bobUser := storetest.MustCreatePoorUser(t, e.db, "bob@example.com", gpuportal.RoleCustomer)
+	bob := e.tokenFor(bobUser)
+	// Bob has what the window costs (joining and an offer need it).
+	var req gpuportal.BookingRequest
+	decodeInto(t, bookBody("a100-80g", 2, at(1, 10), at(1, 14)), &req)
+	q, err := e.db.Quote(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := e.apiCall("POST", "/api/v1/reservations", alice, bookBody("a100-80g", 8, at(1, 10), at(1, 14)))
+	full := decodeReservation(t, body)
+	if _, err := e.db.Credit(t.Context(), nil, bobUser.ID, gpuportal.CreditRequest{Amount: q.Total, Note: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	join := strings.Replace(bookBody("a100-80g", 2, at(1, 10), at(1, 14)), "}", `,"auto_book":false}`, 1)
+	if st, body := e.apiCall("POST", "/api/v1/waitlist", bob, join); st != 201 {
+		t.Fatalf("join = %d %s", st, body)
+	}
+	e.apiCall("POST", "/api/v1/reservations/"+itoa(int(full.ID))+"/cancel", alice, "")
+	if _, err := e.db.Tick(t.Context(), e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := e.apiCall("GET", "/api/v1/waitlist", bob, ""); !strings.Contains(body, `"status":"offered"`) {
+		t.Fatalf("no offer: %s", body)
+	}
+	// Offered, Bob spends half of it elsewhere before claiming.
+	if st, body := e.apiCall("POST", "/api/v1/reservations", bob, bookBody("a100-80g", 1, at(1, 16), at(1, 20))); st != 201 {
+		t.Fatalf("bob's other booking = %d %s", st, body)
+	}
+	b, _ := e.db.Balance(t.Context(), bobUser)
+	if err := chromedp.Do(ctx, logInAs(e.srv.URL, "bob@example.com")...); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/waitlist"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="offer-missing"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="offer-topup"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="topup-back"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	prefilled, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid="topup-amount"]').value`))
+	if want := gpuportal.TopUpFor(q.Total - b.Available).Decimal(); err != nil || prefilled != want {
+		t.Fatalf("top-up amount from the offer = %q (%v); want %s", prefilled, err, want)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`[data-testid="topup-submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="pay-confirm"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="pay-confirm"]`)),
+		// Back on the waitlist: the offer, still held, can be claimed.
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="claim"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="offer-left"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="claim"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="flash"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, `[data-testid="flash"]`); !strings.Contains(got, "confirmed") {
+		t.Fatalf("after claiming: %q", got)
 	}
 }

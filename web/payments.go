@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"gpuportal"
 )
@@ -45,8 +46,10 @@ type testProvider struct{ secret string }
 
 func (testProvider) Name() string { return gpuportal.TestPayProvider }
 
-func (testProvider) Checkout(_ context.Context, t gpuportal.TopUp, _ string) (string, string, error) {
-	return testCheckoutURL(t), "", nil
+// Checkout: the portal's own page, which sends the payer back to
+// returnURL once paid (?back=, as a provider's success URL).
+func (testProvider) Checkout(_ context.Context, t gpuportal.TopUp, returnURL string) (string, string, error) {
+	return testCheckoutURL(t) + "?back=" + url.QueryEscape(returnURL), "", nil
 }
 
 func testCheckoutURL(t gpuportal.TopUp) string {

@@ -104,11 +104,40 @@ func (s *Server) apiClaim(c echo.Context) error {
 }
 
 func (s *Server) handleWaitlistPage(c echo.Context) error {
-	list, err := s.db.Waitlist(c.Request().Context(), currentUser(c))
+	ctx := c.Request().Context()
+	list, err := s.db.Waitlist(ctx, currentUser(c))
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.Waitlist(templates.WaitlistPage{Entries: list, Now: s.cfg.Clock.Now()}))
+	p := templates.WaitlistPage{Entries: list, Now: s.cfg.Clock.Now(), Missing: map[int64]gpuportal.Fen{}}
+	if err := s.offerShortfalls(c, &p); err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.Waitlist(p))
+}
+
+// offerShortfalls says, for each offer the balance cannot pay, how much
+// more claiming it needs (the offer's price, as claiming books it).
+func (s *Server) offerShortfalls(c echo.Context, p *templates.WaitlistPage) error {
+	ctx := c.Request().Context()
+	b, err := s.db.Balance(ctx, currentUser(c))
+	if err != nil {
+		return err
+	}
+	p.Available = b.Available
+	for _, e := range p.Entries {
+		if e.Status != gpuportal.WaitOffered {
+			continue
+		}
+		q, err := s.db.Price(ctx, gpuportal.BookingRequest{Model: e.Model, Region: e.Region, Count: e.Count, Start: e.Start, End: e.End})
+		if err != nil {
+			continue // the claim itself will say what is wrong
+		}
+		if missing := gpuportal.TopUpNeeded(q.Total, b.Available); missing > 0 {
+			p.Missing[e.ID] = missing
+		}
+	}
+	return nil
 }
 
 // handleJoinForm joins the waitlist from the calendar's "window full"
@@ -144,7 +173,9 @@ func (s *Server) handleClaimForm(c echo.Context) error {
 	}
 	r, err := s.db.ClaimOffer(c.Request().Context(), currentUser(c), id)
 	if err != nil {
-		if gpuportal.ErrorCode(err) == gpuportal.EGONE {
+		// A lapsed offer, or one the balance cannot pay: said on the
+		// waitlist, where the offer row says what to top up.
+		if code := gpuportal.ErrorCode(err); code == gpuportal.EGONE || code == gpuportal.EFUNDS {
 			s.addFlash(c, "error", i18n.Error(reqOf(c).lang, err))
 			return redirect(c, "/waitlist")
 		}

@@ -5,6 +5,8 @@ package templates
 
 import (
 	"context"
+	"net/url"
+	"strconv"
 	"time"
 
 	"gpuportal"
@@ -132,4 +134,22 @@ func weekdayLabel(ctx context.Context, key string) string {
 		return T(ctx, n)
 	}
 	return key
+}
+
+// TopUpURL is the ledger's top-up form filled with what a shortfall
+// needs (whole yuan, at least the smallest top-up); once paid, the payer
+// goes back to back, a path on this site.
+func TopUpURL(missing gpuportal.Fen, back string) string {
+	q := url.Values{"amount": {gpuportal.TopUpFor(missing).Decimal()}, "next": {back}}
+	return "/ledger?" + q.Encode() + "#topup"
+}
+
+// quoteURL is the calendar showing this quote again: model, region,
+// count and hours, on the week of its start.
+func quoteURL(q QuotePanel) string {
+	v := url.Values{"model": {q.Model}, "region": {q.Region}, "count": {strconv.Itoa(q.Count)}, "start": {q.Start}, "end": {q.End}}
+	if len(q.Start) >= len("2006-01-02") {
+		v.Set("week", q.Start[:len("2006-01-02")])
+	}
+	return "/calendar?" + v.Encode()
 }
