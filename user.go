@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"net/mail"
 	"strings"
 	"sync"
@@ -67,20 +68,31 @@ func (s *SignUp) Normalize() {
 	s.Phone = strings.TrimSpace(s.Phone)
 }
 
-// Validate checks a sign-up, reporting the first field at fault.
+// Validate checks a sign-up, reporting every field at fault at once (a
+// ValidationErrors when more than one is), so a person fixes them in one go.
 func (s *SignUp) Validate() error {
-	if err := ValidateEmail(s.Email); err != nil {
-		return err
+	var errs ValidationErrors
+	add := func(err error) {
+		var e *Error
+		if errors.As(err, &e) {
+			errs = append(errs, e)
+		}
 	}
-	if err := ValidatePassword(s.Password); err != nil {
-		return err
-	}
+	add(ValidateEmail(s.Email))
+	add(ValidatePassword(s.Password))
 	if s.Name == "" {
-		return FieldErrorf(EINVALID, "name", "Please enter your name.")
+		add(FieldErrorf(EINVALID, "name", "Please enter your name."))
 	} else if utf8.RuneCountInString(s.Name) > 100 {
-		return FieldErrorf(EINVALID, "name", "The name must be at most 100 characters.")
+		add(FieldErrorf(EINVALID, "name", "The name must be at most 100 characters."))
 	}
-	return ValidatePhone(s.Phone)
+	add(ValidatePhone(s.Phone))
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return errs
 }
 
 // NormalizeEmail trims and lower-cases an email address.

@@ -1308,4 +1308,5 @@ var zhCN = map[string]string{
 	"Top up %s":                                         "充值 %s",
 	"Once paid, you go back to where you were, with what you chose.":          "付款后将回到您刚才的页面，所选内容保持不变。",
 	"You have %s available: top up %s to claim it (the hold keeps counting).": "您可用 %s：充值 %s 即可认领（保留时间照常倒计时）。",
+	"The week of %s has passed; this is the current week.":                    "%s 所在的那一周已经过去；这里显示的是本周。",
 }

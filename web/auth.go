@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -64,11 +65,16 @@ func (s *Server) renderFormError(c echo.Context, err error, fill func(templates.
 		return err
 	}
 	f := templates.AuthForm{Errors: templates.FieldErrors{}}
-	msg := i18n.Error(reqOf(c).lang, err)
-	if field := gpuportal.ErrorField(err); field != "" {
-		f.Errors[field] = msg
+	lang := reqOf(c).lang
+	var all gpuportal.ValidationErrors
+	if errors.As(err, &all) { // every field at fault, each by its field
+		for _, e := range all {
+			f.Errors[e.Field] = i18n.Error(lang, e)
+		}
+	} else if field := gpuportal.ErrorField(err); field != "" {
+		f.Errors[field] = i18n.Error(lang, err)
 	} else {
-		f.Error = msg
+		f.Error = i18n.Error(lang, err)
 	}
 	return s.render(c, statusOf[code], page(fill(f)))
 }

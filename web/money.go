@@ -194,13 +194,28 @@ func (s *Server) topUpOf(c echo.Context) (*gpuportal.TopUp, error) {
 // provider's page; once paid, the payer is back where they came from
 // (next: the quote or the waitlist offer that needed the money).
 func (s *Server) handleTopUpForm(c echo.Context) error {
+	next := safeNext(c.FormValue("next"), "")
 	amount, err := gpuportal.ParseYuan(c.FormValue("amount"))
-	if err != nil {
-		return err
+	var t *gpuportal.TopUp
+	if err == nil {
+		t, err = s.createTopUp(c, gpuportal.TopUpRequest{Amount: amount, Provider: s.defaultProvider()}, next)
 	}
-	t, err := s.createTopUp(c, gpuportal.TopUpRequest{Amount: amount, Provider: s.defaultProvider()}, safeNext(c.FormValue("next"), ""))
 	if err != nil {
-		return err
+		// Said on the form, with what was typed, never a page of its own.
+		v, perr := s.ledgerPage(c)
+		if perr != nil {
+			return perr
+		}
+		v.TopUpTyped, v.TopUpNext = c.FormValue("amount"), next
+		var fields templates.FieldErrors
+		status, internal := formError(c, err, &fields, &v.TopUpError)
+		if internal != nil {
+			return internal
+		}
+		if v.TopUpError == "" {
+			v.TopUpError = fields[gpuportal.ErrorField(err)]
+		}
+		return s.render(c, status, templates.Ledger(v))
 	}
 	return redirect(c, t.PayURL)
 }
@@ -237,20 +252,30 @@ func ledgerKindParam(c echo.Context) (string, error) {
 const ledgerPageSize = 100
 
 func (s *Server) handleLedgerPage(c echo.Context) error {
-	ctx := c.Request().Context()
-	month, err := s.statementMonth(c)
+	v, err := s.ledgerPage(c)
 	if err != nil {
 		return err
 	}
+	return s.render(c, http.StatusOK, templates.Ledger(v))
+}
+
+// ledgerPage is what the ledger page shows for the request's month, kind
+// and page.
+func (s *Server) ledgerPage(c echo.Context) (templates.LedgerPage, error) {
+	ctx := c.Request().Context()
+	month, err := s.statementMonth(c)
+	if err != nil {
+		return templates.LedgerPage{}, err
+	}
 	kind, err := ledgerKindParam(c)
 	if err != nil {
-		return err
+		return templates.LedgerPage{}, err
 	}
 	page, _ := strconv.Atoi(c.QueryParam("page"))
 	page = max(page, 1)
 	entries, err := s.db.LedgerPage(ctx, currentUser(c).ID, store.LedgerFilter{From: month, To: month.AddDate(0, 1, 0), Kind: kind, Limit: ledgerPageSize + 1, Offset: (page - 1) * ledgerPageSize})
 	if err != nil {
-		return err
+		return templates.LedgerPage{}, err
 	}
 	v := templates.LedgerPage{Month: month, Kind: kind, Kinds: ledgerKinds, Page: page, TopUps: s.topUpsEnabled(),
 		TopUpAmount: gpuportal.Fen(50_000), TopUpNext: safeNext(c.QueryParam("next"), "")}
@@ -264,16 +289,16 @@ func (s *Server) handleLedgerPage(c echo.Context) error {
 	}
 	v.Entries = entries
 	if v.Balance, err = s.db.Balance(ctx, currentUser(c)); err != nil {
-		return err
+		return v, err
 	}
 	if v.Spend, err = s.db.SpendByKind(ctx, currentUser(c).ID, month, month.AddDate(0, 1, 0)); err != nil {
-		return err
+		return v, err
 	}
 	if v.Refunds, err = s.ledgerRefunds(c); err != nil {
-		return err
+		return v, err
 	}
 	v.Refundable = v.Balance.Balance-v.Balance.Held > 0
-	return s.render(c, http.StatusOK, templates.Ledger(v))
+	return v, nil
 }
 
 // handleStatementCSV downloads a month of the ledger as CSV: UTF-8 with a

@@ -66,6 +66,8 @@ func TestBrowserTopUpBookCancel(t *testing.T) {
 		t.Fatalf("after paying: %q (%v); want the quote of 2 GPUs 10:00–14:00 on the calendar", back, err)
 	}
 	if err := chromedp.Do(ctx,
+		chromedp.Navigate(quote), // the top-up's flash gone: the next is the booking's
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="book"]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid="book"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="flash"]`)),
 	); err != nil {

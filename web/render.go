@@ -22,6 +22,7 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 		Lang:      r.lang,
 		CSRF:      csrfToken(c),
 		Path:      c.Request().URL.Path,
+		Here:      here(c),
 		Location:  s.cfg.Location,
 		TestClock: s.cfg.TestClock != nil,
 		Now:       s.cfg.Clock.Now(),
@@ -53,6 +54,16 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 // redirect sends the browser to path with 303 (so a POST becomes a GET).
 func redirect(c echo.Context, path string) error {
 	return c.Redirect(http.StatusSeeOther, path)
+}
+
+// here is the address to come back to on this page (switching language
+// keeps the week, the quote, the filter): a GET's whole address, or the
+// path of a page a form's answer showed.
+func here(c echo.Context) string {
+	if c.Request().Method == http.MethodGet {
+		return c.Request().URL.RequestURI()
+	}
+	return c.Request().URL.Path
 }
 
 // safeNext returns next if it is a path on this site, else fallback, so

@@ -48,10 +48,16 @@ func (s *Server) calendarGrid(c echo.Context, modelID, regionID, week string) (t
 	start := thisWeek
 	if week != "" {
 		d, err := time.ParseInLocation("2006-01-02", week, loc)
-		if err != nil || d.Year() < 2000 || d.Year() > 2200 {
+		if err != nil || d.Year() > 2200 {
 			return g, nil, nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "week", "The week must be a date like 2026-12-01.")
 		}
 		start = mondayOf(d)
+	}
+	// A week that has passed cannot be booked: say so over this week's
+	// calendar rather than refuse the page (an old link, a bookmark).
+	if start.Before(thisWeek) {
+		g.Notice = i18n.T(reqOf(c).lang, "The week of %s has passed; this is the current week.", start.Format("2006-01-02"))
+		start = thisWeek
 	}
 	end := start.AddDate(0, 0, 7)
 	slots, err := s.db.Availability(ctx, g.Model.ID, g.Region, start, end)

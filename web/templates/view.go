@@ -26,6 +26,7 @@ type View struct {
 	CSRF      string
 	Flashes   []Flash
 	Path      string
+	Here      string         // the page's address with its query, to come back to
 	Location  *time.Location // the site time zone
 	TestClock bool
 	Now       time.Time
