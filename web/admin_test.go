@@ -218,6 +218,14 @@ func TestBrowserPolicyChange(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("audit entries for the two changes: %d, %v", n, err)
 	}
+	// (issue 28) Each says what changed, field by field, and in words.
+	diffs, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('[data-testid="audit-policies.update"] [data-testid="audit-diff"]')].map(d => d.innerText).join(" | ")`))
+	if err != nil || !strings.Contains(diffs, "models.a100-80g.min_duration_hours — → 6") || !strings.Contains(diffs, "discount_percent 30 → 50") || strings.Count(diffs, "→") > 6 {
+		t.Fatalf("audit diffs %q (%v); want the fields changed, old → new", diffs, err)
+	}
+	if got := textOf(t, ctx, `[data-testid="audit-policies.update"] td:nth-child(3)`); !strings.Contains(got, "Policies changed") {
+		t.Fatalf("audit action %q; want it in words", got)
+	}
 }
 
 // The fleet page opens with the fleet at a glance and asks before a
