@@ -30,6 +30,7 @@ const (
 	NoteVolumeDeleteSoon    = "volume_delete_soon"   // 3 days before a suspended volume is deleted
 	NoteVolumeDeleted       = "volume_deleted"       // a suspended volume was deleted after 15 days
 	NoteIdleStopped         = "idle_stopped"         // an instance stopped by its idle_stop_minutes (Missing: the minutes)
+	NoteBudgetReached       = "budget_reached"       // this month's spend reached a BudgetLevels share of the budget (Budget)
 )
 
 // NoteKinds is every notification kind: each must render in every
@@ -37,7 +38,7 @@ const (
 var NoteKinds = []string{
 	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
 	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
-	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance, NoteReservationLaunched, NoteIdleStopped,
+	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance, NoteReservationLaunched, NoteIdleStopped, NoteBudgetReached,
 }
 
 // Notification channels.
@@ -75,6 +76,8 @@ type NoteParams struct {
 	// ExtendHours is how many hours a reservation ending soon could be
 	// extended by when the reminder was written.
 	ExtendHours int `json:"extend_hours,omitempty"`
+	// Budget is, for a budget notice, the budget and this month's spend.
+	Budget *Budget `json:"budget,omitempty"`
 	// VolumeNames names the volumes a volume notice is about.
 	VolumeNames string `json:"volume_names,omitempty"`
 	// Token is a password reset link's secret (NotePasswordReset only). It

@@ -170,6 +170,16 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		lines = []string{T("%s in %s from %s to %s (%s) could be booked for you, but what is available in your balance does not pay for it.", what, p.Region, when(p.Start), when(p.End), zone),
 			T("Top up and it is booked at the next chance, if the GPUs are still free.")}
 		m.SMS = T("gpuportal: your waitlist request for %s from %s could be booked; top up to book it.", what, when(p.Start))
+	case gpuportal.NoteBudgetReached:
+		link += "/ledger"
+		b := gpuportal.Budget{}
+		if p.Budget != nil {
+			b = *p.Budget
+		}
+		m.Subject = T("You have spent %d %% of your monthly budget", b.Percent)
+		lines = []string{T("This month you have spent %s of your %s budget (%d %%).", b.Spent.String(), b.Monthly.String(), b.Percent),
+			T("Nothing is stopped by a budget: it only tells you. Change it on the ledger page.")}
+		m.SMS = T("gpuportal: %d %% of your monthly budget spent (%s of %s).", b.Percent, b.Spent.String(), b.Monthly.String())
 	case gpuportal.NoteBalanceLow:
 		link += "/ledger"
 		m.Subject = T("Your balance runs out at %s", when(p.RunsOutAt))

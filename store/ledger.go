@@ -100,7 +100,7 @@ func (db *DB) LedgerPage(ctx context.Context, userID int64, f LedgerFilter) ([]g
 // ledger kind: what this month cost, by product.
 func (db *DB) SpendByKind(ctx context.Context, userID int64, from, to time.Time) (map[string]gpuportal.Fen, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT kind, sum(amount_fen) FROM ledger_entries WHERE user_id = ? AND at >= ? AND at < ?
-		AND kind IN ('reservation', 'refund', 'cancellation_fee', 'instance') GROUP BY kind`, userID, unix(from), unix(to))
+		AND kind IN (`+spendKinds+`) GROUP BY kind`, userID, unix(from), unix(to))
 	if err != nil {
 		return nil, fmt.Errorf("spend: %w", err)
 	}

@@ -16,7 +16,7 @@ type TickResult = scheduler.TickResult
 // Tick does whatever is due by now, in one transaction: it loads a
 // snapshot of what may be due (loadSnapshot), lets the planner decide
 // (scheduler.Plan) and applies the decisions (applyPlan); then it keeps
-// the books (lapsed top-ups, the rates' daily roll-up). It is idempotent:
+// the books (lapsed top-ups, the rates' daily roll-up, budget notices). It is idempotent:
 // a second tick at the same time does nothing.
 func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 	var res TickResult
@@ -41,6 +41,9 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 		}
 		if err := db.rollup(ctx, tx, now); err != nil {
 			return fmt.Errorf("roll up rates: %w", err)
+		}
+		if err := db.budgetNotices(ctx, tx, now); err != nil {
+			return fmt.Errorf("budget notices: %w", err)
 		}
 		return nil
 	})

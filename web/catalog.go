@@ -108,6 +108,12 @@ func (s *Server) dashboard(c echo.Context, u *gpuportal.User) (*templates.Dashbo
 	if d.Volumes, err = s.db.Volumes(ctx, u); err != nil {
 		return nil, err
 	}
+	if d.Days, err = s.spendDays(c, spendDaysDefault); err != nil {
+		return nil, err
+	}
+	if d.Budget, err = s.db.Budget(ctx, u.ID); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 

@@ -298,6 +298,12 @@ func (s *Server) ledgerPage(c echo.Context) (templates.LedgerPage, error) {
 		return v, err
 	}
 	v.Refundable = v.Balance.Balance-v.Balance.Held > 0
+	if v.Days, err = s.spendDays(c, spendDaysDefault); err != nil {
+		return v, err
+	}
+	if v.Budget, err = s.db.Budget(ctx, currentUser(c).ID); err != nil {
+		return v, err
+	}
 	return v, nil
 }
 

@@ -171,3 +171,61 @@ func TestBrowserTopUpFromAWaitlistOffer(t *testing.T) {
 		t.Fatalf("after claiming: %q", got)
 	}
 }
+
+// (issue 28) Money over time: the dashboard and the ledger draw each
+// day's spend; a budget set on the ledger shows how much of it is spent,
+// in both languages.
+func TestBrowserSpendChartAndBudget(t *testing.T) {
+	t.Parallel()
+	ctx := chromium(t)
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	_, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
+	if st, body := e.apiCall("POST", "/api/v1/reservations", tok, bookBody("a100-80g", 2, at(1, 10), at(1, 14))); st != 201 {
+		t.Fatalf("book = %d %s", st, body)
+	}
+	if err := chromedp.Do(ctx, logInAs(e.srv.URL, "alice@example.com")...); err != nil {
+		t.Fatal(err)
+	}
+	bars := func() int {
+		t.Helper()
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`[...document.querySelectorAll('[data-testid="spend-chart"] rect')].filter(r => +r.getAttribute("height") > 0).length`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard-spend"] [data-testid="spend-chart"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if n := bars(); n != 1 {
+		t.Fatalf("dashboard chart: %d days with a bar; want today's booking", n)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/ledger"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="budget-form"]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid="budget-amount"]`), "128"),
+		chromedp.Click(chromedp.CSS(`[data-testid="budget-submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="flash"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, `[data-testid="budget"]`); !strings.Contains(got, "¥64.00 of your ¥128.00 budget (50 %)") {
+		t.Fatalf("budget on the ledger %q", got)
+	}
+	if n := bars(); n != 1 {
+		t.Fatalf("ledger chart: %d days with a bar", n)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="budget"]`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, `[data-testid="budget"]`); !strings.Contains(got, "预算 ¥128.00") {
+		t.Fatalf("budget in Chinese %q", got)
+	}
+}

@@ -209,3 +209,58 @@ func TestTestProviderOnlyWhenAskedForAndOnlyForThePayer(t *testing.T) {
 		t.Fatalf("money appeared: %s", balance())
 	}
 }
+
+// (issue 28) GET /spend lists each day's spend (charges less refunds,
+// never top-ups) with the month's budget; PUT /me/budget sets it, and the
+// ledger page draws the days and the budget.
+func TestSpendAndBudget(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	tok := e.tokenFor(u)
+	if _, err := e.db.Credit(t.Context(), nil, u.ID, gpuportal.CreditRequest{Amount: 1000_00, Note: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	st, body := e.apiCall("POST", "/api/v1/reservations", tok, bookBody("a100-80g", 2, at(1, 10), at(1, 14)))
+	if st != http.StatusCreated {
+		t.Fatalf("book = %d %s", st, body)
+	}
+	price := gpuportal.Fen(decodeReservation(t, body).Price)
+	for _, bad := range []string{`{"monthly_budget_fen":-1}`, `{"monthly_budget_fen":"500"}`, `{}`, `{"monthly_budget_fen":1000000001}`} {
+		if st, body := e.apiCall("PUT", "/api/v1/me/budget", tok, bad); st != http.StatusBadRequest {
+			t.Errorf("budget %s = %d %s", bad, st, body)
+		}
+	}
+	st, body = e.apiCall("PUT", "/api/v1/me/budget", tok, fmt.Sprintf(`{"monthly_budget_fen":%d}`, price*2))
+	if st != http.StatusOK || decodeObject(t, body)["percent"] != 50.0 {
+		t.Fatalf("set budget = %d %s; want 50 %% spent", st, body)
+	}
+	var spend spendJSON
+	st, body = e.apiCall("GET", "/api/v1/spend?days=7", tok, "")
+	decodeInto(t, body, &spend)
+	if st != http.StatusOK || len(spend.Days) != 7 || spend.Days[6].Spent != price || spend.Days[6].Date != "2026-11-30" || spend.Budget.Monthly != price*2 {
+		t.Fatalf("spend = %d %s", st, body)
+	}
+	for _, bad := range []string{"days=0", "days=367", "days=x"} {
+		if st, _ := e.apiCall("GET", "/api/v1/spend?"+bad, tok, ""); st != http.StatusBadRequest {
+			t.Errorf("spend?%s = %d", bad, st)
+		}
+	}
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	p := b.get("/ledger")
+	if !strings.Contains(p.body, `data-testid="spend-chart"`) || !strings.Contains(p.body, `data-spent="`+fmt.Sprint(int64(price))+`"`) || !strings.Contains(p.body, "(50 %)") {
+		t.Fatalf("the ledger does not draw the spend and the budget:\n%s", p.body)
+	}
+	// The form: a bad amount is said on it; 0 is no budget.
+	if p := b.post("/ledger/budget", url.Values{"budget": {"-5"}}); p.status != http.StatusBadRequest || !strings.Contains(p.body, `data-testid="budget-error"`) {
+		t.Errorf("budget -5 from the form = %d", p.status)
+	}
+	if p := b.post("/ledger/budget", url.Values{"budget": {"0"}}); p.status != http.StatusSeeOther {
+		t.Errorf("no budget from the form = %d", p.status)
+	}
+	if bud, _ := e.db.Budget(t.Context(), u.ID); bud.Monthly != 0 {
+		t.Errorf("budget after 0 = %+v", bud)
+	}
+}

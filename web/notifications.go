@@ -106,7 +106,7 @@ func noteLink(n gpuportal.Notification) string {
 		return fmt.Sprintf("/instances?tab=%s", instanceTabFor(n))
 	case p.EntryID != 0:
 		return "/waitlist"
-	case n.Kind == gpuportal.NoteBalanceLow || n.Kind == gpuportal.NoteBalanceStop:
+	case n.Kind == gpuportal.NoteBalanceLow || n.Kind == gpuportal.NoteBalanceStop || n.Kind == gpuportal.NoteBudgetReached:
 		return "/ledger"
 	}
 	return ""
