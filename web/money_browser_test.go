@@ -66,9 +66,12 @@ func TestBrowserTopUpBookCancel(t *testing.T) {
 		t.Fatalf("after paying: %q (%v); want the quote of 2 GPUs 10:00–14:00 on the calendar", back, err)
 	}
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(quote), // the top-up's flash gone: the next is the booking's
+		chromedp.Navigate(quote),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="book"]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid="book"]`)),
+		// Booked: the reservation's own page says so (not the calendar
+		// page still there while the booking is on its way).
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="how-to-use"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="flash"]`)),
 	); err != nil {
 		t.Fatal(err)
