@@ -86,14 +86,14 @@ func (s *Server) handleBudgetForm(c echo.Context) error {
 		_, err = s.db.SetBudget(c.Request().Context(), currentUser(c), monthly)
 	}
 	if err != nil {
+		if gpuportal.ErrorCode(err) == gpuportal.EINTERNAL {
+			return err
+		}
 		v, perr := s.ledgerPage(c)
 		if perr != nil {
 			return perr
 		}
 		v.BudgetTyped, v.BudgetError = c.FormValue("budget"), i18n.Error(reqOf(c).lang, err)
-		if gpuportal.ErrorCode(err) == gpuportal.EINTERNAL {
-			return err
-		}
 		return s.render(c, statusOf[gpuportal.ErrorCode(err)], templates.Ledger(v))
 	}
 	if monthly == 0 {
