@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,7 +49,10 @@ type ContainerRuntime struct {
 	CDIKind      string // e.g. nvidia.com/gpu
 	DefaultImage string // for instances launched before the image catalog
 	Network      string // none or bridge
-	UIDBase      int
+	// EgressAllow are the ranges a bridge workload may reach although
+	// they are private (a package mirror, a resolver); see egress.go.
+	EgressAllow []netip.Prefix
+	UIDBase     int
 
 	// Limits per GPU of the instance.
 	CPUsPerGPU   float64
@@ -135,6 +139,12 @@ func (r *ContainerRuntime) CreateArgs(spec Spec) []string {
 	args = append(args,
 		"--user", uid+":"+uid,
 		"--network", r.Network,
+	)
+	if r.Network == "bridge" {
+		// IPv4 only: the egress routes (egress.go) are IPv4's.
+		args = append(args, "--sysctl", "net.ipv6.conf.all.disable_ipv6=1", "--sysctl", "net.ipv6.conf.default.disable_ipv6=1")
+	}
+	args = append(args,
 		"--cap-drop", "ALL",
 		"--security-opt", "no-new-privileges",
 		"--cpus", strconv.FormatFloat(r.CPUsPerGPU*float64(n), 'f', 2, 64),
@@ -235,6 +245,9 @@ func (r *ContainerRuntime) Start(spec Spec) (Process, error) {
 		if err != nil {
 			return fail(err)
 		}
+		if err := r.isolate(st.Pid); err != nil {
+			return fail(err)
+		}
 		if meta, err = listenInNetns(st.Pid, ContainerMetadataAddr); err != nil {
 			return fail(fmt.Errorf("metadata endpoint in the container: %w", err))
 		}
@@ -250,9 +263,12 @@ func (r *ContainerRuntime) Start(spec Spec) (Process, error) {
 		return fail(err)
 	}
 	if meta == nil {
-		// docker has no `init`: the endpoint opens just after the start
-		// (a workload's very first request may have to retry, as the AWS
-		// SDKs do).
+		// docker has no `init`: the routes are set and the endpoint opens
+		// just after the start (a workload's very first request may have
+		// to retry, as the AWS SDKs do).
+		if err := r.isolate(st.Pid); err != nil {
+			return fail(err)
+		}
 		if meta, err = listenInNetns(st.Pid, ContainerMetadataAddr); err != nil {
 			return fail(fmt.Errorf("metadata endpoint in the container: %w", err))
 		}
@@ -262,6 +278,23 @@ func (r *ContainerRuntime) Start(spec Spec) (Process, error) {
 		}
 	}
 	return r.track(id, st, meta), nil
+}
+
+// isolate keeps a bridge workload off the node, its neighbours and the
+// private networks (egress.go); a container without a network has
+// nothing to isolate.
+func (r *ContainerRuntime) isolate(pid int) error {
+	if r.Network != "bridge" {
+		return nil
+	}
+	node, err := nodeAddresses()
+	if err != nil {
+		return fmt.Errorf("the node's addresses: %w", err)
+	}
+	if err := isolateEgress(pid, node, r.EgressAllow); err != nil {
+		return fmt.Errorf("isolate the container's network: %w", err)
+	}
+	return nil
 }
 
 // explain turns the engine's complaint about a missing image into a line

@@ -51,8 +51,9 @@ func TestContainerCreateArgs(t *testing.T) {
 		t.Errorf("no default image: %q", old)
 	}
 	docker := &ContainerRuntime{CLI: "docker", OCIRuntime: "runc", CDIKind: "nvidia.com/gpu", Network: "bridge", NoFile: 1024, PidsPerGPU: 10}
-	if d := strings.Join(docker.CreateArgs(Spec{InstanceID: 9, GPUs: []string{"GPU-d"}, Command: "true"}), " "); strings.Contains(d, "--runtime") || strings.Contains(d, "k8s-file") || !strings.Contains(d, "--network bridge") {
-		t.Errorf("docker argv: %s", d)
+	if d := strings.Join(docker.CreateArgs(Spec{InstanceID: 9, GPUs: []string{"GPU-d"}, Command: "true"}), " "); strings.Contains(d, "--runtime") || strings.Contains(d, "k8s-file") || !strings.Contains(d, "--network bridge") ||
+		!strings.Contains(d, "--sysctl net.ipv6.conf.all.disable_ipv6=1") {
+		t.Errorf("docker argv (bridge workloads are IPv4 only): %s", d)
 	}
 }
 

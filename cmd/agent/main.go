@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	osuser "os/user"
@@ -63,7 +64,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cdiKind := fs.String("cdi-kind", "nvidia.com/gpu", "containers: the CDI kind of GPU devices, named by UUID (the spec `nvidia-ctk cdi generate` writes)")
 	cdiSpecDir := fs.String("cdi-spec-dir", "/var/run/cdi", "with a mock: NVML backend and containers: where the simulated GPUs' CDI spec is written")
 	defaultImage := fs.String("default-image", "docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04", "containers: the image of instances launched without one (preloaded; nodes never pull)")
-	network := fs.String("workload-network", "none", "containers: none (no network but the metadata endpoint) or bridge (egress for operators who give it)")
+	network := fs.String("workload-network", "none", "containers: none (no network but the metadata endpoint) or bridge (egress to the internet only: never the node, other containers or private, link-local and reserved ranges)")
+	egressAllow := fs.String("workload-egress-allow", "", "with --workload-network bridge: comma-separated CIDRs in those ranges workloads may reach all the same, e.g. a package mirror (the container's DNS servers always are, unless they are the node)")
 	uidBase := fs.Int("workload-uid-base", 20000, "containers: each workload runs as UID:GID base+index of its first GPU")
 	usernsBase := fs.Int("userns-base", 0, "containers: run every container in a user namespace mapping its UIDs/GIDs 0-65535 to the node's N onwards (e.g. 1000000), so no workload UID is a real user of the node; 0: off. Needs GPU device nodes the mapped users may open (NVIDIA's are 0666; the mock: backends' are not) and copies an image's layers at its first start under the mapping")
 	cpusPerGPU := fs.Float64("cpus-per-gpu", 0, "containers: CPUs per GPU of an instance (0: the node's CPUs ÷ its GPUs)")
@@ -125,6 +127,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *usernsBase < 0 || (*usernsBase > 0 && *usernsBase < 65536) {
 		return errors.New("--userns-base: 0 (off), or 65536 and up (above every real user of the node)")
 	}
+	allow, err := parseCIDRs(*egressAllow)
+	if err != nil {
+		return fmt.Errorf("--workload-egress-allow: %w", err)
+	}
+	if len(allow) > 0 && *network != "bridge" {
+		return errors.New("--workload-egress-allow: only with --workload-network bridge")
+	}
 	if *retention < time.Hour {
 		return errors.New("--retention: at least 1h")
 	}
@@ -140,7 +149,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "podman", "docker":
 		c := &agent.ContainerRuntime{CLI: *runtimeName, CDIKind: *cdiKind, DefaultImage: *defaultImage, Network: *network, UIDBase: *uidBase,
 			CPUsPerGPU: *cpusPerGPU, PidsPerGPU: *pidsPerGPU, NoFile: *noFile, TmpPerGPU: tmp, LogMax: logCap, UserNSBase: *usernsBase, Log: log,
-			SFTPHelper: *sftpHelper}
+			SFTPHelper: *sftpHelper, EgressAllow: allow}
 		if *runtimeName == "podman" {
 			c.OCIRuntime = *ociRuntime
 		}
@@ -226,6 +235,25 @@ func lookupUser(s string) (uid, gid int, err error) {
 		return 0, 0, fmt.Errorf("%q: negative ids", s)
 	}
 	return uid, gid, nil
+}
+
+// parseCIDRs reads a comma-separated list of IPv4 ranges ("" is none).
+func parseCIDRs(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q: not a CIDR such as 10.1.2.0/24", f)
+		}
+		if !p.Addr().Is4() {
+			return nil, fmt.Errorf("%q: IPv4 only (bridge workloads have no IPv6)", f)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // sizeContainers fills the per-GPU limits the flags left to the node's

@@ -63,3 +63,25 @@ func TestUnknownRuntime(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestParseCIDRs(t *testing.T) {
+	got, err := parseCIDRs(" 10.1.2.0/24, 192.168.7.9/16 ,,")
+	if err != nil || len(got) != 2 || got[0].String() != "10.1.2.0/24" || got[1].String() != "192.168.0.0/16" {
+		t.Fatalf("parseCIDRs = %v, %v", got, err)
+	}
+	for _, bad := range []string{"10.1.2.3", "fd00::/8", "10.0.0.0/33", "mirror.local"} {
+		if _, err := parseCIDRs(bad); err == nil {
+			t.Errorf("parseCIDRs(%q) accepted", bad)
+		}
+	}
+}
+
+// Allowed ranges are for bridge workloads only: without a network they
+// would promise what nothing gives.
+func TestEgressAllowNeedsBridge(t *testing.T) {
+	err := run(context.Background(), []string{"--portal", "http://127.0.0.1:1", "--state-dir", t.TempDir(), "--nvml", "mock:dgxa100", "--workload-egress-allow", "10.1.0.0/16"},
+		func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "only with --workload-network bridge") {
+		t.Fatalf("err = %v", err)
+	}
+}
