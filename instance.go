@@ -43,6 +43,37 @@ const (
 	ReasonReservationEnd = "reservation_end"
 )
 
+// InterruptionReasons lists every reason an instance is interrupted or
+// stopped for, drills included.
+var InterruptionReasons = []string{ReasonReservation, ReasonOnDemand, ReasonNodeFailure, ReasonAdmin, ReasonFairShare,
+	ReasonBalance, ReasonAccountDisabled, ReasonReservationEnd, ReasonDrill}
+
+// InterruptionReasonText is a reason in words (English; the pages and
+// messages translate it), for customers who never see the codes.
+func InterruptionReasonText(reason string) string {
+	switch reason {
+	case ReasonReservation:
+		return "a booking's start"
+	case ReasonOnDemand:
+		return "on-demand demand"
+	case ReasonNodeFailure:
+		return "a node failure"
+	case ReasonAdmin:
+		return "an administrator"
+	case ReasonFairShare:
+		return "another spot launch (fair share)"
+	case ReasonBalance:
+		return "the balance ran out"
+	case ReasonAccountDisabled:
+		return "the account was disabled"
+	case ReasonReservationEnd:
+		return "the reservation ends"
+	case ReasonDrill:
+		return "an interruption drill"
+	}
+	return reason
+}
+
 // ReservedStopNotice is how long before its reservation's end a reserved
 // instance's metadata says it will be stopped then.
 const ReservedStopNotice = 30 * time.Minute

@@ -1351,4 +1351,7 @@ var zhCN = map[string]string{
 	"Monthly budget set to %s: you are told at 80 %% and 100 %% of it.":                "月度预算已设为 %s：用到 80%% 和 100%% 时会通知您。",
 	"days must be a number from 1 to %d.":                                              "days 须为 1 到 %d 之间的数字。",
 	"Say the monthly budget in fen (0 for none).":                                      "请以分为单位给出月度预算（0 表示不设）。",
+	"the account was disabled":                                                         "账户已被停用",
+	"the reservation ends":                                                             "预订结束",
+	"an interruption drill":                                                            "中断演练",
 }

@@ -88,13 +88,13 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 			// An on-demand instance stopped because the balance ran out
 			// is no spot interruption.
 			m.Subject = T("Instance #%d will be stopped", p.InstanceID)
-			lines = []string{T("Instance #%d (%s) is stopped at %s (%s): %s.", p.InstanceID, what, at, zone, T(p.Reason)),
+			lines = []string{T("Instance #%d (%s) is stopped at %s (%s): %s.", p.InstanceID, what, at, zone, T(gpuportal.InterruptionReasonText(p.Reason))),
 				T("Save your work now; its metadata endpoint shows the same time.")}
 			m.SMS = T("gpuportal: instance #%d is stopped at %s. Save your work.", p.InstanceID, p.Deadline.In(loc).Format("15:04:05"))
 			break
 		}
 		m.Subject = T("Spot instance #%d will be interrupted", p.InstanceID)
-		lines = []string{T("Instance #%d (%s) gets SIGTERM at %s (%s), reason: %s.", p.InstanceID, what, at, zone, T(p.Reason)),
+		lines = []string{T("Instance #%d (%s) gets SIGTERM at %s (%s), reason: %s.", p.InstanceID, what, at, zone, T(gpuportal.InterruptionReasonText(p.Reason))),
 			T("Save a checkpoint now; its metadata endpoint shows the same deadline.")}
 		m.SMS = T("gpuportal: spot instance #%d gets SIGTERM at %s. Checkpoint now.", p.InstanceID, p.Deadline.In(loc).Format("15:04:05"))
 	case gpuportal.NoteVolumesSuspended:

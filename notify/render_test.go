@@ -42,3 +42,21 @@ func TestEveryKindRendersInBothLanguages(t *testing.T) {
 		t.Errorf("on-demand balance stop reads %q / %q", m.Subject, m.Text)
 	}
 }
+
+// (issue 28) An interruption notice names its reason in words, in the
+// reader's language: "reason: admin" is what customers read before.
+func TestInterruptionReasonsInWords(t *testing.T) {
+	at := time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
+	for _, reason := range gpuportal.InterruptionReasons {
+		p := gpuportal.NoteParams{InstanceID: 8, Model: "a100-80g", Region: "cd-1", Count: 1, Deadline: at, Reason: reason, Kind: gpuportal.KindSpot}
+		words := gpuportal.InterruptionReasonText(reason)
+		en := notify.Render(gpuportal.Notification{Kind: gpuportal.NoteSpotInterruption, Params: p}, "en", "", storetest.Shanghai)
+		zh := notify.Render(gpuportal.Notification{Kind: gpuportal.NoteSpotInterruption, Params: p}, "zh-CN", "", storetest.Shanghai)
+		if words == reason || !strings.Contains(en.Text, words) {
+			t.Errorf("%s: the English notice %q does not say %q", reason, en.Text, words)
+		}
+		if strings.Contains(zh.Text, words) || strings.Contains(zh.Text, reason) {
+			t.Errorf("%s: the Chinese notice is not translated: %q", reason, zh.Text)
+		}
+	}
+}

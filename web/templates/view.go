@@ -110,21 +110,7 @@ func kindLabel(ctx context.Context, kind string) string {
 
 // ReasonLabel names an interruption reason in the reader's language.
 func ReasonLabel(ctx context.Context, reason string) string {
-	switch reason {
-	case gpuportal.ReasonReservation:
-		return T(ctx, "a booking's start")
-	case gpuportal.ReasonOnDemand:
-		return T(ctx, "on-demand demand")
-	case gpuportal.ReasonNodeFailure:
-		return T(ctx, "a node failure")
-	case gpuportal.ReasonAdmin:
-		return T(ctx, "an administrator")
-	case gpuportal.ReasonFairShare:
-		return T(ctx, "another spot launch (fair share)")
-	case gpuportal.ReasonBalance:
-		return T(ctx, "the balance ran out")
-	}
-	return reason
+	return T(ctx, gpuportal.InterruptionReasonText(reason))
 }
 
 // weekdayLabel names a policy's weekday key ("mon") in the reader's
