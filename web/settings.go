@@ -26,6 +26,8 @@ func (s *Server) settingsPage(c echo.Context, p templates.SettingsPage) (templat
 		return p, err
 	}
 	p.NotifyEmail, p.NotifySMS = prefs.Email, prefs.SMS
+	p.EmailGap, p.SMSGap = s.channelGaps(u, prefs)
+	p.ReachBy = reachByText(reqOf(c).lang, p.EmailGap, p.SMSGap)
 	if p.Name == "" {
 		p.Name, p.Phone = u.Name, u.Phone
 	}

@@ -106,6 +106,26 @@ func TestWaitlistPages(t *testing.T) {
 	if prefs, _ := e.db.Prefs(t.Context(), u.ID); !prefs.Email || prefs.SMS {
 		t.Fatalf("prefs = %+v", prefs)
 	}
+	// The settings say the same, and why each channel does not reach him.
+	if st := b.get("/settings"); !strings.Contains(st.body, "You are told in the portal only") ||
+		!strings.Contains(st.body, "This portal sends no email yet") || !strings.Contains(st.body, "This portal sends no SMS yet") {
+		t.Fatalf("settings without email or SMS:\n%s", st.body)
+	}
+	e.db.Channels = map[string]bool{gpuportal.ChannelEmail: true, gpuportal.ChannelSMS: true}
+	if st := b.get("/settings"); !strings.Contains(st.body, "You are told by email.") || !strings.Contains(st.body, "No phone number is set.") ||
+		strings.Contains(st.body, `data-testid="email-gap"`) {
+		t.Fatalf("settings with both set up, no phone:\n%s", st.body)
+	}
+	if p := b.post("/lang", url.Values{"lang": {"zh-CN"}, "next": {"/settings"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("lang = %d", p.status)
+	}
+	if st := b.get("/settings"); !strings.Contains(st.body, "您的通知方式：通过邮件。") || !strings.Contains(st.body, "尚未设置手机号码。") {
+		t.Fatalf("settings in Chinese:\n%s", st.body)
+	}
+	e.db.Channels = nil
+	if p := b.post("/lang", url.Values{"lang": {"en"}, "next": {"/waitlist"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("lang = %d", p.status)
+	}
 	if p := b.post("/waitlist/1/leave", nil); p.status != http.StatusSeeOther {
 		t.Fatalf("leave = %d", p.status)
 	}

@@ -91,9 +91,9 @@ func Waitlist(p WaitlistPage) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var4 string
-			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "When a full window frees, the first request that fits is offered the GPUs and told by email and SMS."))
+			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "When a full window frees, the first request that fits is offered the GPUs and told here, and by email and SMS where those reach its owner (see your settings)."))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/waitlist.templ`, Line: 42, Col: 118}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/waitlist.templ`, Line: 42, Col: 176}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 			if templ_7745c5c3_Err != nil {
