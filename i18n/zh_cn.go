@@ -1362,4 +1362,8 @@ var zhCN = map[string]string{
 	"No phone number is set.":                                                          "尚未设置手机号码。",
 	"Your phone number is not confirmed yet (see Profile, above).":                     "您的手机号码尚未验证：请在上方“个人资料”中验证。",
 	"You turned SMS off.":                                                              "您已关闭短信通知。",
+	"Overview":                                                                         "概览",
+	"Users":                                                                            "用户",
+	"Offer %s:":                                                                        "候补机会 %s：",
+	"GPUs are held for you: claim them on the waitlist":                                "GPU 正为您保留：请在候补名单中认领",
 }

@@ -214,6 +214,25 @@ func (db *DB) WaitlistPage(ctx context.Context, user *gpuportal.User, p Page) ([
 	return out, nil
 }
 
+// HeldOffers are the user's waitlist offers still open at now, the
+// soonest to lapse first: the navigation counts them down on every page.
+func (db *DB) HeldOffers(ctx context.Context, userID int64, now time.Time) ([]gpuportal.WaitlistEntry, error) {
+	ids, err := queryIDs(ctx, db.read, `SELECT id FROM waitlist_entries WHERE user_id = ? AND status = 'offered' AND offer_expires_at > ? ORDER BY offer_expires_at, id`,
+		userID, unix(now))
+	if err != nil {
+		return nil, fmt.Errorf("held offers: %w", err)
+	}
+	var out []gpuportal.WaitlistEntry
+	for _, id := range ids {
+		w, err := waitFor(ctx, db.read, nil, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *w)
+	}
+	return out, nil
+}
+
 // LeaveWaitlist cancels an entry; an offer's held capacity is freed at once.
 func (db *DB) LeaveWaitlist(ctx context.Context, user *gpuportal.User, id int64) error {
 	return db.kickAfter(ctx, db.inTx(ctx, func(tx *sql.Tx) error {

@@ -185,6 +185,7 @@ func TestBrowserPolicyChange(t *testing.T) {
 		setField("global.off_peak[0].discount_percent", "50"),
 		chromedp.Click(chromedp.CSS(`[data-testid="save-policies"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="flash"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="account-menu-open"]`)), // logging out is in the account's menu
 		chromedp.Click(chromedp.CSS(`[data-testid="logout"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="nav-login"]`)),
 	)
@@ -206,6 +207,7 @@ func TestBrowserPolicyChange(t *testing.T) {
 		t.Fatalf("4-hour quote = %q", got)
 	}
 	run(
+		chromedp.Click(chromedp.CSS(`[data-testid="account-menu-open"]`)), // logging out is in the account's menu
 		chromedp.Click(chromedp.CSS(`[data-testid="logout"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="nav-login"]`)),
 	)

@@ -61,6 +61,7 @@ func TestBrowserSignUpLogInSwitchLanguage(t *testing.T) {
 		t.Fatalf("whoami = %q", got)
 	}
 	run(
+		chromedp.Click(chromedp.CSS(`[data-testid="account-menu-open"]`)), // logging out is in the account's menu
 		chromedp.Click(chromedp.CSS(`[data-testid="logout"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="nav-login"]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid="nav-login"]`)),

@@ -10,6 +10,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"gpuportal"
 	"gpuportal/web/templates"
 )
 
@@ -37,6 +38,7 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 		if n, err := s.db.UnreadCount(c.Request().Context(), r.user.ID); err == nil {
 			v.Unread = n
 		}
+		v.Offer = s.navOffer(c, r.user)
 	}
 	if models, err := s.db.Models(c.Request().Context()); err == nil {
 		v.ModelNames = make(map[string]string, len(models))
@@ -49,6 +51,21 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 	c.Response().Header().Set("Cache-Control", "no-store")
 	c.Response().WriteHeader(status)
 	return page.Render(ctx, c.Response())
+}
+
+// navOffer is the user's first held waitlist offer with what claiming it
+// costs now (nil when none is held, or it cannot be priced).
+func (s *Server) navOffer(c echo.Context, u *gpuportal.User) *templates.NavOffer {
+	offers, err := s.db.HeldOffers(c.Request().Context(), u.ID, s.cfg.Clock.Now())
+	if err != nil || len(offers) == 0 || offers[0].OfferExpiresAt == nil {
+		return nil
+	}
+	w := offers[0]
+	q, err := s.db.Price(c.Request().Context(), gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
+	if err != nil {
+		return nil
+	}
+	return &templates.NavOffer{Expires: *w.OfferExpiresAt, Price: q.Total}
 }
 
 // redirect sends the browser to path with 303 (so a POST becomes a GET).

@@ -232,3 +232,18 @@ document.addEventListener("click", function (evt) {
   var open = header.classList.toggle("nav-open");
   btn.setAttribute("aria-expanded", open ? "true" : "false");
 });
+
+// The navigation's dropdowns (admin, account) close on a click elsewhere
+// and on Escape, as menus do.
+document.addEventListener("click", function (evt) {
+  document.querySelectorAll("header details.nav-menu[open]").forEach(function (d) {
+    if (!d.contains(evt.target)) { d.open = false; }
+  });
+});
+document.addEventListener("keydown", function (evt) {
+  if (evt.key !== "Escape") { return; }
+  document.querySelectorAll("header details.nav-menu[open]").forEach(function (d) {
+    d.open = false;
+    d.querySelector("summary").focus();
+  });
+});

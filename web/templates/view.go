@@ -36,6 +36,15 @@ type View struct {
 	ModelNames map[string]string
 	// Unread is how many in-app notifications the user has not seen.
 	Unread int
+	// Offer is the user's waitlist offer that lapses first, if one is
+	// held: the navigation counts it down with its price.
+	Offer *NavOffer
+}
+
+// NavOffer is a held waitlist offer as the navigation shows it.
+type NavOffer struct {
+	Expires time.Time
+	Price   gpuportal.Fen // what claiming it costs now
 }
 
 // ModelName is a model's name, or its id when the catalog has none.
