@@ -126,7 +126,8 @@ func (s *Server) jobsPage(c echo.Context, form templates.JobForm) (templates.Job
 		return p, err
 	}
 	if p.Form.Model == "" {
-		p.Form = templates.JobForm{Model: p.Models[0].ID, Region: p.Regions[0].ID, Kind: gpuportal.JobSpot, GPUsPerTask: 1, Tasks: 10, MaxParallel: 4, MaxAttempts: gpuportal.DefaultJobAttempts}
+		p.Form = templates.JobForm{Model: p.Models[0].ID, Region: p.Regions[0].ID, Kind: gpuportal.JobSpot, GPUsPerTask: 1, Tasks: 10, MaxParallel: 4, MaxAttempts: gpuportal.DefaultJobAttempts,
+			TaskHours: 1}
 	}
 	if p.Form.Volumes, err = s.volumesIn(c, ""); err != nil {
 		return p, err
@@ -140,6 +141,9 @@ func (s *Server) jobsPage(c echo.Context, form templates.JobForm) (templates.Job
 			p.Form.SpotPrice, p.Form.ListPrice = pol.SpotPriceOf(m), m.ListPrice
 		}
 	}
+	if p.Form.Estimate, err = s.jobEstimate(c, p.Form, nil); err != nil {
+		return p, err
+	}
 	page, _ := strconv.Atoi(c.QueryParam("page"))
 	p.Page = max(page, 1)
 	list, err := s.db.Jobs(ctx, currentUser(c), jobsPerPage+1, (p.Page-1)*jobsPerPage)
@@ -151,6 +155,60 @@ func (s *Server) jobsPage(c echo.Context, form templates.JobForm) (templates.Job
 	}
 	p.Jobs = list
 	return p, nil
+}
+
+// jobEstimate works out the estimate under the job form from its fields
+// (the command and name play no part). A field not right yet is the
+// panel's problem to show, not an error; parseErr is the form's own.
+func (s *Server) jobEstimate(c echo.Context, form templates.JobForm, parseErr error) (templates.JobEstimateView, error) {
+	ctx := c.Request().Context()
+	lang := reqOf(c).lang
+	v := templates.JobEstimateView{Kind: form.Kind}
+	problem := func(err error) (templates.JobEstimateView, error) {
+		if gpuportal.ErrorCode(err) == gpuportal.EINTERNAL {
+			return v, err
+		}
+		v.Problem = i18n.Error(lang, err)
+		return v, nil
+	}
+	if parseErr != nil {
+		return problem(parseErr)
+	}
+	req := gpuportal.JobRequest{Model: form.Model, Region: form.Region, Kind: form.Kind, Tasks: form.Tasks, GPUsPerTask: form.GPUsPerTask,
+		MaxParallel: form.MaxParallel, OnDemandWorkers: form.OnDemandWorkers, MaxAttempts: form.MaxAttempts, Command: "estimate"}
+	if err := req.Validate(); err != nil {
+		return problem(err)
+	}
+	m, err := s.db.Model(ctx, req.Model)
+	if err != nil {
+		return problem(err)
+	}
+	pol, err := s.db.Policies(ctx)
+	if err != nil {
+		return v, err
+	}
+	healthy, err := s.db.HealthyGPUs(ctx, req.Model, req.Region)
+	if err != nil {
+		return v, err
+	}
+	v.SpotPrice, v.ListPrice = pol.SpotPriceOf(*m), m.ListPrice
+	e, err := gpuportal.EstimateJob(req, form.TaskHours, v.SpotPrice, v.ListPrice, healthy)
+	if err != nil {
+		return problem(err)
+	}
+	v.Estimate = &e
+	return v, nil
+}
+
+// handleJobEstimate answers the job form's fields with its estimate panel
+// (htmx, as the customer types).
+func (s *Server) handleJobEstimate(c echo.Context) error {
+	form, _, err := parseJobValues(c.QueryParams(), reqOf(c).lang)
+	v, ierr := s.jobEstimate(c, form, err)
+	if ierr != nil {
+		return ierr
+	}
+	return s.render(c, http.StatusOK, templates.JobEstimatePanel(v))
 }
 
 func (s *Server) handleJobsPage(c echo.Context) error {

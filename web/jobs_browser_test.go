@@ -106,3 +106,36 @@ func TestBrowserJobRunsToTheEnd(t *testing.T) {
 		t.Fatalf("a successful attempt reads %q", got)
 	}
 }
+
+// (issue 28) The estimate under the job form follows the fields as they
+// are typed, and the cursor stays where it was.
+func TestBrowserJobEstimateFollowsTheForm(t *testing.T) {
+	t.Parallel()
+	ctx := chromium(t)
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	if err := chromedp.Do(ctx, logInAs(e.srv.URL, "alice@example.com")...); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/jobs"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="job-estimate-time"]`))); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, `[data-testid="job-estimate-time"]`); !strings.Contains(got, "3 rounds of 4 tasks") {
+		t.Fatalf("first estimate %q", got)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`[data-testid="job-task-hours"]`), ""),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="job-task-hours"]`), "2"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `document.querySelector('[data-testid="job-estimate-time"]').textContent.includes("About 6 h")`)
+	if id, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.id`)); id != "job-task-hours" {
+		t.Errorf("focus moved to %q while the estimate changed", id)
+	}
+	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`[data-testid="job-tasks"]`), ""), chromedp.SendKeys(chromedp.CSS(`[data-testid="job-tasks"]`), "x")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, `!!document.querySelector('[data-testid="job-estimate-problem"]')`)
+}

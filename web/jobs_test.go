@@ -163,3 +163,66 @@ func TestJobsAreBounded(t *testing.T) {
 		t.Fatalf("a job an hour later = %d %s", st, body)
 	}
 }
+
+// (issue 28) The job form shows what the job would cost and take before
+// it is submitted, and says what is missing when it cannot tell.
+func TestJobEstimateBeforeSubmit(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	m, err := e.db.Model(t.Context(), "a100-80g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := e.db.Policies(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spot := pol.SpotPriceOf(*m)
+
+	// The form's defaults: 10 one-GPU tasks, 4 at once, 1 h each.
+	if p := b.get("/jobs"); !strings.Contains(p.body, "Estimated cost "+(spot*10).String()) || !strings.Contains(p.body, "About 3 h: 3 rounds of 4 tasks at once.") {
+		t.Fatalf("the job form's first estimate:\n%s", p.body)
+	}
+	q := url.Values{"kind": {"spot"}, "model": {"a100-80g"}, "region": {"cd-1"}, "tasks": {"20"}, "gpus_per_task": {"1"},
+		"max_parallel": {"4"}, "max_attempts": {"3"}, "task_hours": {"1.5"}}
+	p := b.get("/jobs/estimate?" + q.Encode())
+	if p.status != http.StatusOK || !strings.Contains(p.body, "Estimated cost "+(spot*30).String()) || !strings.Contains(p.body, "About 7.5 h: 5 rounds of 4 tasks at once.") ||
+		!strings.Contains(p.body, "you save "+(m.ListPrice*30-spot*30).String()) || strings.Contains(p.body, "<html") {
+		t.Fatalf("estimate of 20 tasks × 1.5 h = %d\n%s", p.status, p.body)
+	}
+	// 4 GPUs a task on a node of 8: at most 2 at once, whatever was asked.
+	q.Set("gpus_per_task", "4")
+	if p := b.get("/jobs/estimate?" + q.Encode()); !strings.Contains(p.body, "rounds of 2 tasks at once") {
+		t.Fatalf("the region's GPUs do not bound the estimate:\n%s", p.body)
+	}
+	q.Set("gpus_per_task", "1")
+	for field, bad := range map[string]string{"tasks": "x", "task_hours": "0", "max_parallel": "0"} {
+		was := q.Get(field)
+		q.Set(field, bad)
+		if p := b.get("/jobs/estimate?" + q.Encode()); p.status != http.StatusOK || !strings.Contains(p.body, `data-testid="job-estimate-problem"`) || strings.Contains(p.body, "Estimated cost") {
+			t.Errorf("%s=%s: %d\n%s", field, bad, p.status, p.body)
+		}
+		q.Set(field, was)
+	}
+	q.Set("task_hours", "0")
+	if p := b.get("/jobs/estimate?" + q.Encode()); !strings.Contains(p.body, "Hours per task must be more than 0") {
+		t.Errorf("what is missing is not said:\n%s", p.body)
+	}
+	q.Set("task_hours", "0.5")
+	if p := b.post("/lang", url.Values{"lang": {"zh-CN"}, "next": {"/jobs"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("lang = %d", p.status)
+	}
+	if p := b.get("/jobs/estimate?" + q.Encode()); !strings.Contains(p.body, "预估费用 "+(spot*10).String()) || !strings.Contains(p.body, "约 2.5 小时：分 5 轮") {
+		t.Fatalf("the estimate in Chinese:\n%s", p.body)
+	}
+	// A guess never stops a submit.
+	form := url.Values{"name": {"frames"}, "kind": {"spot"}, "model": {"a100-80g"}, "region": {"cd-1"}, "tasks": {"4"}, "gpus_per_task": {"1"},
+		"max_parallel": {"2"}, "max_attempts": {"3"}, "command": {"render"}, "task_hours": {"lots"}}
+	if p := b.post("/jobs", form); p.status != http.StatusSeeOther {
+		t.Fatalf("submit with a bad guess = %d\n%s", p.status, p.body)
+	}
+}

@@ -81,6 +81,12 @@ func parseJobValues(v url.Values, lang string) (templates.JobForm, gpuportal.Job
 	number("max_parallel", &form.MaxParallel, i18n.T(lang, "Tasks at once"))
 	number("max_attempts", &form.MaxAttempts, i18n.T(lang, "Attempts per task"))
 	number("on_demand_workers", &form.OnDemandWorkers, i18n.T(lang, "On-demand workers"))
+	// The guess of a task's hours is the estimate's, not the job's: a
+	// bad one never stops a submit.
+	form.TaskHours = 1
+	if h, perr := strconv.ParseFloat(strings.TrimSpace(v.Get("task_hours")), 64); perr == nil {
+		form.TaskHours = h
+	}
 	var mounts []gpuportal.VolumeMount
 	if form.Mount, mounts = volumeIDs(v["volume"]); err == nil && len(mounts) != len(v["volume"]) {
 		err = gpuportal.FieldErrorf(gpuportal.EINVALID, "volumes", "Choose volumes from the list.")

@@ -106,6 +106,7 @@ func (s *Server) routes() {
 	app.POST("/instances/:id/drill", s.handleDrillForm, requireUser)
 	app.GET("/jobs", s.handleJobsPage, requireUser)
 	app.GET("/jobs/list", s.handleJobList, requireUser)
+	app.GET("/jobs/estimate", s.handleJobEstimate, requireUser)
 	app.POST("/jobs", s.handleJobForm, requireUser)
 	app.GET("/jobs/:id", s.handleJobPage, requireUser)
 	app.GET("/jobs/:id/live", s.handleJobLive, requireUser)

@@ -5,6 +5,7 @@ package templates
 
 import (
 	"context"
+	"math"
 	"net/url"
 	"strconv"
 	"time"
@@ -148,4 +149,16 @@ func quoteURL(q QuotePanel) string {
 		v.Set("week", q.Start[:len("2006-01-02")])
 	}
 	return "/calendar?" + v.Encode()
+}
+
+// hoursText says a span of hours as people do: "45 min", "7.5 h", "2 d 6 h".
+func hoursText(ctx context.Context, h float64) string {
+	switch {
+	case h < 1:
+		return T(ctx, "%d min", int(math.Ceil(h*60)))
+	case h < 48:
+		return T(ctx, "%s h", strconv.FormatFloat(math.Round(h*10)/10, 'f', -1, 64))
+	}
+	days := int(h) / 24
+	return T(ctx, "%d d %d h", days, int(math.Round(h))-days*24)
 }
