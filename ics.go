@@ -3,7 +3,6 @@ package gpuportal
 import (
 	"fmt"
 	"net/url"
-	"time"
 
 	ics "github.com/arran4/golang-ical"
 )
@@ -22,13 +21,20 @@ func CalendarHost(publicURL string) string {
 	return "gpuportal"
 }
 
+// ICSWords are the words of a reservation's calendar event, in the
+// reader's language with times in the reader's zone (notify.ICSWords
+// writes them); the event's own times stay UTC.
+type ICSWords struct {
+	Summary, Description, Location, Alarm string
+}
+
 // ReservationICS renders one reservation as a VCALENDAR with one VEVENT,
 // lines ended by CRLF (RFC 5545 §3.1). Its UID is reservation-<id>@<host>
 // (host from CalendarHost of publicURL); SEQUENCE, LAST-MODIFIED and
 // DTSTAMP move with every change, so calendars that imported it take a
 // cancellation (RFC 5545 §3.8.7.4); an alarm rings an hour before the
 // start, and URL leads back to the reservation.
-func ReservationICS(r *Reservation, m *Model, publicURL string) string {
+func ReservationICS(r *Reservation, words ICSWords, publicURL string) string {
 	cal := ics.NewCalendar()
 	cal.SetMethod(ics.MethodPublish)
 	cal.SetProductId("-//gpuportal//reservations//EN")
@@ -43,10 +49,9 @@ func ReservationICS(r *Reservation, m *Model, publicURL string) string {
 	ev.SetSequence(r.Sequence)
 	ev.SetStartAt(r.Start.UTC())
 	ev.SetEndAt(r.End.UTC())
-	ev.SetSummary(fmt.Sprintf("%d × %s (%s) — reservation #%d", r.Count, m.Name, r.Region, r.ID))
-	ev.SetDescription(fmt.Sprintf("gpuportal reservation #%d: %d × %s (%s) in region %s, %s to %s UTC, price %s. Status: %s.",
-		r.ID, r.Count, m.Name, m.ID, r.Region, r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339), r.Price, r.Status))
-	ev.SetLocation("Region " + r.Region)
+	ev.SetSummary(words.Summary)
+	ev.SetDescription(words.Description)
+	ev.SetLocation(words.Location)
 	if u, err := url.Parse(publicURL); err == nil && u.IsAbs() {
 		ev.SetURL(u.JoinPath("reservations", fmt.Sprint(r.ID)).String())
 	}
@@ -57,7 +62,7 @@ func ReservationICS(r *Reservation, m *Model, publicURL string) string {
 		alarm := ev.AddAlarm()
 		alarm.SetAction(ics.ActionDisplay)
 		alarm.SetTrigger("-PT1H")
-		alarm.SetProperty(ics.ComponentPropertyDescription, fmt.Sprintf("Reservation #%d starts in 1 hour", r.ID))
+		alarm.SetProperty(ics.ComponentPropertyDescription, words.Alarm)
 	}
 	return cal.Serialize(ics.WithNewLine("\r\n"))
 }

@@ -1375,5 +1375,8 @@ var zhCN = map[string]string{
 	"%s GPU-hours at %s/GPU-hour (spot).":                                              "%s GPU·小时，竞价单价 %s/GPU·小时。",
 	"About %d %% of the tasks run on on-demand workers at %s/GPU-hour.":                "约 %d%% 的任务在按需实例上运行，单价 %s/GPU·小时。",
 	"Assumes no interruption: each one repeats a task's work since its last checkpoint. Billed per started minute; you pay for what runs, not this estimate.": "假设没有中断：每次中断都会重做任务自上次检查点以来的工作。按分钟计费（不足一分钟按一分钟计）；按实际运行付费，而非按此预估。",
-	"%s h": "%s 小时",
+	"%s h":                          "%s 小时",
+	"%d × %s (%s), reservation #%d": "%d × %s（%s），预订 #%d",
+	"gpuportal reservation #%d: %d × %s in region %s, %s to %s (%s), price %s. Status: %s.": "gpuportal 预订 #%d：%d × %s，区域 %s，%s 至 %s（%s），价格 %s。状态：%s。",
+	"Region %s": "区域 %s",
 }

@@ -143,7 +143,7 @@ func (d *Dispatcher) send(ctx context.Context, n gpuportal.Notification) error {
 			return fmt.Errorf("email is not configured (PORTAL_SMTP_URL)")
 		}
 		if n.Params.ReservationID != 0 && (n.Kind == gpuportal.NoteBookingConfirmed || n.Kind == gpuportal.NoteWaitlistBooked) {
-			if a, err := d.ics(ctx, n.Params.ReservationID); err == nil {
+			if a, err := d.ics(ctx, n.Params.ReservationID, lang); err == nil {
 				m.Attachments = append(m.Attachments, a)
 			}
 		}
@@ -158,7 +158,7 @@ func (d *Dispatcher) send(ctx context.Context, n gpuportal.Notification) error {
 }
 
 // ics is a booking's calendar event, attached to its confirmation.
-func (d *Dispatcher) ics(ctx context.Context, reservationID int64) (Attachment, error) {
+func (d *Dispatcher) ics(ctx context.Context, reservationID int64, lang string) (Attachment, error) {
 	r, err := d.DB.Reservation(ctx, &gpuportal.User{Role: gpuportal.RoleAdmin}, reservationID)
 	if err != nil {
 		return Attachment{}, err
@@ -168,5 +168,5 @@ func (d *Dispatcher) ics(ctx context.Context, reservationID int64) (Attachment, 
 		return Attachment{}, err
 	}
 	return Attachment{Name: fmt.Sprintf("reservation-%d.ics", r.ID), ContentType: gpuportal.ICSContentType,
-		Data: []byte(gpuportal.ReservationICS(r, m, d.BaseURL))}, nil
+		Data: []byte(gpuportal.ReservationICS(r, ICSWords(r, m, lang, d.Location), d.BaseURL))}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"gpuportal"
+	"gpuportal/notify"
 	"gpuportal/store"
 )
 
@@ -141,8 +142,9 @@ func (s *Server) apiCancel(c echo.Context) error {
 	return c.JSON(http.StatusOK, cancelJSON{ID: r.ID, Status: r.Status, Fee: *r.Fee, Refund: *r.Refund})
 }
 
-// handleICS serves a reservation as an iCalendar event (times in UTC), for
-// the API and the "add to calendar" link alike.
+// handleICS serves a reservation as an iCalendar event (its times in UTC,
+// its words in the reader's language with times in the portal's zone),
+// for the API and the "add to calendar" link alike.
 func (s *Server) handleICS(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -156,7 +158,7 @@ func (s *Server) handleICS(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body := gpuportal.ReservationICS(r, m, s.cfg.PublicURL)
+	body := gpuportal.ReservationICS(r, notify.ICSWords(r, m, reqOf(c).lang, s.cfg.Location), s.cfg.PublicURL)
 	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="reservation-%d.ics"`, r.ID))
 	return c.Blob(http.StatusOK, gpuportal.ICSContentType, []byte(body))
 }

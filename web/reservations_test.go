@@ -408,6 +408,27 @@ func TestICS(t *testing.T) {
 	if !end.Equal(time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)) || !strings.Contains(summary, "3 × NVIDIA A100 80GB") || !strings.Contains(summary, "cd-1") {
 		t.Fatalf("event = %v %q", end, summary)
 	}
+	// (issue 28) The words are the reader's: times in the portal's zone,
+	// named, and the status in words; in Chinese for a Chinese reader.
+	if d := ev.GetProperty(ics.ComponentPropertyDescription).Value; !strings.Contains(d, "2026-12-02 10:00 to 2026-12-02 14:00 (Asia/Shanghai)") || !strings.Contains(d, "Status: confirmed") {
+		t.Fatalf("DESCRIPTION %q", d)
+	}
+	zhReq := req.Clone(t.Context())
+	zhReq.Header.Set("Accept-Language", "zh-CN,zh;q=0.9")
+	zhResp, err := http.DefaultClient.Do(zhReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zhCal, err := ics.ParseCalendar(zhResp.Body)
+	zhResp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zhEv := zhCal.Events()[0]
+	if d := zhEv.GetProperty(ics.ComponentPropertyDescription).Value; !strings.Contains(d, "区域 cd-1") || !strings.Contains(d, "2026-12-02 10:00 至 2026-12-02 14:00（Asia/Shanghai）") ||
+		zhEv.Alarms()[0].GetProperty(ics.ComponentPropertyDescription).Value != fmt.Sprintf("预订 #%d 将在 1 小时后开始", r.ID) || zhEv.Id() != ev.Id() {
+		t.Fatalf("the Chinese event: %q", d)
+	}
 	// (issue 22, item 17) An alarm an hour before, a link back, and a
 	// revision calendars can follow: cancelled, the same UID comes with
 	// STATUS:CANCELLED, a higher SEQUENCE and a later DTSTAMP and
