@@ -16,11 +16,11 @@ type (
 	Overview  = gpuportal.Overview
 )
 
-// Overview builds the admin overview: GPUs by state now, the book's use of
-// the next 14 days, and revenue of the last 30 days by product.
-func (db *DB) Overview(ctx context.Context) (*Overview, error) {
-	now := db.now()
-	o := &Overview{Next14: map[string][]DayUse{}, Revenue: map[string]gpuportal.Fen{}}
+// GPUStatesNow counts each model's GPUs in each region by what they do
+// now: reserved, on-demand, spot, idle, unhealthy or offline (the admin
+// overview, and the landing page's availability).
+func (db *DB) GPUStatesNow(ctx context.Context) ([]GPUStates, error) {
+	var states []GPUStates
 	rows, err := db.read.QueryContext(ctx, `SELECT g.model_id, n.region_id,
 		CASE WHEN n.online = 0 THEN 'offline' WHEN g.healthy = 0 THEN 'unhealthy'
 		     WHEN ar.id IS NOT NULL THEN 'reserved' WHEN i.kind = 'on_demand' THEN 'on_demand' WHEN i.kind = 'spot' THEN 'spot'
@@ -31,7 +31,7 @@ func (db *DB) Overview(ctx context.Context) (*Overview, error) {
 		LEFT JOIN instance_gpus ig ON ig.gpu_uuid = g.uuid LEFT JOIN instances i ON i.id = ig.instance_id
 		GROUP BY g.model_id, n.region_id, state ORDER BY g.model_id, n.region_id`)
 	if err != nil {
-		return nil, fmt.Errorf("overview: %w", err)
+		return nil, fmt.Errorf("GPUs by state: %w", err)
 	}
 	index := map[[2]string]int{}
 	for rows.Next() {
@@ -43,10 +43,10 @@ func (db *DB) Overview(ctx context.Context) (*Overview, error) {
 		}
 		k := [2]string{model, region}
 		if _, ok := index[k]; !ok {
-			index[k] = len(o.States)
-			o.States = append(o.States, GPUStates{Model: model, Region: region})
+			index[k] = len(states)
+			states = append(states, GPUStates{Model: model, Region: region})
 		}
-		s := &o.States[index[k]]
+		s := &states[index[k]]
 		switch state {
 		case "offline":
 			s.Offline += n
@@ -63,6 +63,18 @@ func (db *DB) Overview(ctx context.Context) (*Overview, error) {
 		}
 	}
 	rows.Close()
+	return states, rows.Err()
+}
+
+// Overview builds the admin overview: GPUs by state now, the book's use of
+// the next 14 days, and revenue of the last 30 days by product.
+func (db *DB) Overview(ctx context.Context) (*Overview, error) {
+	now := db.now()
+	o := &Overview{Next14: map[string][]DayUse{}, Revenue: map[string]gpuportal.Fen{}}
+	var err error
+	if o.States, err = db.GPUStatesNow(ctx); err != nil {
+		return nil, err
+	}
 	pol, err := db.Policies(ctx)
 	if err != nil {
 		return nil, err

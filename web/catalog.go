@@ -70,8 +70,48 @@ func (s *Server) handleHome(c echo.Context) error {
 		if p.Dashboard, err = s.dashboard(c, u); err != nil {
 			return err
 		}
+	} else if p.Landing, err = s.landing(c, p.Models, regions); err != nil {
+		return err
 	}
 	return s.render(c, http.StatusOK, templates.Home(p))
+}
+
+// landing gathers what a visitor reads first: the GPUs free now by model
+// and region, how the nodes are built, and the spot terms.
+func (s *Server) landing(c echo.Context, models []templates.ModelRow, regions []gpuportal.Region) (*templates.Landing, error) {
+	ctx := c.Request().Context()
+	states, err := s.db.GPUStatesNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	shape, err := s.db.FleetShape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := s.db.Policies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := &templates.Landing{SpotNoticeSeconds: pol.Global.SpotNoticeSeconds}
+	for _, m := range models {
+		l.MaxSpotDiscount = max(l.MaxSpotDiscount, m.SpotDiscountPercent)
+	}
+	for _, st := range states {
+		row := templates.AvailabilityRow{Model: st.Model, Region: st.Region, RegionName: st.Region, Free: st.Idle,
+			InService: st.Idle + st.Reserved + st.OnDemand + st.Spot, Spot: st.Spot}
+		for _, r := range regions {
+			if r.ID == st.Region {
+				row.RegionName = r.Name
+			}
+		}
+		for _, part := range shape {
+			if part.Model == st.Model && part.Region == st.Region {
+				row.GPUsPerNode = max(row.GPUsPerNode, part.GPUsPerNode)
+			}
+		}
+		l.Available = append(l.Available, row)
+	}
+	return l, nil
 }
 
 // dashboard gathers a user's money, running instances, next reservations
