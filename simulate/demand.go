@@ -39,8 +39,15 @@ const (
 
 // generate draws the scenario's demand over [from, from+days): for every
 // hour and stream, a Poisson number of arrivals at random minutes.
-func generate(s Scenario, from time.Time, days int, loc *time.Location) []event {
+//
+// Spot launches and jobs arrive at spotFactors[model] of their rate (a
+// missing model: 1). The factor works on the arrivals the scenario
+// draws anyway, with random numbers of its own: below 1 each is kept
+// with that chance, above 1 extra ones join. Every other arrival is then
+// the same whatever the factor, so a what-if compares like with like.
+func generate(s Scenario, from time.Time, days int, loc *time.Location, spotFactors map[string]float64) []event {
 	rng := rand.New(rand.NewPCG(s.Seed, 0x6770757274616c)) // "gpurtal"
+	price := rand.New(rand.NewPCG(s.Seed, 0x73706f74))     // "spot": the price's effect
 	var out []event
 	for h := range days * 24 {
 		hour := from.Add(time.Duration(h) * time.Hour)
@@ -50,14 +57,32 @@ func generate(s Scenario, from time.Time, days int, loc *time.Location) []event 
 			shape *= s.weekendFactor()
 		}
 		for _, d := range s.Demand {
+			factor := 1.0
+			if f, ok := spotFactors[d.Model]; ok {
+				factor = f
+			}
 			for _, stream := range []struct {
 				kind   string
 				perDay float64
 			}{{eventBook, d.Bookings.PerDay}, {eventSpot, d.Spot.PerDay}, {eventOnDemand, d.OnDemand.PerDay}, {eventJob, d.Jobs.PerDay}} {
-				for range poisson(rng, stream.perDay/24*shape) {
-					e := event{at: hour.Add(time.Duration(rng.IntN(60)) * time.Minute), kind: stream.kind, customer: rng.IntN(s.Customers), model: d.Model, region: d.Region}
-					fill(rng, &e, d)
+				lambda := stream.perDay / 24 * shape
+				follows := stream.kind == eventSpot || stream.kind == eventJob
+				arrive := func(r *rand.Rand) event {
+					e := event{at: hour.Add(time.Duration(r.IntN(60)) * time.Minute), kind: stream.kind, customer: r.IntN(s.Customers), model: d.Model, region: d.Region}
+					fill(r, &e, d)
+					return e
+				}
+				for range poisson(rng, lambda) {
+					e := arrive(rng)
+					if follows && factor < 1 && price.Float64() >= factor {
+						continue // priced out
+					}
 					out = append(out, e)
+				}
+				if follows && factor > 1 {
+					for range poisson(price, lambda*(factor-1)) {
+						out = append(out, arrive(price))
+					}
 				}
 			}
 		}

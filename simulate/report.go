@@ -43,6 +43,11 @@ type Report struct {
 	RevenueTotal    gpuportal.Fen            `json:"revenue_total_fen"`
 	CustomerSavings gpuportal.Fen            `json:"customer_savings_fen"`
 	Demand          DemandSeen               `json:"demand"`
+	// SpotPriceElasticity and SpotDemandFactor are the assumption the
+	// run's spot demand rests on: per model, the share of the scenario's
+	// spot demand that arrived at the run's spot prices (1: as written).
+	SpotPriceElasticity float64            `json:"spot_price_elasticity"`
+	SpotDemandFactor    map[string]float64 `json:"spot_demand_factor"`
 }
 
 // GPUHours is GPU-hours by use.
@@ -107,6 +112,8 @@ func (s *sim) report(ctx context.Context) (*Report, error) {
 		Interruptions:       s.fleet.interruptions,
 		Revenue:             sales.Revenue,
 		CustomerSavings:     sales.Savings,
+		SpotPriceElasticity: s.opt.Scenario.spotPriceElasticity(),
+		SpotDemandFactor:    roundedFactors(s.spotFactors),
 		Demand: DemandSeen{Bookings: s.bookings, Booked: s.booked, Waitlisted: s.waitlisted, Cancelled: s.cancelled, SpotLaunches: s.spotAsked,
 			SpotRefused: s.spotRefused, OnDemand: s.onDemandAsked, OnDemandRefused: s.onDemandRefused, Jobs: s.jobs, Refusals: s.refusals},
 	}
@@ -198,4 +205,12 @@ func (r *Report) Write(w io.Writer) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", data)
 	return err
+}
+
+func roundedFactors(f map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(f))
+	for m, v := range f {
+		out[m] = round(v, 3)
+	}
+	return out
 }

@@ -18,6 +18,11 @@ type Options struct {
 	Days     int
 	// Policies to run under; nil: the defaults.
 	Policies *gpuportal.Policies
+	// Reference is the policies the scenario's demand was seen under: spot
+	// demand follows the run's spot prices against these (see
+	// Scenario.SpotPriceElasticity). nil: the run's own, so the demand is
+	// exactly as written.
+	Reference *gpuportal.Policies
 	// Start is the first hour simulated (default: the next Monday 00:00
 	// of the site time zone after 2026-01-01, so runs compare).
 	Start    time.Time
@@ -85,6 +90,8 @@ type sim struct {
 	events    []event
 	policies  gpuportal.Policies
 	end       time.Time
+	// spotFactors scale each model's spot demand to the run's spot prices.
+	spotFactors map[string]float64
 
 	// what customers asked for and got
 	bookings, booked, waitlisted, cancelled int
@@ -122,7 +129,12 @@ func newSim(ctx context.Context, opt Options, path string) (*sim, error) {
 		db.Close()
 		return nil, fmt.Errorf("simulate: set up: %w", err)
 	}
-	s.events = generate(opt.Scenario, opt.Start, opt.Days, opt.Location)
+	reference := s.policies
+	if opt.Reference != nil {
+		reference = *opt.Reference
+	}
+	s.spotFactors = SpotDemandFactors(opt.Scenario, s.policies, reference)
+	s.events = generate(opt.Scenario, opt.Start, opt.Days, opt.Location, s.spotFactors)
 	return s, nil
 }
 

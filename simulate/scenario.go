@@ -10,6 +10,7 @@ package simulate
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -40,6 +41,12 @@ type Scenario struct {
 	// Victims is the scheduler's rule for whom to interrupt:
 	// "work_lost" (the default) or "youngest", to compare the two.
 	Victims string `json:"victims,omitempty"`
+	// SpotPriceElasticity is how spot demand follows the spot price when
+	// a run's policies price spot unlike those the demand was seen under
+	// (Options.Reference): spot launches and jobs arrive at (price ÷
+	// reference price)^−elasticity of their rate. nil: the default
+	// (DefaultSpotPriceElasticity); 0: demand ignores the price.
+	SpotPriceElasticity *float64 `json:"spot_price_elasticity,omitempty"`
 }
 
 // FleetPart is a group of identical nodes.
@@ -141,6 +148,9 @@ func (s *Scenario) Validate() error {
 	}
 	if s.CheckpointShare < 0 || s.CheckpointShare > 1 {
 		return bad("checkpoint_share", "checkpoint_share is between 0 and 1.")
+	}
+	if e := s.SpotPriceElasticity; e != nil && (math.IsNaN(*e) || *e < 0 || *e > MaxSpotPriceElasticity) {
+		return bad("spot_price_elasticity", "spot_price_elasticity is between 0 and %d.", MaxSpotPriceElasticity)
 	}
 	if s.Victims != "" && s.Victims != gpuportal.VictimsByWorkLost && s.Victims != gpuportal.VictimsYoungest {
 		return bad("victims", "victims is work_lost or youngest.")

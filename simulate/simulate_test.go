@@ -144,6 +144,7 @@ func TestBadScenarios(t *testing.T) {
 		{"huge fleet", `{"name":"x","customers":1,"fleet":[{"model":"a100-80g","region":"cd-1","nodes":5000,"gpus_per_node":8}]}`, "fleet"},
 		{"negative rate", `{"name":"x","customers":1,"fleet":[{"model":"a100-80g","region":"cd-1","nodes":1,"gpus_per_node":8}],
 			"demand":[{"model":"a100-80g","region":"cd-1","spot":{"per_day":-1}}]}`, "demand"},
+		{"elasticity out of range", strings.Replace(string(good), `"customers":12`, `"customers":12,"spot_price_elasticity":9`, 1), "spot_price_elasticity"},
 		{"bad hour weights", `{"name":"x","customers":1,"fleet":[{"model":"a100-80g","region":"cd-1","nodes":1,"gpus_per_node":8}],"hour_weights":[1,2]}`, "hour_weights"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -222,5 +223,81 @@ func TestWorkLostVictimsLoseLessThanYoungest(t *testing.T) {
 	bad.Victims = "oldest"
 	if err := bad.Validate(); gpuportal.ErrorField(err) != "victims" {
 		t.Errorf("victims oldest: %v", err)
+	}
+}
+
+// (issue 28) Spot demand follows the spot price against the reference
+// policies: per model, (price ÷ reference price)^−elasticity, bounded.
+func TestSpotDemandFactors(t *testing.T) {
+	ref := gpuportal.DefaultPolicies() // 70 % off: spot at 30 % of list
+	with := func(global int, models map[string]int) gpuportal.Policies {
+		p := gpuportal.DefaultPolicies()
+		p.Global.SpotDiscountPercent = global
+		p.Models = map[string]gpuportal.PolicyOverride{}
+		for m, d := range models {
+			p.Models[m] = gpuportal.PolicyOverride{SpotDiscountPercent: &d}
+		}
+		return p
+	}
+	elastic := func(e float64) *float64 { return &e }
+	demand := []Demand{{Model: "a100-80g", Region: "cd-1"}, {Model: "h100-80g", Region: "cd-1"}}
+	for _, tc := range []struct {
+		name       string
+		elasticity *float64
+		run        gpuportal.Policies
+		want       map[string]float64
+	}{
+		{"the same prices", nil, ref, map[string]float64{"a100-80g": 1, "h100-80g": 1}},
+		{"a third dearer at the default 1.5", nil, with(60, nil), map[string]float64{"a100-80g": 0.6495, "h100-80g": 0.6495}},
+		{"two-thirds dearer at 1", elastic(1), with(50, nil), map[string]float64{"a100-80g": 0.6, "h100-80g": 0.6}},
+		{"inelastic", elastic(0), with(50, nil), map[string]float64{"a100-80g": 1, "h100-80g": 1}},
+		{"a third of the price, at most 4 times", nil, with(90, nil), map[string]float64{"a100-80g": 4, "h100-80g": 4}},
+		{"free spot, at most 4 times", nil, with(100, nil), map[string]float64{"a100-80g": 4, "h100-80g": 4}},
+		{"five times dearer, at least a quarter", elastic(5), with(0, nil), map[string]float64{"a100-80g": 0.25, "h100-80g": 0.25}},
+		{"one model's override", nil, with(70, map[string]int{"h100-80g": 60}), map[string]float64{"a100-80g": 1, "h100-80g": 0.6495}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := SpotDemandFactors(Scenario{Demand: demand, SpotPriceElasticity: tc.elasticity}, tc.run, ref)
+			for m, want := range tc.want {
+				if d := got[m] - want; d > 0.0005 || d < -0.0005 {
+					t.Errorf("%s: factor %.4f, want %.4f", m, got[m], want)
+				}
+			}
+		})
+	}
+}
+
+// (issue 28) A dearer spot price under a reference brings fewer spot
+// launches, and says so in the report; without a reference (or with an
+// elasticity of 0) the demand is exactly as written.
+func TestSpotDemandFollowsThePrice(t *testing.T) {
+	t.Parallel()
+	ref := gpuportal.DefaultPolicies()
+	dearer := gpuportal.DefaultPolicies()
+	dearer.Global.SpotDiscountPercent = 50
+	runWith := func(s Scenario, reference *gpuportal.Policies) *Report {
+		r, err := Run(context.Background(), Options{Scenario: s, Days: 1, Policies: &dearer, Reference: reference, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	asWritten := runWith(Builtin["demo"], nil)
+	elastic := runWith(Builtin["demo"], &ref)
+	if elastic.Demand.SpotLaunches >= asWritten.Demand.SpotLaunches || elastic.Demand.Bookings != asWritten.Demand.Bookings {
+		t.Errorf("spot launches %d with the price's effect, %d as written (bookings %d, %d): want fewer spot launches, the same bookings",
+			elastic.Demand.SpotLaunches, asWritten.Demand.SpotLaunches, elastic.Demand.Bookings, asWritten.Demand.Bookings)
+	}
+	if f := elastic.SpotDemandFactor["a100-80g"]; f < 0.46 || f > 0.47 || elastic.SpotPriceElasticity != DefaultSpotPriceElasticity {
+		t.Errorf("the report's assumption: elasticity %v, factor %v", elastic.SpotPriceElasticity, elastic.SpotDemandFactor)
+	}
+	if asWritten.SpotDemandFactor["a100-80g"] != 1 {
+		t.Errorf("without a reference the factor is %v", asWritten.SpotDemandFactor)
+	}
+	zero := 0.0
+	inelastic := Builtin["demo"]
+	inelastic.SpotPriceElasticity = &zero
+	if r := runWith(inelastic, &ref); r.Demand.SpotLaunches != asWritten.Demand.SpotLaunches || r.RevenueTotal != asWritten.RevenueTotal {
+		t.Errorf("an elasticity of 0 moved the demand: %d launches, %s; want %d, %s", r.Demand.SpotLaunches, r.RevenueTotal, asWritten.Demand.SpotLaunches, asWritten.RevenueTotal)
 	}
 }

@@ -5,8 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,7 +110,9 @@ func compare(ctx context.Context, scenario simulate.Scenario, sample, days int, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			opt := simulate.Options{Scenario: scenario, Days: days, Policies: p, Location: loc}
+			// Both runs see the demand as it is under the policies in force:
+			// the draft's spot prices move its spot demand.
+			opt := simulate.Options{Scenario: scenario, Days: days, Policies: p, Reference: &current, Location: loc}
 			if run != nil {
 				opt.Progress = func(done float64) { run.progress[k].Store(uint64(done * 1000)) }
 			}
@@ -158,6 +164,10 @@ func (s *Server) handleWhatIf(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	elasticity, eerr := parseElasticity(c.Request().PostForm.Get("spot_price_elasticity"))
+	if eerr != nil {
+		errs = append(errs, eerr.(*gpuportal.Error))
+	}
 	if len(errs) > 0 {
 		ed, err := s.policyEditor(c, draft, c.Request().PostForm, errs)
 		if err != nil {
@@ -165,7 +175,7 @@ func (s *Server) handleWhatIf(c echo.Context) error {
 		}
 		return s.render(c, http.StatusBadRequest, templates.WhatIfProblems(ed))
 	}
-	run, err := s.startWhatIf(c, draft)
+	run, err := s.startWhatIf(c, draft, elasticity)
 	if err != nil {
 		return err
 	}
@@ -184,6 +194,10 @@ func (s *Server) handleWhatIfStatus(c echo.Context) error {
 // apiWhatIf simulates the policies document in the body against the
 // policies in force and answers both reports (it waits for them).
 func (s *Server) apiWhatIf(c echo.Context) error {
+	elasticity, err := parseElasticity(c.QueryParam("spot_price_elasticity"))
+	if err != nil {
+		return err
+	}
 	var draft gpuportal.Policies
 	if err := bindJSON(c, &draft); err != nil {
 		return err
@@ -191,7 +205,7 @@ func (s *Server) apiWhatIf(c echo.Context) error {
 	if err := s.db.CheckPolicies(c.Request().Context(), draft); err != nil {
 		return err
 	}
-	run, err := s.startWhatIf(c, draft)
+	run, err := s.startWhatIf(c, draft, elasticity)
 	if err != nil {
 		return err
 	}
@@ -206,7 +220,20 @@ func (s *Server) apiWhatIf(c echo.Context) error {
 	return c.JSON(http.StatusOK, run.result)
 }
 
-func (s *Server) startWhatIf(c echo.Context, draft gpuportal.Policies) (*whatIfRun, error) {
+// parseElasticity reads the what-if's spot price elasticity ("" is the
+// simulator's default).
+func parseElasticity(v string) (float64, error) {
+	if strings.TrimSpace(v) == "" {
+		return simulate.DefaultSpotPriceElasticity, nil
+	}
+	e, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(e) || e < 0 || e > simulate.MaxSpotPriceElasticity {
+		return 0, gpuportal.FieldErrorf(gpuportal.EINVALID, "spot_price_elasticity", "The spot price elasticity is a number from 0 to %d.", simulate.MaxSpotPriceElasticity)
+	}
+	return e, nil
+}
+
+func (s *Server) startWhatIf(c echo.Context, draft gpuportal.Policies, elasticity float64) (*whatIfRun, error) {
 	ctx := c.Request().Context()
 	current, err := s.db.Policies(ctx)
 	if err != nil {
@@ -216,6 +243,7 @@ func (s *Server) startWhatIf(c echo.Context, draft gpuportal.Policies) (*whatIfR
 	if err != nil {
 		return nil, err
 	}
+	scenario.SpotPriceElasticity = &elasticity
 	return s.whatIfs.start(scenario, sample, current, draft, s.cfg.Location, time.Now())
 }
 
@@ -236,6 +264,13 @@ func (s *Server) whatIfView(run *whatIfRun) templates.WhatIfView {
 	}
 	cur, dr := res.Current, res.Draft
 	v.Sample, v.GPUs = res.Sample, cur.GPUs
+	v.Elasticity = dr.SpotPriceElasticity
+	v.TenPercentFewer = math.Round((1 - math.Pow(1.1, -dr.SpotPriceElasticity)) * 100)
+	for _, m := range slices.Sorted(maps.Keys(dr.SpotDemandFactor)) {
+		if f := dr.SpotDemandFactor[m]; f != 1 {
+			v.SpotDemand = append(v.SpotDemand, templates.WhatIfDemand{Model: m, Factor: f})
+		}
+	}
 	money := func(label string, a, b gpuportal.Fen, higherBetter bool) templates.WhatIfRow {
 		return whatIfRow(label, a.String(), b.String(), float64(a), float64(b), fmt.Sprintf("%+.1f %%", change(float64(a), float64(b))), higherBetter)
 	}

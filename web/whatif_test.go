@@ -60,6 +60,22 @@ func TestBrowserWhatIfFromThePolicyEditor(t *testing.T) {
 	if !strings.HasPrefix(spot, "worse|") || strings.Count(spot, "¥") != 2 {
 		t.Fatalf("spot revenue row %q: want both amounts and worse under 90 %% off (rows %q)", spot, rows)
 	}
+	// (issue 28) The comparison states its assumptions: spot demand
+	// follows the price (a third of today's price: 4 times the demand, the
+	// bound).
+	if got := textOf(t, ctx, `[data-testid="what-if-assumptions"]`); !strings.Contains(got, "elasticity of 1.5") || !strings.Contains(got, "about 13 % fewer") ||
+		!strings.Contains(got, "NVIDIA A100 80GB keeps 400 % of today's spot demand") {
+		t.Fatalf("assumptions: %q", got)
+	}
+	// An elasticity out of range is named, not simulated.
+	run(
+		chromedp.SetValue(chromedp.CSS(`[data-testid="what-if-elasticity"]`), "9"),
+		chromedp.Click(chromedp.CSS(`[data-testid="simulate-draft"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="what-if"] [data-testid="policy-preview"] .flash.error`)),
+	)
+	if got := textOf(t, ctx, `[data-testid="what-if"]`); !strings.Contains(got, "elasticity is a number from 0 to 5") {
+		t.Fatalf("an elasticity of 9: %q", got)
+	}
 	// Nothing was saved by simulating.
 	p, err := e.db.Policies(t.Context())
 	if err != nil || p.Global.SpotDiscountPercent != 70 {
@@ -100,6 +116,37 @@ func TestAPIWhatIf(t *testing.T) {
 	}
 	if res.Draft.Revenue["spot"] >= res.Current.Revenue["spot"] || res.Draft.CustomerSavings <= res.Current.CustomerSavings {
 		t.Fatalf("90 %% off: spot revenue %s → %s, savings %s → %s", res.Current.Revenue["spot"], res.Draft.Revenue["spot"], res.Current.CustomerSavings, res.Draft.CustomerSavings)
+	}
+
+	// (issue 28) A third dearer spot (60 % off instead of 70 %) brings
+	// fewer spot launches at the default elasticity, the bookings the
+	// same; at an elasticity of 0 the demand does not move.
+	dearer := gpuportal.DefaultPolicies()
+	dearer.Global.SpotDiscountPercent = 60
+	body, _ = json.Marshal(dearer)
+	whatIf := func(query string) (current, draft *simulate.Report) {
+		t.Helper()
+		status, out := e.apiCall("POST", "/api/v1/admin/policies/what-if"+query, admin, string(body))
+		var res struct{ Current, Draft *simulate.Report }
+		if err := json.Unmarshal([]byte(out), &res); status != 200 || err != nil || res.Draft == nil {
+			t.Fatalf("what-if%s: %d %s", query, status, out)
+		}
+		return res.Current, res.Draft
+	}
+	cur, dr := whatIf("")
+	if f := dr.SpotDemandFactor["a100-80g"]; f < 0.64 || f > 0.66 || cur.SpotDemandFactor["a100-80g"] != 1 || dr.SpotPriceElasticity != 1.5 {
+		t.Fatalf("a third dearer: factors %v → %v, elasticity %v", cur.SpotDemandFactor, dr.SpotDemandFactor, dr.SpotPriceElasticity)
+	}
+	if dr.Demand.SpotLaunches >= cur.Demand.SpotLaunches || dr.Demand.Bookings != cur.Demand.Bookings {
+		t.Fatalf("a third dearer: spot launches %d → %d, bookings %d → %d", cur.Demand.SpotLaunches, dr.Demand.SpotLaunches, cur.Demand.Bookings, dr.Demand.Bookings)
+	}
+	if cur, dr := whatIf("?spot_price_elasticity=0"); dr.Demand.SpotLaunches != cur.Demand.SpotLaunches || dr.SpotDemandFactor["a100-80g"] != 1 {
+		t.Fatalf("inelastic: spot launches %d → %d, factor %v", cur.Demand.SpotLaunches, dr.Demand.SpotLaunches, dr.SpotDemandFactor)
+	}
+	for _, bad := range []string{"9", "-1", "lots"} {
+		if status, out := e.apiCall("POST", "/api/v1/admin/policies/what-if?spot_price_elasticity="+bad, admin, string(body)); status != 400 || !strings.Contains(out, "spot_price_elasticity") {
+			t.Errorf("elasticity %s: %d %s", bad, status, out)
+		}
 	}
 }
 
