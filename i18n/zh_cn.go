@@ -1407,4 +1407,11 @@ var zhCN = map[string]string{
 	"Under this draft, %s keeps %s %% of today's spot demand.":                                                                                                                                               "在此草案下，%s 的竞价需求为当前的 %s%%。",
 	"The spot price elasticity is a number from 0 to %d.":                                                                                                                                                    "竞价价格弹性必须是 0 到 %d 之间的数字。",
 	"With an elasticity of 0, spot demand is the same under both.":                                                                                                                                           "弹性为 0 时，两种方案的竞价需求相同。",
+	"Only those of %s (%s).":                               "仅显示 %s（%s）的记录。",
+	"Show everyone's":                                      "显示所有人的",
+	"user_id is a user's number, e.g. 12.":                 "user_id 必须是用户编号，例如 12。",
+	"Sort users by joined, name, email, balance or spend.": "用户排序方式：joined、name、email、balance 或 spend。",
+	"Activity": "记录",
+	"Joined":   "注册时间",
+	"Manage":   "管理",
 }

@@ -293,25 +293,59 @@ func adminUser(ctx context.Context, q queryer, db *DB, userID int64) (*gpuportal
 	}
 	local := now.In(db.Location)
 	month := time.Date(local.Year(), local.Month(), 1, 0, 0, 0, 0, db.Location)
-	if err := q.QueryRowContext(ctx, `SELECT coalesce(sum(amount_fen), 0) FROM ledger_entries WHERE user_id = ? AND at >= ?
-		AND kind IN ('reservation', 'refund', 'cancellation_fee', 'instance')`, userID, unix(month)).Scan(&out.SpendThisMonth); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(sum(amount_fen), 0) FROM ledger_entries WHERE user_id = ? AND at >= ? AND kind IN (`+spendKinds+`)`,
+		userID, unix(month)).Scan(&out.SpendThisMonth); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// AdminUsers lists users whose email or name holds search ("" all), a
-// page at a time, with their money and quotas.
-func (db *DB) AdminUsers(ctx context.Context, actor *gpuportal.User, search string, p Page) ([]gpuportal.Account, error) {
+// User list orders (GET /admin/users?sort=).
+const (
+	UsersByJoined  = "joined" // the default: oldest account first
+	UsersByName    = "name"
+	UsersByEmail   = "email"
+	UsersByBalance = "balance" // the most money first
+	UsersBySpend   = "spend"   // this month's biggest spender first
+)
+
+// usersOrder is each order's ORDER BY (month: the start of this month).
+func usersOrder(sort string, month time.Time) (string, []any, error) {
+	switch sort {
+	case "", UsersByJoined:
+		return "id", nil, nil
+	case UsersByName:
+		return "lower(name), id", nil, nil
+	case UsersByEmail:
+		return "lower(email), id", nil, nil
+	case UsersByBalance:
+		return "(SELECT coalesce(max(a.balance_fen), 0) FROM accounts a WHERE a.user_id = users.id) DESC, id", nil, nil
+	case UsersBySpend:
+		return "(SELECT coalesce(sum(l.amount_fen), 0) FROM ledger_entries l WHERE l.user_id = users.id AND l.at >= ? AND l.kind IN (" + spendKinds + ")) DESC, id",
+			[]any{unix(month)}, nil
+	}
+	return "", nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "sort", "Sort users by joined, name, email, balance or spend.")
+}
+
+// AdminUsers lists users whose email or name holds search ("" all), in
+// the order sort names ("" the oldest first), a page at a time, with their
+// money and quotas.
+func (db *DB) AdminUsers(ctx context.Context, actor *gpuportal.User, search, sort string, p Page) ([]gpuportal.Account, error) {
 	if !actor.IsAdmin() {
 		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
+	}
+	local := db.now().In(db.Location)
+	order, orderArgs, err := usersOrder(sort, time.Date(local.Year(), local.Month(), 1, 0, 0, 0, 0, db.Location))
+	if err != nil {
+		return nil, err
 	}
 	pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(strings.ToLower(strings.TrimSpace(search))) + "%"
 	if err := db.count(ctx, p, "users", `lower(email) LIKE ? ESCAPE '\' OR lower(name) LIKE ? ESCAPE '\'`, pattern, pattern); err != nil {
 		return nil, err
 	}
-	ids, err := queryIDs(ctx, db.read, `SELECT id FROM users WHERE lower(email) LIKE ? ESCAPE '\' OR lower(name) LIKE ? ESCAPE '\' ORDER BY id LIMIT ? OFFSET ?`,
-		pattern, pattern, p.Limit, max(0, p.Offset))
+	args := append([]any{pattern, pattern}, orderArgs...)
+	ids, err := queryIDs(ctx, db.read, `SELECT id FROM users WHERE (lower(email) LIKE ? ESCAPE '\' OR lower(name) LIKE ? ESCAPE '\') ORDER BY `+order+` LIMIT ? OFFSET ?`,
+		append(args, p.Limit, max(0, p.Offset))...)
 	if err != nil {
 		return nil, fmt.Errorf("search users: %w", err)
 	}

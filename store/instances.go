@@ -125,6 +125,9 @@ type InstanceFilter struct {
 	Limit  int // default 200, at most 1000
 	Offset int
 	Total  *int // set: also how many the whole list has
+	// UserID: only this user's (an admin's view of one customer); 0: all
+	// the caller may see.
+	UserID int64
 }
 
 // Instance list tabs.
@@ -142,6 +145,9 @@ func (db *DB) InstanceList(ctx context.Context, user *gpuportal.User, f Instance
 	where, args := []string{"1 = 1"}, []any{}
 	if !user.IsAdmin() {
 		where, args = append(where, "user_id = ?"), append(args, user.ID)
+	}
+	if f.UserID != 0 {
+		where, args = append(where, "user_id = ?"), append(args, f.UserID)
 	}
 	switch f.Tab {
 	case "":

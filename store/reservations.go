@@ -355,6 +355,9 @@ type ReservationFilter struct {
 	Limit  int // default 200, at most 1000
 	Offset int
 	Total  *int // set: also how many the whole list has
+	// UserID: only this user's (an admin's view of one customer); 0: all
+	// the caller may see.
+	UserID int64
 }
 
 // Reservation list tabs.
@@ -372,6 +375,9 @@ func (db *DB) Reservations(ctx context.Context, user *gpuportal.User, f Reservat
 	where, args := []string{"1 = 1"}, []any{}
 	if !user.IsAdmin() {
 		where, args = append(where, "user_id = ?"), append(args, user.ID)
+	}
+	if f.UserID != 0 {
+		where, args = append(where, "user_id = ?"), append(args, f.UserID)
 	}
 	if f.Status != "" {
 		switch f.Status {

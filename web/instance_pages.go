@@ -24,19 +24,25 @@ func (s *Server) instancesPage(c echo.Context, form templates.LaunchForm) (templ
 	if err != nil {
 		return p, err
 	}
-	page := pageParam(c)
-	list, err := s.db.InstanceList(c.Request().Context(), currentUser(c), store.InstanceFilter{Tab: tab, Limit: listPageSize + 1, Offset: (page - 1) * listPageSize})
+	owner, err := s.ownerParam(c)
 	if err != nil {
 		return p, err
 	}
+	page := pageParam(c)
+	list, err := s.db.InstanceList(c.Request().Context(), currentUser(c), store.InstanceFilter{Tab: tab, Limit: listPageSize + 1, Offset: (page - 1) * listPageSize,
+		UserID: ownerID(owner)})
+	if err != nil {
+		return p, err
+	}
+	p.Owner = owner
 	p.Instances = list[:min(len(list), listPageSize)]
 	lang := reqOf(c).lang
 	p.Pager = pagerFor(c, page, len(list) > listPageSize)
 	p.Tabs = []templates.Tab{
-		{Label: i18n.T(lang, "Active"), URL: "/instances", Current: tab == store.TabActive},
-		{Label: i18n.T(lang, "Ended"), URL: "/instances?tab=ended", Current: tab == store.TabEnded},
+		{Label: i18n.T(lang, "Active"), URL: withOwner("/instances", owner), Current: tab == store.TabActive},
+		{Label: i18n.T(lang, "Ended"), URL: withOwner("/instances?tab=ended", owner), Current: tab == store.TabEnded},
 	}
-	p.ListURL = fmt.Sprintf("/instances/list?tab=%s&page=%d", tab, page)
+	p.ListURL = withOwner(fmt.Sprintf("/instances/list?tab=%s&page=%d", tab, page), owner)
 	return p, nil
 }
 
@@ -116,8 +122,13 @@ func (s *Server) handleInstanceList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	owner, err := s.ownerParam(c)
+	if err != nil {
+		return err
+	}
 	page := pageParam(c)
-	list, err := s.db.InstanceList(c.Request().Context(), currentUser(c), store.InstanceFilter{Tab: tab, Limit: listPageSize, Offset: (page - 1) * listPageSize})
+	list, err := s.db.InstanceList(c.Request().Context(), currentUser(c), store.InstanceFilter{Tab: tab, Limit: listPageSize, Offset: (page - 1) * listPageSize,
+		UserID: ownerID(owner)})
 	if err != nil {
 		return err
 	}

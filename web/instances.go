@@ -27,7 +27,11 @@ func (s *Server) apiInstances(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := store.InstanceFilter{Tab: c.QueryParam("tab"), Limit: p.Limit, Offset: p.Offset, Total: p.Total}
+	owner, err := s.ownerParam(c)
+	if err != nil {
+		return err
+	}
+	f := store.InstanceFilter{Tab: c.QueryParam("tab"), Limit: p.Limit, Offset: p.Offset, Total: p.Total, UserID: ownerID(owner)}
 	list, err := s.db.InstanceList(c.Request().Context(), currentUser(c), f)
 	if err != nil {
 		return err

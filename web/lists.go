@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -94,4 +95,47 @@ func tabParam(c echo.Context, allowed ...string) (string, error) {
 		}
 	}
 	return "", gpuportal.FieldErrorf(gpuportal.EINVALID, "tab", "Unknown list %q.", tab)
+}
+
+// ownerParam is an admin's ?user_id= on a list (its page or the API's): only that customer's rows
+// (nil: everybody's). A customer's lists are always their own, so a
+// well-formed one is ignored for them.
+func (s *Server) ownerParam(c echo.Context) (*gpuportal.User, error) {
+	v := c.QueryParam("user_id")
+	if v == "" {
+		return nil, nil
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id < 1 {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "user_id", "user_id is a user's number, e.g. 12.")
+	}
+	if !currentUser(c).IsAdmin() {
+		return nil, nil
+	}
+	u, err := s.db.UserByID(c.Request().Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// ownerID is the filter's user id (0: none).
+func ownerID(owner *gpuportal.User) int64 {
+	if owner == nil {
+		return 0
+	}
+	return owner.ID
+}
+
+// withOwner keeps an admin's ?user_id= on a list's link (a tab, the live
+// list).
+func withOwner(link string, owner *gpuportal.User) string {
+	if owner == nil {
+		return link
+	}
+	sep := "?"
+	if strings.Contains(link, "?") {
+		sep = "&"
+	}
+	return link + sep + "user_id=" + strconv.FormatInt(owner.ID, 10)
 }

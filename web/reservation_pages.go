@@ -331,8 +331,13 @@ func (s *Server) handleReservationsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	owner, err := s.ownerParam(c)
+	if err != nil {
+		return err
+	}
 	page := pageParam(c)
-	list, err := s.db.Reservations(c.Request().Context(), currentUser(c), store.ReservationFilter{Tab: tab, Limit: listPageSize + 1, Offset: (page - 1) * listPageSize})
+	list, err := s.db.Reservations(c.Request().Context(), currentUser(c), store.ReservationFilter{Tab: tab, Limit: listPageSize + 1, Offset: (page - 1) * listPageSize,
+		UserID: ownerID(owner)})
 	if err != nil {
 		return err
 	}
@@ -343,10 +348,10 @@ func (s *Server) handleReservationsPage(c echo.Context) error {
 		return err
 	}
 	lang := reqOf(c).lang
-	p := templates.ReservationsPage{Rows: rows, Past: tab == store.TabPast, AllUsers: currentUser(c).IsAdmin(), Pager: pagerFor(c, page, more),
+	p := templates.ReservationsPage{Rows: rows, Past: tab == store.TabPast, AllUsers: currentUser(c).IsAdmin(), Pager: pagerFor(c, page, more), Owner: owner,
 		Tabs: []templates.Tab{
-			{Label: i18n.T(lang, "Upcoming and active"), URL: "/reservations", Current: tab == store.TabUpcoming},
-			{Label: i18n.T(lang, "Past and cancelled"), URL: "/reservations?tab=past", Current: tab == store.TabPast},
+			{Label: i18n.T(lang, "Upcoming and active"), URL: withOwner("/reservations", owner), Current: tab == store.TabUpcoming},
+			{Label: i18n.T(lang, "Past and cancelled"), URL: withOwner("/reservations?tab=past", owner), Current: tab == store.TabPast},
 		}}
 	return s.render(c, http.StatusOK, templates.Reservations(p))
 }

@@ -24,7 +24,7 @@ func (s *Server) apiAdminUsers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	list, err := s.db.AdminUsers(c.Request().Context(), currentUser(c), c.QueryParam("q"), p)
+	list, err := s.db.AdminUsers(c.Request().Context(), currentUser(c), c.QueryParam("q"), c.QueryParam("sort"), p)
 	if err != nil {
 		return err
 	}
@@ -66,12 +66,12 @@ func (s *Server) apiUpdateAccount(c echo.Context) error {
 func (s *Server) handleUsersPage(c echo.Context) error {
 	page, _ := strconv.Atoi(c.QueryParam("page"))
 	page = max(page, 1)
-	search := strings.TrimSpace(c.QueryParam("q"))
-	list, err := s.db.AdminUsers(c.Request().Context(), currentUser(c), search, store.Page{Limit: usersPerPage + 1, Offset: (page - 1) * usersPerPage})
+	search, sort := strings.TrimSpace(c.QueryParam("q")), c.QueryParam("sort")
+	list, err := s.db.AdminUsers(c.Request().Context(), currentUser(c), search, sort, store.Page{Limit: usersPerPage + 1, Offset: (page - 1) * usersPerPage})
 	if err != nil {
 		return err
 	}
-	p := templates.UsersPage{Search: search, Page: page}
+	p := templates.UsersPage{Search: search, Sort: sort, Page: page}
 	if len(list) > usersPerPage {
 		p.More, list = true, list[:usersPerPage]
 	}

@@ -1,9 +1,11 @@
 package web
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,5 +61,83 @@ func TestAdminUsers(t *testing.T) {
 	}
 	if st, _ := e.apiCall("GET", "/api/v1/balance", aliceTok, ""); st != http.StatusUnauthorized {
 		t.Fatalf("a disabled account's token = %d", st)
+	}
+}
+
+// (issue 28) The users page is a table sorted by any column, each user
+// linked to their reservations and instances, which an admin then sees
+// alone (and the API answers alike with user_id).
+func TestUsersTableSortsAndLinks(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	_, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
+	carol := storetest.MustCreatePoorUser(t, e.db, "carol@example.com", gpuportal.RoleCustomer)
+	_, bob := e.apiToken("bob@example.com", gpuportal.RoleCustomer)
+	if _, err := e.db.Credit(t.Context(), nil, carol.ID, gpuportal.CreditRequest{Amount: 500_00, Note: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	carolTok := e.tokenFor(carol)
+	_, body := e.apiCall("POST", "/api/v1/reservations", carolTok, bookBody("a100-80g", 2, at(1, 10), at(1, 14)))
+	carolRes := decodeReservation(t, body)
+	e.apiCall("POST", "/api/v1/reservations", bob, bookBody("a100-80g", 1, at(1, 10), at(1, 14)))
+
+	b := e.browser()
+	b.login("admin@example.com", storetest.Password)
+	order := func(sort string) []string {
+		t.Helper()
+		p := b.get("/admin/users?sort=" + sort)
+		if p.status != http.StatusOK {
+			t.Fatalf("sort=%s: %d", sort, p.status)
+		}
+		var out []string
+		for _, email := range []string{"admin@example.com", "bob@example.com", "carol@example.com"} {
+			out = append(out, fmt.Sprintf("%08d %s", strings.Index(p.body, "<td>"+email+"</td>"), email))
+		}
+		slices.Sort(out)
+		for k := range out {
+			out[k] = out[k][9:]
+		}
+		return out
+	}
+	if got := order("email"); !slices.Equal(got, []string{"admin@example.com", "bob@example.com", "carol@example.com"}) {
+		t.Errorf("by email: %v", got)
+	}
+	// Carol spent most this month (2 GPUs × 4 h); the admin nothing.
+	if got := order("spend"); got[0] != "carol@example.com" || got[2] != "admin@example.com" {
+		t.Errorf("by spend: %v", got)
+	}
+	if p := b.get("/admin/users?sort=height"); p.status != http.StatusBadRequest {
+		t.Errorf("an unknown order: %d", p.status)
+	}
+	p := b.get("/admin/users?sort=spend")
+	link := fmt.Sprintf(`href="/reservations?user_id=%d"`, carol.ID)
+	if !strings.Contains(p.body, link) || !strings.Contains(p.body, fmt.Sprintf(`href="/instances?user_id=%d"`, carol.ID)) || !strings.Contains(p.body, `aria-sort="descending"`) {
+		t.Fatalf("the users table lacks its links or order:\n%s", p.body)
+	}
+	// Carol's reservations alone, with the way back to everyone's.
+	p = b.get(fmt.Sprintf("/reservations?user_id=%d", carol.ID))
+	if p.status != http.StatusOK || !strings.Contains(p.body, `data-testid="owner-filter"`) || !strings.Contains(p.body, "carol@example.com") ||
+		strings.Count(p.body, `<tr data-testid="reservation-`) != 1 || !strings.Contains(p.body, fmt.Sprintf(`href="/reservations?tab=past&amp;user_id=%d"`, carol.ID)) {
+		t.Fatalf("carol's reservations:\n%s", p.body)
+	}
+	if p := b.get(fmt.Sprintf("/instances?user_id=%d", carol.ID)); p.status != http.StatusOK || !strings.Contains(p.body, `data-testid="owner-filter"`) {
+		t.Fatalf("carol's instances: %d", p.status)
+	}
+	for _, bad := range []string{"x", "0"} {
+		if p := b.get("/reservations?user_id=" + bad); p.status != http.StatusBadRequest {
+			t.Errorf("user_id=%s: %d", bad, p.status)
+		}
+	}
+	if p := b.get("/reservations?user_id=999999"); p.status != http.StatusNotFound {
+		t.Errorf("an unknown user: %d", p.status)
+	}
+	// The API alike; a customer's list stays their own whatever they ask.
+	var list []gpuportal.Reservation
+	if st, body := e.apiCall("GET", fmt.Sprintf("/api/v1/reservations?user_id=%d", carol.ID), admin, ""); st != 200 || json.Unmarshal([]byte(body), &list) != nil || len(list) != 1 || list[0].ID != carolRes.ID {
+		t.Fatalf("admin API, carol's: %d %s", st, body)
+	}
+	if st, body := e.apiCall("GET", fmt.Sprintf("/api/v1/reservations?user_id=%d", carol.ID), bob, ""); st != 200 || json.Unmarshal([]byte(body), &list) != nil || len(list) != 1 || list[0].UserID == carol.ID {
+		t.Fatalf("bob asking for carol's: %d %s", st, body)
 	}
 }

@@ -162,3 +162,8 @@ func hoursText(ctx context.Context, h float64) string {
 	days := int(h) / 24
 	return T(ctx, "%d d %d h", days, int(math.Round(h))-days*24)
 }
+
+// LocalDate is t's day in the site zone, e.g. "2026-12-02".
+func LocalDate(ctx context.Context, t time.Time) string {
+	return t.In(ViewOf(ctx).Location).Format("2006-01-02")
+}
