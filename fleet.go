@@ -51,6 +51,50 @@ type GPU struct {
 	BusyAfterInstance *int64 `json:"busy_after_instance,omitempty"`
 }
 
+// GPUUse is what a GPU does now, for the fleet view: the instance on it,
+// or the active reservation that holds it, and whose it is.
+type GPUUse struct {
+	InstanceID    int64  `json:"instance_id,omitempty"`
+	InstanceKind  string `json:"instance_kind,omitempty"`
+	ReservationID int64  `json:"reservation_id,omitempty"`
+	UserID        int64  `json:"user_id,omitempty"`
+	UserName      string `json:"user_name,omitempty"`
+	UserEmail     string `json:"user_email,omitempty"`
+}
+
+// Busy says whether anything runs on or holds the GPU.
+func (u GPUUse) Busy() bool { return u.InstanceID != 0 || u.ReservationID != 0 }
+
+// What a GPU is doing, as the fleet view filters it (FleetGPUState).
+const (
+	GPUInUse     = "in_use"    // an instance runs on it, or an active reservation holds it
+	GPUIdle      = "idle"      // healthy, on an online node, doing nothing
+	GPUUnhealthy = "unhealthy" // out of service on an online node
+	GPUDraining  = "draining"  // idle on a draining node: no new work comes
+	GPUOffline   = "offline"   // its node sends no heartbeats
+)
+
+// FleetGPUStates are the states in the order the fleet view lists them.
+var FleetGPUStates = []string{GPUInUse, GPUIdle, GPUUnhealthy, GPUDraining, GPUOffline}
+
+// FleetGPUState is what a GPU is doing: an offline node's GPUs are
+// offline whatever they last ran; otherwise use comes before health (an
+// instance still on an unhealthy GPU is in use), and a draining node's
+// idle GPUs are draining.
+func FleetGPUState(nodeState string, g GPU, use GPUUse) string {
+	switch {
+	case nodeState == NodeOffline:
+		return GPUOffline
+	case use.Busy():
+		return GPUInUse
+	case !g.Healthy:
+		return GPUUnhealthy
+	case nodeState == NodeDraining:
+		return GPUDraining
+	}
+	return GPUIdle
+}
+
 // BookableGPUs is the capacity reservations may use: healthy GPUs on online,
 // non-draining nodes × the reservable share, rounded down.
 func BookableGPUs(healthy, reservablePercent int) int {

@@ -653,3 +653,52 @@ func nodeState(online, drain bool) string {
 	}
 	return gpuportal.NodeOnline
 }
+
+// GPUUses is, by GPU UUID, what every GPU in use does now: the instance on
+// it and the active reservation holding it, with their owner (a GPU doing
+// nothing is not listed).
+func (db *DB) GPUUses(ctx context.Context) (map[string]gpuportal.GPUUse, error) {
+	type row struct {
+		uuid                         string
+		instance, instanceUser       sql.NullInt64
+		kind                         sql.NullString
+		reservation, reservationUser sql.NullInt64
+	}
+	rows, err := scanAll(ctx, db.read, func(r *sql.Rows, x *row) error {
+		return r.Scan(&x.uuid, &x.instance, &x.kind, &x.instanceUser, &x.reservation, &x.reservationUser)
+	}, `SELECT g.uuid, i.id, i.kind, i.user_id, ar.id, ar.user_id FROM gpus g
+		LEFT JOIN instance_gpus ig ON ig.gpu_uuid = g.uuid LEFT JOIN instances i ON i.id = ig.instance_id
+		LEFT JOIN reservation_gpus rg ON rg.gpu_uuid = g.uuid LEFT JOIN reservations ar ON ar.id = rg.reservation_id AND ar.status = 'active'
+		WHERE i.id IS NOT NULL OR ar.id IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("GPU uses: %w", err)
+	}
+	out := map[string]gpuportal.GPUUse{}
+	owners := map[int64]*gpuportal.User{}
+	for _, r := range rows {
+		u := out[r.uuid]
+		if r.instance.Valid {
+			u.InstanceID, u.InstanceKind, u.UserID = r.instance.Int64, r.kind.String, r.instanceUser.Int64
+		}
+		if r.reservation.Valid {
+			u.ReservationID = r.reservation.Int64
+			if u.UserID == 0 {
+				u.UserID = r.reservationUser.Int64
+			}
+		}
+		owners[u.UserID] = nil
+		out[r.uuid] = u
+	}
+	for id := range owners {
+		if owners[id], err = db.UserByID(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	for k, u := range out {
+		if o := owners[u.UserID]; o != nil {
+			u.UserName, u.UserEmail = o.Name, o.Email
+			out[k] = u
+		}
+	}
+	return out, nil
+}

@@ -4,27 +4,47 @@ package web
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 
+	"gpuportal"
 	"gpuportal/i18n"
 	"gpuportal/web/templates"
 )
 
-func (s *Server) handleFleetPage(c echo.Context) error {
+// fleetPage is the fleet with what each GPU does, filtered by ?show= (a
+// GPU state, gpuportal.FleetGPUStates; "" all).
+func (s *Server) fleetPage(c echo.Context) (templates.FleetPage, error) {
+	show := c.QueryParam("show")
+	if show != "" && !slices.Contains(gpuportal.FleetGPUStates, show) {
+		return templates.FleetPage{}, gpuportal.FieldErrorf(gpuportal.EINVALID, "show", "Show in_use, idle, unhealthy, draining or offline GPUs, or all of them.")
+	}
 	nodes, err := s.db.Nodes(c.Request().Context())
+	if err != nil {
+		return templates.FleetPage{}, err
+	}
+	uses, err := s.db.GPUUses(c.Request().Context())
+	if err != nil {
+		return templates.FleetPage{}, err
+	}
+	return templates.FleetPage{Nodes: nodes, Uses: uses, Show: show}, nil
+}
+
+func (s *Server) handleFleetPage(c echo.Context) error {
+	p, err := s.fleetPage(c)
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.Fleet(templates.FleetPage{Nodes: nodes}))
+	return s.render(c, http.StatusOK, templates.Fleet(p))
 }
 
 func (s *Server) handleFleetTable(c echo.Context) error {
-	nodes, err := s.db.Nodes(c.Request().Context())
+	p, err := s.fleetPage(c)
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.FleetTable(nodes))
+	return s.render(c, http.StatusOK, templates.FleetTable(p))
 }
 
 func (s *Server) handleDrainForm(c echo.Context) error {
