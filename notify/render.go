@@ -15,7 +15,10 @@ import (
 
 // Message is a rendered notification.
 type Message struct {
-	Subject     string
+	Subject string
+	// Body is the message's words without its link (the in-app list links
+	// the page itself); Text is the email's plain text, the link last.
+	Body        string
 	Text        string
 	HTML        string
 	SMS         string // one short SMS
@@ -224,7 +227,8 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		lines = []string{n.Kind}
 		m.SMS = "gpuportal: " + n.Kind
 	}
-	m.Text = strings.Join(lines, "\n") + "\n\n" + link + "\n"
+	m.Body = strings.Join(lines, "\n")
+	m.Text = m.Body + "\n\n" + link + "\n"
 	var buf bytes.Buffer
 	_ = emailHTML.Execute(&buf, struct {
 		Subject, Link, Open string

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,10 @@ func TestListsPageTabAndCountUnread(t *testing.T) {
 	}
 	if !strings.Contains(notes.body, fmt.Sprintf(`href="/reservations/%d"`, 30)) {
 		t.Fatal("notifications do not link the reservation they are about")
+	}
+	// (issue 28) The link is the "Open" button, never a raw path as text.
+	if regexp.MustCompile(`(?m)^\s*/reservations/\d+\s*</p>`).MatchString(notes.body) || strings.Contains(notes.body, "\n\n/reservations/") {
+		t.Fatalf("a notification prints its link as text:\n%s", notes.body)
 	}
 	if home := b.get("/"); strings.Contains(home.body, `data-testid="unread-count"`) {
 		t.Fatal("the unread count stays after the notifications were seen")

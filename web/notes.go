@@ -15,7 +15,7 @@ func (s *Server) renderNotes(c echo.Context, list []gpuportal.Notification) []te
 	out := make([]templates.NoteRow, len(list))
 	for i, n := range list {
 		m := notify.Render(n, reqOf(c).lang, "", s.cfg.Location)
-		out[i] = templates.NoteRow{N: n, Subject: m.Subject, Text: m.Text}
+		out[i] = templates.NoteRow{N: n, Subject: m.Subject, Text: m.Body}
 	}
 	return out
 }
