@@ -144,6 +144,22 @@ func TestScreenshots(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// What a visitor sees first.
+			visitor := chromium(t)
+			steps := []chromedp.Action[chromedp.Void]{chromedp.EmulateViewport(width, 900), chromedp.Navigate(e.srv.URL + "/"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="landing"]`))}
+			if lang != gpuportal.LangEnglish {
+				steps = append(steps, chromedp.Click(chromedp.CSS(`[data-testid="lang-`+lang+`"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="`+lang+`"] [data-testid="landing"]`)))
+			}
+			if err := chromedp.Do(visitor, steps...); err != nil {
+				t.Fatal(err)
+			}
+			png, err := chromedp.Run(visitor, chromedp.FullScreenshot(100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("landing-%d-%s.png", width, lang)), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	t.Logf("screenshots in %s", dir)
