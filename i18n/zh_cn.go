@@ -1421,5 +1421,8 @@ var zhCN = map[string]string{
 	"reservation #%d of %s":   "预订 #%d，属于 %s",
 	"GPU details":             "GPU 详情",
 	"Show in_use, idle, unhealthy, draining or offline GPUs, or all of them.": "可显示 in_use、idle、unhealthy、draining 或 offline 的 GPU，或全部显示。",
-	"idle": "空闲",
+	"idle":               "空闲",
+	"pick the last hour": "请选择最后一小时",
+	"Review":             "查看",
+	"%d GPUs":            "%d 张 GPU",
 }

@@ -83,7 +83,26 @@ document.addEventListener("htmx:configRequest", function (evt) {
       set(f, "end", "");
     }
     highlight();
+    showBar(f);
     send(f);
+  }
+
+  // The phone's quote bar says at once what a tap selected; the price
+  // follows with the server's answer. Same text as selectionText (Go).
+  function selectionText(start, end) {
+    if (!start) { return ""; }
+    var from = start.slice(5, 10) + " " + start.slice(11, 16);
+    if (!end) { return from + " → …"; }
+    if (end.slice(0, 10) === start.slice(0, 10)) { return from + "–" + end.slice(11, 16); }
+    return from + " → " + end.slice(5, 10) + " " + end.slice(11, 16);
+  }
+  function showBar(f) {
+    var bar = document.querySelector('[data-testid="quote-bar"]');
+    if (!bar) { return; }
+    var start = f.elements.start.value, end = f.elements.end.value;
+    bar.hidden = !start;
+    bar.querySelector(".quote-bar-when").textContent = selectionText(start, end);
+    bar.querySelector(".quote-bar-total").textContent = "…";
   }
 
   document.addEventListener("click", function (evt) {
