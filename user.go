@@ -50,6 +50,14 @@ type User struct {
 // IsAdmin reports whether the user administers the platform.
 func (u *User) IsAdmin() bool { return u != nil && u.Role == RoleAdmin }
 
+// CanSee says whether the user may see an object that ownerID owns: its
+// owner and admins may, and nil (the system itself) sees everything. The
+// store answers not_found for another customer's object, never
+// forbidden, so ids tell nothing of what others have.
+func (u *User) CanSee(ownerID int64) bool {
+	return u == nil || u.ID == ownerID || u.IsAdmin()
+}
+
 // SignUp is what a new customer submits.
 type SignUp struct {
 	Email    string `json:"email" form:"email"`

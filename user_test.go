@@ -57,3 +57,23 @@ func TestSecrets(t *testing.T) {
 		t.Fatal("HashSecret is not a function of its input")
 	}
 }
+
+func TestCanSee(t *testing.T) {
+	alice := &User{ID: 1, Role: RoleCustomer}
+	admin := &User{ID: 9, Role: RoleAdmin}
+	var system *User
+	for _, tc := range []struct {
+		who   *User
+		owner int64
+		want  bool
+	}{
+		{alice, 1, true},
+		{alice, 2, false},
+		{admin, 2, true},
+		{system, 2, true},
+	} {
+		if got := tc.who.CanSee(tc.owner); got != tc.want {
+			t.Errorf("%+v sees %d's: %v, want %v", tc.who, tc.owner, got, tc.want)
+		}
+	}
+}

@@ -209,7 +209,7 @@ func (db *DB) Instance(ctx context.Context, user *gpuportal.User, id int64) (*gp
 
 func instanceFor(ctx context.Context, q queryer, user *gpuportal.User, id int64) (*gpuportal.Instance, error) {
 	i, err := scanInstance(q.QueryRowContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && user != nil && i.UserID != user.ID && !user.IsAdmin()) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !user.CanSee(i.UserID)) {
 		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Instance %d not found.", id)
 	}
 	return i, err

@@ -45,7 +45,7 @@ func scanJob(row interface{ Scan(...any) error }) (*jobRow, error) {
 
 func jobFor(ctx context.Context, q queryer, user *gpuportal.User, id int64) (*jobRow, error) {
 	j, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && user != nil && j.UserID != user.ID && !user.IsAdmin()) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !user.CanSee(j.UserID)) {
 		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Job %d not found.", id)
 	}
 	return j, err

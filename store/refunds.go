@@ -83,7 +83,7 @@ func (db *DB) RequestRefund(ctx context.Context, user *gpuportal.User, amount gp
 // RefundRequest is one request (the owner's, or any for an admin).
 func (db *DB) RefundRequest(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.RefundRequest, error) {
 	r, err := scanRefund(db.write.QueryRowContext(ctx, `SELECT `+refundColumns+` FROM refund_requests WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && r.UserID != user.ID && !user.IsAdmin()) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !user.CanSee(r.UserID)) {
 		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Refund request %d not found.", id)
 	}
 	return r, err

@@ -439,7 +439,7 @@ func (db *DB) Reservation(ctx context.Context, user *gpuportal.User, id int64) (
 
 func reservationFor(ctx context.Context, q queryer, user *gpuportal.User, id int64) (*gpuportal.Reservation, error) {
 	r, err := scanReservation(q.QueryRowContext(ctx, `SELECT `+reservationColumns+` FROM reservations WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && user != nil && r.UserID != user.ID && !user.IsAdmin()) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !user.CanSee(r.UserID)) {
 		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Reservation %d not found.", id)
 	}
 	return r, err

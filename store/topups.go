@@ -44,7 +44,7 @@ func (db *DB) CreateTopUp(ctx context.Context, user *gpuportal.User, req gpuport
 // TopUp is one of the user's top-ups (any, for an admin).
 func (db *DB) TopUp(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.TopUp, error) {
 	t, err := scanTopUp(db.read.QueryRowContext(ctx, `SELECT `+topUpColumns+` FROM topups WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && t.UserID != user.ID && !user.IsAdmin()) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !user.CanSee(t.UserID)) {
 		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Top-up %d not found.", id)
 	}
 	return t, err

@@ -162,7 +162,7 @@ func (db *DB) earliestPossible(ctx context.Context, q queryer, w *gpuportal.Wait
 
 func waitFor(ctx context.Context, q queryer, user *gpuportal.User, id int64) (*gpuportal.WaitlistEntry, error) {
 	w, err := scanWait(q.QueryRowContext(ctx, `SELECT `+waitColumns+` FROM waitlist_entries WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && user != nil && w.UserID != user.ID && !user.IsAdmin()) {
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !user.CanSee(w.UserID)) {
 		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Waitlist entry %d not found.", id)
 	} else if err != nil {
 		return nil, err
