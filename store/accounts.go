@@ -17,7 +17,7 @@ import (
 // quotasOf is a user's quotas: their overrides, else the defaults.
 func (db *DB) quotasOf(ctx context.Context, q queryer, userID int64) (gpuportal.Quotas, error) {
 	var gpus, hours, entries, tasks, volumeGiB sql.NullInt64
-	err := db.row(ctx, q, `SELECT max_running_gpus, max_booked_gpu_hours, max_waitlist_entries, max_queued_tasks, max_volume_gib FROM users WHERE id = ?`, userID).Scan(&gpus, &hours, &entries, &tasks, &volumeGiB)
+	err := q.QueryRowContext(ctx, `SELECT max_running_gpus, max_booked_gpu_hours, max_waitlist_entries, max_queued_tasks, max_volume_gib FROM users WHERE id = ?`, userID).Scan(&gpus, &hours, &entries, &tasks, &volumeGiB)
 	if err != nil {
 		return gpuportal.Quotas{}, fmt.Errorf("quotas: %w", err)
 	}
@@ -78,7 +78,7 @@ func (db *DB) checkRunningQuota(ctx context.Context, q queryer, userID int64, co
 // included) hold or wait for.
 func (db *DB) runningGPUsOf(ctx context.Context, q queryer, userID int64) (int, error) {
 	var n int
-	err := db.row(ctx, q, `SELECT coalesce(sum(count), 0) FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
+	err := q.QueryRowContext(ctx, `SELECT coalesce(sum(count), 0) FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
 		AND status IN ('pending', 'running', 'interrupting')`, userID).Scan(&n)
 	return n, err
 }
@@ -92,7 +92,7 @@ func (db *DB) checkBookedQuota(ctx context.Context, q queryer, userID int64, gpu
 		return err
 	}
 	var booked int
-	if err := db.row(ctx, q, `SELECT booked_gpu_hours FROM accounts WHERE user_id = ?`, userID).Scan(&booked); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if err := q.QueryRowContext(ctx, `SELECT booked_gpu_hours FROM accounts WHERE user_id = ?`, userID).Scan(&booked); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
 	if booked+gpuHours > quotas.MaxBookedGPUHours {
@@ -104,7 +104,7 @@ func (db *DB) checkBookedQuota(ctx context.Context, q queryer, userID int64, gpu
 // bookedHours moves a user's count of booked GPU-hours: + when a
 // reservation is booked, − when it is cancelled or completes.
 func (db *DB) bookedHours(ctx context.Context, tx *sql.Tx, userID int64, delta int) error {
-	_, err := db.execTx(ctx, tx, `UPDATE accounts SET booked_gpu_hours = booked_gpu_hours + ? WHERE user_id = ?`, delta, userID)
+	_, err := tx.ExecContext(ctx, `UPDATE accounts SET booked_gpu_hours = booked_gpu_hours + ? WHERE user_id = ?`, delta, userID)
 	return err
 }
 

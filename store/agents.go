@@ -290,7 +290,7 @@ var errCapacityChanges = errors.New("the heartbeat changes the capacity")
 // health, or returns errCapacityChanges (and the caller rolls back).
 func (db *DB) telemetryOnly(ctx context.Context, tx *sql.Tx, nodeID string, hb gpuportal.AgentHeartbeat, hbSec int, now time.Time) (int64, error) {
 	var revision int64
-	err := db.row(ctx, tx, `UPDATE nodes SET last_heartbeat_at = ?, heartbeat_seconds = ? WHERE id = ? AND online = 1 RETURNING revision`,
+	err := tx.QueryRowContext(ctx, `UPDATE nodes SET last_heartbeat_at = ?, heartbeat_seconds = ? WHERE id = ? AND online = 1 RETURNING revision`,
 		now.Unix(), hbSec, nodeID).Scan(&revision)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, errCapacityChanges // offline (or unknown: the other path says so)
@@ -320,7 +320,7 @@ func (db *DB) telemetryOnly(ctx context.Context, tx *sql.Tx, nodeID string, hb g
 		args = append(args, g.UUID, g.Healthy, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected)
 	}
 	q.WriteString(`) AS v WHERE gpus.uuid = v.column1 AND gpus.healthy = v.column2 AND gpus.node_id = ?`)
-	res, err := db.execTx(ctx, tx, q.String(), append(args, nodeID)...)
+	res, err := tx.ExecContext(ctx, q.String(), append(args, nodeID)...)
 	if err != nil {
 		return 0, err
 	}
@@ -339,7 +339,7 @@ const idleGPUMemoryMiB = 64
 func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID string, hb gpuportal.AgentHeartbeat, hbSec int, now time.Time) (int64, error) {
 	var online bool
 	var revision int64
-	if err := db.row(ctx, tx, `SELECT online, revision FROM nodes WHERE id = ?`, nodeID).Scan(&online, &revision); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT online, revision FROM nodes WHERE id = ?`, nodeID).Scan(&online, &revision); err != nil {
 		return 0, err
 	}
 	if !online {
@@ -362,7 +362,7 @@ func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID 
 	healthChanged := !online
 	health := map[string]bool{}
 	busy := map[string]bool{} // left busy by an ended instance
-	rows, err := db.rows(ctx, tx, `SELECT uuid, healthy, busy_after_instance IS NOT NULL FROM gpus WHERE node_id = ?`, nodeID)
+	rows, err := tx.QueryContext(ctx, `SELECT uuid, healthy, busy_after_instance IS NOT NULL FROM gpus WHERE node_id = ?`, nodeID)
 	if err != nil {
 		return 0, err
 	}
@@ -376,7 +376,7 @@ func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID 
 		health[u], busy[u] = h, b
 	}
 	rows.Close()
-	if _, err := db.execTx(ctx, tx, `UPDATE nodes SET last_heartbeat_at = ?, online = 1, heartbeat_seconds = ? WHERE id = ?`, now.Unix(), hbSec, nodeID); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE nodes SET last_heartbeat_at = ?, online = 1, heartbeat_seconds = ? WHERE id = ?`, now.Unix(), hbSec, nodeID); err != nil {
 		return 0, err
 	}
 	for _, g := range hb.GPUs {
@@ -387,11 +387,11 @@ func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID 
 		if busy[g.UUID] {
 			if !g.Healthy || g.MemoryUsedMiB > idleGPUMemoryMiB {
 				g.Healthy = false // still held by what the ended instance left
-			} else if _, err := db.execTx(ctx, tx, `UPDATE gpus SET busy_after_instance = NULL WHERE uuid = ?`, g.UUID); err != nil {
+			} else if _, err := tx.ExecContext(ctx, `UPDATE gpus SET busy_after_instance = NULL WHERE uuid = ?`, g.UUID); err != nil {
 				return 0, err
 			}
 		}
-		if _, err := db.execTx(ctx, tx, `UPDATE gpus SET memory_used_mib = ?, utilization_percent = ?, temperature_c = ?, power_w = ?,
+		if _, err := tx.ExecContext(ctx, `UPDATE gpus SET memory_used_mib = ?, utilization_percent = ?, temperature_c = ?, power_w = ?,
 			xid_errors = ?, last_xid = ?, ecc_uncorrected = ?, healthy = ? WHERE uuid = ?`, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected, g.Healthy, g.UUID); err != nil {
 			return 0, err
 		}

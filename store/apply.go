@@ -50,12 +50,12 @@ func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, plan sch
 
 func (a *applier) complete(ctx context.Context, plan scheduler.Decisions) error {
 	for _, id := range plan.Complete {
-		if _, err := a.db.execTx(ctx, a.tx, `UPDATE reservations SET status = 'completed' WHERE id = ?`, id); err != nil {
+		if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET status = 'completed' WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("reservation %d: %w", id, err)
 		}
 		var userID int64
 		var gpuHours int
-		if err := a.db.row(ctx, a.tx, `SELECT user_id, count * (end_at - start_at) / 3600 FROM reservations WHERE id = ?`, id).Scan(&userID, &gpuHours); err != nil {
+		if err := a.tx.QueryRowContext(ctx, `SELECT user_id, count * (end_at - start_at) / 3600 FROM reservations WHERE id = ?`, id).Scan(&userID, &gpuHours); err != nil {
 			return fmt.Errorf("reservation %d: %w", id, err)
 		}
 		if err := a.db.bookedHours(ctx, a.tx, userID, -gpuHours); err != nil {
@@ -70,7 +70,7 @@ func (a *applier) complete(ctx context.Context, plan scheduler.Decisions) error 
 
 func (a *applier) activate(ctx context.Context, plan scheduler.Decisions) error {
 	for _, as := range plan.Activate {
-		if _, err := a.db.execTx(ctx, a.tx, `UPDATE reservations SET status = 'active' WHERE id = ?`, as.ReservationID); err != nil {
+		if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET status = 'active' WHERE id = ?`, as.ReservationID); err != nil {
 			return fmt.Errorf("reservation %d: %w", as.ReservationID, err)
 		}
 		if err := a.assign(ctx, as); err != nil {
@@ -86,7 +86,7 @@ func (a *applier) activate(ctx context.Context, plan scheduler.Decisions) error 
 // assign records a reservation's GPUs; what could not be found is refunded.
 func (a *applier) assign(ctx context.Context, as scheduler.Assignment) error {
 	for _, g := range as.GPUs {
-		if _, err := a.db.execTx(ctx, a.tx, `INSERT INTO reservation_gpus (gpu_uuid, reservation_id) VALUES (?, ?)`, g, as.ReservationID); err != nil {
+		if _, err := a.tx.ExecContext(ctx, `INSERT INTO reservation_gpus (gpu_uuid, reservation_id) VALUES (?, ?)`, g, as.ReservationID); err != nil {
 			return err
 		}
 	}
@@ -121,7 +121,7 @@ func (a *applier) lostWork(ctx context.Context, plan scheduler.Decisions) error 
 		// Restarted, it waits for its old node to confirm the old attempt
 		// gone: during a partition that attempt may still run (and write
 		// its checkpoint directory).
-		if _, err := a.db.execTx(ctx, a.tx, `UPDATE instances SET unconfirmed_node = ?, unconfirmed_since = ? WHERE id = ? AND status = 'pending'`,
+		if _, err := a.tx.ExecContext(ctx, `UPDATE instances SET unconfirmed_node = ?, unconfirmed_since = ? WHERE id = ? AND status = 'pending'`,
 			i.Node, a.db.Wall.Now().Unix(), i.ID); err != nil {
 			return fmt.Errorf("instance %d: %w", i.ID, err)
 		}
@@ -131,7 +131,7 @@ func (a *applier) lostWork(ctx context.Context, plan scheduler.Decisions) error 
 
 func (a *applier) replace(ctx context.Context, plan scheduler.Decisions) error {
 	for _, as := range plan.Replace {
-		if _, err := a.db.execTx(ctx, a.tx, `DELETE FROM reservation_gpus WHERE reservation_id = ? AND gpu_uuid IN
+		if _, err := a.tx.ExecContext(ctx, `DELETE FROM reservation_gpus WHERE reservation_id = ? AND gpu_uuid IN
 			(SELECT g.uuid FROM gpus g JOIN nodes nd ON nd.id = g.node_id WHERE nd.online = 0 OR g.healthy = 0)`, as.ReservationID); err != nil {
 			return fmt.Errorf("reservation %d: %w", as.ReservationID, err)
 		}
@@ -182,12 +182,12 @@ func (a *applier) balance(ctx context.Context, b scheduler.BalanceAction, polici
 		if bal.RunsOutAt == nil {
 			return nil
 		}
-		if _, err := a.db.execTx(ctx, a.tx, `UPDATE users SET low_balance_noted_at = ? WHERE id = ?`, unix(a.now), b.UserID); err != nil {
+		if _, err := a.tx.ExecContext(ctx, `UPDATE users SET low_balance_noted_at = ? WHERE id = ?`, unix(a.now), b.UserID); err != nil {
 			return err
 		}
 		return a.db.notify(ctx, a.tx, b.UserID, gpuportal.NoteBalanceLow, gpuportal.NoteParams{Available: bal.Available, RunsOutAt: *bal.RunsOutAt})
 	case scheduler.BalanceClear:
-		_, err := a.db.execTx(ctx, a.tx, `UPDATE users SET low_balance_noted_at = NULL WHERE id = ?`, b.UserID)
+		_, err := a.tx.ExecContext(ctx, `UPDATE users SET low_balance_noted_at = NULL WHERE id = ?`, b.UserID)
 		return err
 	}
 	return fmt.Errorf("unknown balance action %q", b.Action)
@@ -234,7 +234,7 @@ func (a *applier) onDemandStillFits(ctx context.Context, model, region string, c
 
 func (a *applier) placeOne(ctx context.Context, pl scheduler.Placement) error {
 	var kind, model, region string
-	if err := a.db.row(ctx, a.tx, `SELECT kind, model_id, region_id FROM instances WHERE id = ?`, pl.InstanceID).Scan(&kind, &model, &region); err != nil {
+	if err := a.tx.QueryRowContext(ctx, `SELECT kind, model_id, region_id FROM instances WHERE id = ?`, pl.InstanceID).Scan(&kind, &model, &region); err != nil {
 		return err
 	}
 	if kind == gpuportal.KindOnDemand {
@@ -249,17 +249,17 @@ func (a *applier) placeOne(ctx context.Context, pl scheduler.Placement) error {
 		}
 	}
 	for _, g := range pl.GPUs {
-		if _, err := a.db.execTx(ctx, a.tx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g, pl.InstanceID); err != nil {
+		if _, err := a.tx.ExecContext(ctx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g, pl.InstanceID); err != nil {
 			return err
 		}
 	}
-	if _, err := a.db.execTx(ctx, a.tx, `UPDATE instances SET node_id = ?, attempt = attempt + 1, notice_at = NULL, notice_wall_at = NULL, deadline_at = NULL,
+	if _, err := a.tx.ExecContext(ctx, `UPDATE instances SET node_id = ?, attempt = attempt + 1, notice_at = NULL, notice_wall_at = NULL, deadline_at = NULL,
 		interrupt_reason = NULL WHERE id = ?`, pl.Node, pl.InstanceID); err != nil {
 		return err
 	}
 	// Its old node never confirmed the last attempt gone (the wait ran
 	// out): this attempt gets a fresh checkpoint directory of its own.
-	if _, err := a.db.execTx(ctx, a.tx, `UPDATE instances SET checkpoint_key = checkpoint_key || '-attempt-' || CAST(attempt AS TEXT), unconfirmed_node = NULL, unconfirmed_since = NULL
+	if _, err := a.tx.ExecContext(ctx, `UPDATE instances SET checkpoint_key = checkpoint_key || '-attempt-' || CAST(attempt AS TEXT), unconfirmed_node = NULL, unconfirmed_since = NULL
 		WHERE id = ? AND unconfirmed_node IS NOT NULL`, pl.InstanceID); err != nil {
 		return err
 	}
@@ -314,28 +314,28 @@ func (a *applier) startTask(ctx context.Context, t scheduler.TaskStart) error {
 		}
 	}
 	var id int64
-	if err := a.db.row(ctx, a.tx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, status, node_id, attempt,
+	if err := a.tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, status, node_id, attempt,
 		checkpoint_key, price_fen, created_at, image, job_id, task_index) VALUES (?, ?, ?, ?, ?, ?, 0, 'pending', ?, 1, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		j.UserID, t.Kind, j.Model, j.Region, j.GPUsPerTask, j.Command, t.Node, fmt.Sprintf("job-%d-task-%d", j.ID, t.TaskIndex), t.Price, unix(a.now), j.Image, j.ID, t.TaskIndex).Scan(&id); err != nil {
 		return err
 	}
 	for _, g := range t.GPUs {
-		if _, err := a.db.execTx(ctx, a.tx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g, id); err != nil {
+		if _, err := a.tx.ExecContext(ctx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g, id); err != nil {
 			return err
 		}
 	}
 	// The job's volumes, as checked at its submission (a volume a job
 	// names cannot be deleted while the job runs).
 	for _, m := range j.Volumes {
-		if _, err := a.db.execTx(ctx, a.tx, `INSERT INTO instance_volumes (instance_id, volume_id, mount_path) VALUES (?, ?, ?)`, id, m.ID, m.MountPath); err != nil {
+		if _, err := a.tx.ExecContext(ctx, `INSERT INTO instance_volumes (instance_id, volume_id, mount_path) VALUES (?, ?, ?)`, id, m.ID, m.MountPath); err != nil {
 			return fmt.Errorf("mount volume %d: %w", m.ID, err)
 		}
 	}
-	if _, err := a.db.execTx(ctx, a.tx, `UPDATE job_tasks SET status = 'running', attempts = attempts + 1, instance_id = ?, exit_code = NULL WHERE job_id = ? AND task_index = ?`,
+	if _, err := a.tx.ExecContext(ctx, `UPDATE job_tasks SET status = 'running', attempts = attempts + 1, instance_id = ?, exit_code = NULL WHERE job_id = ? AND task_index = ?`,
 		id, j.ID, t.TaskIndex); err != nil {
 		return err
 	}
-	if _, err := a.db.execTx(ctx, a.tx, `UPDATE jobs SET status = 'running', unpaid_noted_at = NULL WHERE id = ?`, j.ID); err != nil {
+	if _, err := a.tx.ExecContext(ctx, `UPDATE jobs SET status = 'running', unpaid_noted_at = NULL WHERE id = ?`, j.ID); err != nil {
 		return err
 	}
 	if err := bumpNode(ctx, a.tx, t.Node); err != nil {
@@ -355,7 +355,7 @@ func (a *applier) reminders(ctx context.Context, plan scheduler.Decisions) error
 		if err != nil {
 			return err
 		}
-		if _, err := a.db.execTx(ctx, a.tx, `UPDATE reservations SET `+flag+` = 1 WHERE id = ?`, r.ID); err != nil {
+		if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET `+flag+` = 1 WHERE id = ?`, r.ID); err != nil {
 			return fmt.Errorf("reservation %d: %w", r.ID, err)
 		}
 		params := gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region, Count: r.Count, Start: r.Start, End: r.End}
@@ -375,7 +375,7 @@ func (a *applier) reminders(ctx context.Context, plan scheduler.Decisions) error
 // does nothing).
 func (a *applier) rebalance(ctx context.Context, plan scheduler.Decisions) error {
 	for _, r := range plan.Rebalance {
-		res, err := a.db.execTx(ctx, a.tx, `UPDATE instances SET rebalance_at = ? WHERE id = ? AND rebalance_at IS NULL AND status IN ('pending', 'running')`, unix(a.now), r.InstanceID)
+		res, err := a.tx.ExecContext(ctx, `UPDATE instances SET rebalance_at = ? WHERE id = ? AND rebalance_at IS NULL AND status IN ('pending', 'running')`, unix(a.now), r.InstanceID)
 		if err != nil {
 			return fmt.Errorf("instance %d: %w", r.InstanceID, err)
 		}

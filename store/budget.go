@@ -36,7 +36,7 @@ func (db *DB) SetBudget(ctx context.Context, user *gpuportal.User, monthly gpupo
 // Budget is the user's monthly budget and this month's spend (site time).
 func (db *DB) Budget(ctx context.Context, userID int64) (gpuportal.Budget, error) {
 	var monthly gpuportal.Fen
-	if err := db.row(ctx, db.read, `SELECT monthly_budget_fen FROM users WHERE id = ?`, userID).Scan(&monthly); err != nil {
+	if err := db.read.QueryRowContext(ctx, `SELECT monthly_budget_fen FROM users WHERE id = ?`, userID).Scan(&monthly); err != nil {
 		return gpuportal.Budget{}, fmt.Errorf("budget: %w", err)
 	}
 	spent, err := db.spentSince(ctx, db.read, userID, db.monthStart(db.now()))
@@ -54,7 +54,7 @@ func (db *DB) monthStart(now time.Time) time.Time {
 
 func (db *DB) spentSince(ctx context.Context, q queryer, userID int64, from time.Time) (gpuportal.Fen, error) {
 	var spent gpuportal.Fen
-	err := db.row(ctx, q, `SELECT COALESCE(sum(amount_fen), 0) FROM ledger_entries WHERE user_id = ? AND at >= ? AND kind IN (`+spendKinds+`)`,
+	err := q.QueryRowContext(ctx, `SELECT COALESCE(sum(amount_fen), 0) FROM ledger_entries WHERE user_id = ? AND at >= ? AND kind IN (`+spendKinds+`)`,
 		userID, unix(from)).Scan(&spent)
 	if err != nil {
 		return 0, fmt.Errorf("spend: %w", err)

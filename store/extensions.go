@@ -95,7 +95,7 @@ func (db *DB) Extend(ctx context.Context, user *gpuportal.User, id int64, hours 
 			quote.Total += added.Total
 		}
 		quoteJSON, _ := json.Marshal(quote)
-		if _, err := db.execTx(ctx, tx, `UPDATE reservations SET end_at = ?, price_fen = price_fen + ?, quote_json = ?, reminded_end = 0,
+		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET end_at = ?, price_fen = price_fen + ?, quote_json = ?, reminded_end = 0,
 			sequence = sequence + 1, modified_at = ? WHERE id = ?`, unix(newEnd), added.Total, string(quoteJSON), unix(now), r.ID); err != nil {
 			return fmt.Errorf("extend reservation %d: %w", r.ID, err)
 		}

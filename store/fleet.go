@@ -72,7 +72,7 @@ type queryer interface {
 
 func (db *DB) healthyGPUs(ctx context.Context, q queryer, model, region string) (int, error) {
 	var n int
-	err := db.row(ctx, q, `SELECT healthy_gpus FROM capacity WHERE model_id = ? AND region_id = ?`, model, region).Scan(&n)
+	err := q.QueryRowContext(ctx, `SELECT healthy_gpus FROM capacity WHERE model_id = ? AND region_id = ?`, model, region).Scan(&n)
 	if err == sql.ErrNoRows {
 		return 0, nil
 	}

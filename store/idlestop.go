@@ -16,7 +16,7 @@ import (
 // stopped like its owner would stop it, and the owner is told why. An
 // open interactive session (SSH, the web terminal) counts as use too.
 func (db *DB) stopIdle(ctx context.Context, tx *sql.Tx, now time.Time, nodes *[]string) error {
-	if _, err := db.execTx(ctx, tx, `UPDATE `+db.indexed("instances", "instances_idle_watch")+` SET idle_since = CASE
+	if _, err := tx.ExecContext(ctx, `UPDATE `+db.indexed("instances", "instances_idle_watch")+` SET idle_since = CASE
 			WHEN EXISTS (SELECT 1 FROM instance_gpus ig JOIN gpus g ON g.uuid = ig.gpu_uuid WHERE ig.instance_id = instances.id AND g.utilization_percent > 0) THEN NULL
 			WHEN EXISTS (SELECT 1 FROM sessions s WHERE s.instance_id = instances.id AND s.closed_at IS NULL AND s.connected_at IS NOT NULL AND s.seen_at >= ?) THEN NULL
 			ELSE coalesce(idle_since, ?) END

@@ -659,7 +659,7 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 		}
 	}
 	var disabled bool
-	if err := db.row(ctx, tx, `SELECT disabled_at IS NOT NULL FROM users WHERE id = ?`, i.UserID).Scan(&disabled); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT disabled_at IS NOT NULL FROM users WHERE id = ?`, i.UserID).Scan(&disabled); err != nil {
 		return fmt.Errorf("owner of instance %d: %w", i.ID, err)
 	}
 	if gpuportal.AutoRestarts(i, outcome, disabled) {

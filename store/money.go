@@ -32,11 +32,11 @@ type ledgerPost struct {
 
 // postLedger writes an entry and moves the user's cached balance.
 func (db *DB) postLedger(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
-	if _, err := db.execTx(ctx, tx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, volume_id, description) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, volume_id, description) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.userID, unix(e.at), e.kind, e.amount, e.reservationID, e.instanceID, e.topUpID, e.volumeID, e.desc); err != nil {
 		return fmt.Errorf("ledger %s: %w", e.kind, err)
 	}
-	if _, err := db.execTx(ctx, tx, `UPDATE accounts SET balance_fen = balance_fen - ? WHERE user_id = ?`, e.amount, e.userID); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE accounts SET balance_fen = balance_fen - ? WHERE user_id = ?`, e.amount, e.userID); err != nil {
 		return fmt.Errorf("balance: %w", err)
 	}
 	return nil
@@ -51,7 +51,7 @@ func (db *DB) charge(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
 	if err != nil {
 		return err
 	}
-	res, err := db.execTx(ctx, tx, `UPDATE accounts SET balance_fen = balance_fen - ? WHERE user_id = ? AND balance_fen + credit_limit_fen - ? >= ?`,
+	res, err := tx.ExecContext(ctx, `UPDATE accounts SET balance_fen = balance_fen - ? WHERE user_id = ? AND balance_fen + credit_limit_fen - ? >= ?`,
 		e.amount, e.userID, held, e.amount)
 	if err != nil {
 		return fmt.Errorf("charge: %w", err)
@@ -63,7 +63,7 @@ func (db *DB) charge(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
 		}
 		return insufficient(e.amount, b.Available)
 	}
-	if _, err := db.execTx(ctx, tx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, volume_id, description) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, volume_id, description) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.userID, unix(e.at), e.kind, e.amount, e.reservationID, e.instanceID, e.topUpID, e.volumeID, e.desc); err != nil {
 		return fmt.Errorf("ledger %s: %w", e.kind, err)
 	}
@@ -84,7 +84,7 @@ func (db *DB) launchRoom(ctx context.Context, q queryer, userID int64, now time.
 		return 0, 0, err
 	}
 	var pending gpuportal.Fen
-	if err := db.row(ctx, q, `SELECT coalesce(sum(price_fen * count), 0) FROM instances WHERE user_id = ? AND status = 'pending'
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(sum(price_fen * count), 0) FROM instances WHERE user_id = ? AND status = 'pending'
 		AND kind IN ('spot', 'on_demand') AND stop_requested_at IS NULL`, userID).Scan(&pending); err != nil {
 		return 0, 0, fmt.Errorf("pending instances: %w", err)
 	}
@@ -151,7 +151,7 @@ func runningCosts(ctx context.Context, q queryer, where string, args ...any) ([]
 
 func (db *DB) balanceIn(ctx context.Context, q queryer, userID int64, now time.Time) (gpuportal.Balance, error) {
 	var balance, credit gpuportal.Fen
-	err := db.row(ctx, q, `SELECT balance_fen, credit_limit_fen FROM accounts WHERE user_id = ?`, userID).Scan(&balance, &credit)
+	err := q.QueryRowContext(ctx, `SELECT balance_fen, credit_limit_fen FROM accounts WHERE user_id = ?`, userID).Scan(&balance, &credit)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return gpuportal.Balance{}, fmt.Errorf("balance: %w", err)
 	}

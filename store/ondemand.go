@@ -24,7 +24,7 @@ import (
 // wait for.
 func (db *DB) onDemandGPUs(ctx context.Context, q queryer, model, region string) (int, error) {
 	var n int
-	err := db.row(ctx, q, `SELECT coalesce(sum(count), 0) FROM instances WHERE model_id = ? AND region_id = ? AND kind = 'on_demand'
+	err := q.QueryRowContext(ctx, `SELECT coalesce(sum(count), 0) FROM instances WHERE model_id = ? AND region_id = ? AND kind = 'on_demand'
 		AND status IN ('pending', 'running', 'interrupting')`, model, region).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("on-demand GPUs: %w", err)
@@ -58,7 +58,7 @@ func (db *DB) reservableNow(ctx context.Context, q queryer, model, region string
 // hour from now on.
 func mostReservedFrom(ctx context.Context, db *DB, q queryer, model, region string, now time.Time) (int, error) {
 	var most int
-	if err := db.row(ctx, q, `SELECT coalesce(max(reserved), 0) FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ?`,
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(reserved), 0) FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ?`,
 		model, region, unix(now.Truncate(time.Hour))).Scan(&most); err != nil {
 		return 0, fmt.Errorf("most GPUs booked ahead: %w", err)
 	}
@@ -96,7 +96,7 @@ func (db *DB) checkOnDemandFits(ctx context.Context, tx *sql.Tx, model, region s
 	}
 	room := bookable - onDemand - count
 	var hour int64
-	err = db.row(ctx, tx, `SELECT hour FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND reserved > ? ORDER BY hour LIMIT 1`,
+	err = tx.QueryRowContext(ctx, `SELECT hour FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND reserved > ? ORDER BY hour LIMIT 1`,
 		model, region, unix(now.Truncate(time.Hour)), room).Scan(&hour)
 	if err != nil {
 		return fmt.Errorf("check booked hours: %w", err)

@@ -19,7 +19,7 @@ import (
 // customers know it.
 func (db *DB) noteParams(ctx context.Context, tx *sql.Tx, p gpuportal.NoteParams) (string, error) {
 	if p.Model != "" && p.ModelName == "" {
-		if err := db.row(ctx, tx, `SELECT name FROM models WHERE id = ?`, p.Model).Scan(&p.ModelName); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		if err := tx.QueryRowContext(ctx, `SELECT name FROM models WHERE id = ?`, p.Model).Scan(&p.ModelName); err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return "", fmt.Errorf("notify: %w", err)
 		}
 	}
@@ -40,7 +40,7 @@ func (db *DB) notifyInApp(ctx context.Context, tx *sql.Tx, userID int64, kind st
 func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string, p gpuportal.NoteParams) error {
 	var email, phone string
 	var wantEmail, wantSMS, emailOK, phoneOK bool
-	err := db.row(ctx, tx, `SELECT email, phone, notify_email, notify_sms, email_verified_at IS NOT NULL, phone_verified_at IS NOT NULL FROM users WHERE id = ?`, userID).
+	err := tx.QueryRowContext(ctx, `SELECT email, phone, notify_email, notify_sms, email_verified_at IS NOT NULL, phone_verified_at IS NOT NULL FROM users WHERE id = ?`, userID).
 		Scan(&email, &phone, &wantEmail, &wantSMS, &emailOK, &phoneOK)
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
@@ -91,7 +91,7 @@ func (db *DB) addToOutbox(ctx context.Context, tx *sql.Tx, userID int64, kind, p
 	if status == "sent" {
 		sentAt = now
 	}
-	_, err := db.execTx(ctx, tx, `INSERT INTO notifications (user_id, kind, params, channel, recipient, status, next_attempt_at, created_at, sent_at)
+	_, err := tx.ExecContext(ctx, `INSERT INTO notifications (user_id, kind, params, channel, recipient, status, next_attempt_at, created_at, sent_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, userID, kind, params, channel, recipient, status, now, now, sentAt)
 	return err
 }

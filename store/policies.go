@@ -18,7 +18,7 @@ func (db *DB) Policies(ctx context.Context) (gpuportal.Policies, error) {
 
 func (db *DB) policies(ctx context.Context, q queryer) (gpuportal.Policies, error) {
 	var doc string
-	err := db.row(ctx, q, `SELECT document FROM policies WHERE id = 1`).Scan(&doc)
+	err := q.QueryRowContext(ctx, `SELECT document FROM policies WHERE id = 1`).Scan(&doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return gpuportal.DefaultPolicies(), nil
 	} else if err != nil {

@@ -40,7 +40,7 @@ func (db *DB) refundable(ctx context.Context, q queryer, userID int64) (gpuporta
 		return 0, err
 	}
 	var paidIn gpuportal.Fen
-	if err := db.row(ctx, q, `SELECT coalesce(sum(amount_fen - refunded_fen), 0) FROM topups WHERE user_id = ? AND status = 'paid'`, userID).Scan(&paidIn); err != nil {
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(sum(amount_fen - refunded_fen), 0) FROM topups WHERE user_id = ? AND status = 'paid'`, userID).Scan(&paidIn); err != nil {
 		return 0, fmt.Errorf("paid top-ups: %w", err)
 	}
 	return max(0, min(b.Balance-b.Held, paidIn)), nil
@@ -58,7 +58,7 @@ func (db *DB) RequestRefund(ctx context.Context, user *gpuportal.User, amount gp
 	var id int64
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		var open int
-		if err := db.row(ctx, tx, `SELECT count(*) FROM refund_requests WHERE user_id = ? AND status IN ('requested', 'refunding')`, user.ID).Scan(&open); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM refund_requests WHERE user_id = ? AND status IN ('requested', 'refunding')`, user.ID).Scan(&open); err != nil {
 			return err
 		}
 		if open > 0 {
@@ -71,7 +71,7 @@ func (db *DB) RequestRefund(ctx context.Context, user *gpuportal.User, amount gp
 		if amount > can {
 			return gpuportal.FieldErrorf(gpuportal.EINVALID, "amount_fen", "At most %s can go back: what is unused of what you paid in.", can.String())
 		}
-		return db.row(ctx, tx, `INSERT INTO refund_requests (user_id, amount_fen, note, status, created_at) VALUES (?, ?, ?, 'requested', ?) RETURNING id`,
+		return tx.QueryRowContext(ctx, `INSERT INTO refund_requests (user_id, amount_fen, note, status, created_at) VALUES (?, ?, ?, 'requested', ?) RETURNING id`,
 			user.ID, amount, note, unix(db.now())).Scan(&id)
 	})
 	if err != nil {

@@ -21,7 +21,7 @@ func (db *DB) catalogEntry(ctx context.Context, q queryer, modelID, regionID str
 	var m gpuportal.Model
 	var regions int
 	var doc string
-	err := db.row(ctx, q, `SELECT id, name, memory_gib, list_price_fen,
+	err := q.QueryRowContext(ctx, `SELECT id, name, memory_gib, list_price_fen,
 			(SELECT count(*) FROM regions WHERE id = ?),
 			coalesce((SELECT document FROM policies WHERE id = 1), '')
 		FROM models WHERE id = ?`, regionID, modelID).Scan(&m.ID, &m.Name, &m.MemoryGiB, &m.ListPrice, &regions, &doc)
@@ -185,7 +185,7 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 		CancellationTiers: policy.CancellationTiers, CreatedAt: now,
 	}
 	res.Launch = req.Launch
-	err = db.row(ctx, tx, `INSERT INTO reservations (user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, launch_json)
+	err = tx.QueryRowContext(ctx, `INSERT INTO reservations (user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, launch_json)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		userID, req.Model, req.Region, req.Count, unix(req.Start), unix(req.End), res.Status, res.Price, string(quoteJSON), string(tiersJSON), unix(now), launchJSON).Scan(&res.ID)
 	if err != nil {
@@ -217,7 +217,7 @@ func (db *DB) takeCapacity(ctx context.Context, tx *sql.Tx, model, region string
 	if err := db.checkFits(ctx, tx, model, region, start, end, count, capacity, loc); err != nil {
 		return err
 	}
-	res, err := db.execTx(ctx, tx, `UPDATE hourly_usage SET reserved = reserved + ?
+	res, err := tx.ExecContext(ctx, `UPDATE hourly_usage SET reserved = reserved + ?
 		WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ? AND reserved + ? <= ?`,
 		count, model, region, unix(start), unix(end), count, capacity)
 	if err != nil {
@@ -239,7 +239,7 @@ func (db *DB) checkFits(ctx context.Context, q queryer, model, region string, st
 	}
 	var full int64
 	var reserved int
-	err := db.row(ctx, q, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?
+	err := q.QueryRowContext(ctx, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?
 		AND reserved + ? > ? ORDER BY hour LIMIT 1`, model, region, unix(start), unix(end), count, capacity).Scan(&full, &reserved)
 	if err == nil {
 		return capacityError(fromUnix(full), max(0, capacity-reserved), count, loc)
@@ -268,7 +268,7 @@ func (db *DB) ensureUsageRows(ctx context.Context, tx *sql.Tx, model, region str
 		args = append(args, model, region, unix(t))
 	}
 	b.WriteString(` ON CONFLICT (model_id, region_id, hour) DO NOTHING`)
-	if _, err := db.execTx(ctx, tx, b.String(), args...); err != nil {
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 		return fmt.Errorf("ensure hourly usage rows: %w", err)
 	}
 	return nil
@@ -290,7 +290,7 @@ func releaseCapacity(ctx context.Context, tx *sql.Tx, model, region string, star
 // checkCredit refuses users with more late cancellations in the trailing 30
 // days than the policy allows, telling them when they can book again.
 func (db *DB) checkCredit(ctx context.Context, q queryer, userID int64, p gpuportal.Policy, now time.Time) error {
-	times, err := scanAll(ctx, preparedOf(db, q), func(r *sql.Rows, t *time.Time) error {
+	times, err := scanAll(ctx, q, func(r *sql.Rows, t *time.Time) error {
 		var at int64
 		err := r.Scan(&at)
 		*t = fromUnix(at)

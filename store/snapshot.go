@@ -18,7 +18,7 @@ import (
 // the planner will look into (scheduler.DetailNeeded). With nothing due it
 // reads a handful of small aggregates.
 func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (scheduler.Snapshot, error) {
-	q := preparedTx{db, tx}
+	q := tx
 	s := scheduler.Snapshot{Pools: map[scheduler.PoolKey]*scheduler.Pool{}, Owners: map[int64]scheduler.Owner{},
 		JobGPUs: map[scheduler.UserPool]int{}, FreeHours: map[scheduler.PoolKey]map[int64]int{}, Location: db.Location, VictimRule: db.VictimRule}
 	steps := []struct {
@@ -174,7 +174,7 @@ func leavingInstances(ctx context.Context, q queryer, where string, args ...any)
 // livePool reads one pool, and its detail when detail says the counts call
 // for it (a spot launch's check).
 func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key scheduler.PoolKey, now time.Time, detail func(*scheduler.Pool) bool) (*scheduler.Pool, error) {
-	q := preparedTx{db, tx}
+	q := tx
 	pl, err := db.loadPool(ctx, q, key, now)
 	if err != nil {
 		return nil, err
@@ -610,29 +610,4 @@ func (db *DB) loadWaitlist(ctx context.Context, q queryer, now time.Time, s *sch
 	}
 	s.Waitlist = entries
 	return nil
-}
-
-// preparedTx runs a transaction's queries as prepared statements: the
-// tick asks the same questions every minute, and parsing them again each
-// time was most of a small fleet's tick.
-type preparedTx struct {
-	db *DB
-	tx *sql.Tx
-}
-
-func (p preparedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return p.db.rows(ctx, p.tx, query, args...)
-}
-
-func (p preparedTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return p.db.row(ctx, p.tx, query, args...)
-}
-
-// preparedOf runs q's queries as prepared statements when q is a write
-// transaction (see preparedTx).
-func preparedOf(db *DB, q queryer) queryer {
-	if tx, ok := q.(*sql.Tx); ok {
-		return preparedTx{db, tx}
-	}
-	return q
 }

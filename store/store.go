@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,92 +68,6 @@ type DB struct {
 	// writesFailing is set while writes fail for want of space (see
 	// writehealth.go).
 	writesFailing atomic.Bool
-
-	stmtMu sync.Mutex
-	stmts  map[string]*sql.Stmt // hot statements, prepared once on the write connection
-	wanted map[string]bool      // met inside a transaction, to prepare after it
-}
-
-// Hot statements of write transactions (bookings, heartbeats) are
-// prepared once on the single write connection and reused by every
-// transaction with tx.StmtContext: SQLite's parsing was a sixth of a
-// booking's CPU. A statement first met inside a transaction runs plainly
-// and is prepared after that transaction ends (preparing on the write pool
-// while a transaction holds its only connection would wait forever).
-
-// cached returns the prepared statement for query, noting it to be
-// prepared if it is not yet.
-func (db *DB) cached(query string) *sql.Stmt {
-	if db.dialect != "sqlite" {
-		return nil // pgx prepares and caches statements per connection itself
-	}
-	db.stmtMu.Lock()
-	defer db.stmtMu.Unlock()
-	if s, ok := db.stmts[query]; ok {
-		return s
-	}
-	if db.wanted == nil {
-		db.wanted = map[string]bool{}
-	}
-	db.wanted[query] = true
-	return nil
-}
-
-// prepareWanted prepares the statements noted since last time. It never
-// holds the lock while preparing: preparing waits for the write
-// connection, which a transaction may hold while it asks for a statement.
-func (db *DB) prepareWanted(ctx context.Context) {
-	db.stmtMu.Lock()
-	var queries []string
-	for q := range db.wanted {
-		queries = append(queries, q)
-		delete(db.wanted, q)
-	}
-	db.stmtMu.Unlock()
-	for _, q := range queries {
-		s, err := db.write.PrepareContext(ctx, q)
-		if err != nil {
-			continue // it runs unprepared, and is noted again
-		}
-		db.stmtMu.Lock()
-		if db.stmts == nil {
-			db.stmts = map[string]*sql.Stmt{}
-		}
-		if _, dup := db.stmts[q]; dup {
-			s.Close()
-		} else {
-			db.stmts[q] = s
-		}
-		db.stmtMu.Unlock()
-	}
-}
-
-// execTx runs a write statement in tx, prepared once.
-func (db *DB) execTx(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
-	if s := db.cached(query); s != nil {
-		return tx.StmtContext(ctx, s).ExecContext(ctx, args...)
-	}
-	return tx.ExecContext(ctx, query, args...)
-}
-
-// row runs a one-row query; in a write transaction it is prepared once.
-func (db *DB) row(ctx context.Context, q queryer, query string, args ...any) *sql.Row {
-	if tx, ok := q.(*sql.Tx); ok {
-		if s := db.cached(query); s != nil {
-			return tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
-		}
-	}
-	return q.QueryRowContext(ctx, query, args...)
-}
-
-// rows runs a query; in a write transaction it is prepared once.
-func (db *DB) rows(ctx context.Context, q queryer, query string, args ...any) (*sql.Rows, error) {
-	if tx, ok := q.(*sql.Tx); ok {
-		if s := db.cached(query); s != nil {
-			return tx.StmtContext(ctx, s).QueryContext(ctx, args...)
-		}
-	}
-	return q.QueryContext(ctx, query, args...)
 }
 
 // Open opens the database named by dsn: a SQLite file path (created if
@@ -197,13 +110,13 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock, synchro
 	base := "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) + "?" + pragmas
 	// IMMEDIATE takes the write lock at BEGIN, so a read-then-write
 	// transaction (check capacity, then insert) cannot be overtaken.
-	write, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	write, err := sql.Open(sqliteDriver, base+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	write.SetMaxOpenConns(1)
 	write.SetConnMaxIdleTime(0)
-	read, err := sql.Open("sqlite", base+"&"+"_pragma="+url.QueryEscape("query_only(ON)"))
+	read, err := sql.Open(sqliteDriver, base+"&"+"_pragma="+url.QueryEscape("query_only(ON)"))
 	if err != nil {
 		write.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -224,11 +137,6 @@ func (db *DB) Close() error {
 	if db.group != nil {
 		db.group.close()
 	}
-	db.stmtMu.Lock()
-	for _, s := range db.stmts {
-		s.Close()
-	}
-	db.stmtMu.Unlock()
 	if db.stopListening != nil {
 		db.stopListening()
 		<-db.listening
@@ -294,7 +202,6 @@ func (db *DB) runTx(ctx context.Context, writerLock bool, attempts int, fn func(
 }
 
 func (db *DB) runTxOnce(ctx context.Context, writerLock bool, attempts int, fn func(tx *sql.Tx) error) error {
-	defer db.prepareWanted(ctx)
 	if db.group != nil {
 		return db.group.do(ctx, fn)
 	}

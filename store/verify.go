@@ -47,7 +47,7 @@ func (db *DB) SetContactsVerified(ctx context.Context, userID int64) error {
 // sent in the last hour.
 func (db *DB) verificationsSent(ctx context.Context, q queryer, userID int64, kind string) (int, error) {
 	var n int
-	err := db.row(ctx, q, `SELECT count(*) FROM notifications WHERE user_id = ? AND kind = ? AND created_at >= ?`,
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM notifications WHERE user_id = ? AND kind = ? AND created_at >= ?`,
 		userID, kind, db.Wall.Now().Add(-time.Hour).Unix()).Scan(&n)
 	return n, err
 }
@@ -61,7 +61,7 @@ func (db *DB) SendEmailVerification(ctx context.Context, userID int64) error {
 func (db *DB) queueEmailVerification(ctx context.Context, tx *sql.Tx, userID int64) error {
 	var email string
 	var verified sql.NullInt64
-	if err := db.row(ctx, tx, `SELECT email, email_verified_at FROM users WHERE id = ?`, userID).Scan(&email, &verified); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT email, email_verified_at FROM users WHERE id = ?`, userID).Scan(&email, &verified); err != nil {
 		return fmt.Errorf("user %d: %w", userID, err)
 	}
 	if verified.Valid {
@@ -128,7 +128,7 @@ func (db *DB) SendPhoneCode(ctx context.Context, userID int64) error {
 	return db.inTx(ctx, func(tx *sql.Tx) error {
 		var phone string
 		var verified sql.NullInt64
-		if err := db.row(ctx, tx, `SELECT phone, phone_verified_at FROM users WHERE id = ?`, userID).Scan(&phone, &verified); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT phone, phone_verified_at FROM users WHERE id = ?`, userID).Scan(&phone, &verified); err != nil {
 			return fmt.Errorf("user %d: %w", userID, err)
 		}
 		switch {
@@ -172,7 +172,7 @@ func (db *DB) VerifyPhone(ctx context.Context, userID int64, code string) error 
 		var hash sql.NullString
 		var expires sql.NullInt64
 		var tries int
-		if err := db.row(ctx, tx, `SELECT phone_code_hash, phone_code_expires_at, phone_code_tries FROM users WHERE id = ?`, userID).Scan(&hash, &expires, &tries); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT phone_code_hash, phone_code_expires_at, phone_code_tries FROM users WHERE id = ?`, userID).Scan(&hash, &expires, &tries); err != nil {
 			return err
 		}
 		now := db.Wall.Now()
@@ -197,7 +197,7 @@ func (db *DB) VerifyPhone(ctx context.Context, userID int64, code string) error 
 // user in the last hour (verifications aside).
 func (db *DB) messagesSentLastHour(ctx context.Context, q queryer, userID int64) (int, error) {
 	var n int
-	err := db.row(ctx, q, `SELECT count(*) FROM notifications WHERE user_id = ? AND channel IN ('email', 'sms') AND created_at >= ?
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM notifications WHERE user_id = ? AND channel IN ('email', 'sms') AND created_at >= ?
 		AND kind NOT IN ('verify_email', 'verify_phone', 'password_reset')`, userID, db.Wall.Now().Add(-time.Hour).Unix()).Scan(&n)
 	return n, err
 }

@@ -97,7 +97,7 @@ func (db *DB) regionStorage(ctx context.Context, q queryer, region string) (regi
 	var st regionStorage
 	var n, enforced int
 	var note sql.NullString
-	err := db.row(ctx, q, `SELECT count(*), coalesce(sum(volume_enforced), 0), max(volume_note) FROM nodes WHERE region_id = ? AND online = 1`, region).Scan(&n, &enforced, &note)
+	err := q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(volume_enforced), 0), max(volume_note) FROM nodes WHERE region_id = ? AND online = 1`, region).Scan(&n, &enforced, &note)
 	if err != nil {
 		return st, fmt.Errorf("region storage: %w", err)
 	}
@@ -152,7 +152,7 @@ func (db *DB) volumeQuota(ctx context.Context, tx *sql.Tx, userID, except int64)
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := db.row(ctx, tx, `SELECT coalesce(sum(size_gib), 0) FROM volumes WHERE user_id = ? AND deleted_at IS NULL AND id <> ?`, userID, except).Scan(&held); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(size_gib), 0) FROM volumes WHERE user_id = ? AND deleted_at IS NULL AND id <> ?`, userID, except).Scan(&held); err != nil {
 		return 0, 0, fmt.Errorf("volumes held: %w", err)
 	}
 	return *q.MaxVolumeGiB, held, nil
@@ -177,7 +177,7 @@ func (db *DB) CreateVolume(ctx context.Context, user *gpuportal.User, req gpupor
 			return gpuportal.FieldErrorf(gpuportal.EINVALID, "region", "Unknown region %q.", req.Region)
 		}
 		var taken bool
-		if err := db.row(ctx, tx, `SELECT EXISTS (SELECT 1 FROM volumes WHERE user_id = ? AND name = ? AND deleted_at IS NULL)`, user.ID, req.Name).Scan(&taken); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM volumes WHERE user_id = ? AND name = ? AND deleted_at IS NULL)`, user.ID, req.Name).Scan(&taken); err != nil {
 			return err
 		}
 		if taken {
@@ -193,7 +193,7 @@ func (db *DB) CreateVolume(ctx context.Context, user *gpuportal.User, req gpupor
 		if b.Available <= 0 {
 			return insufficient(1, b.Available)
 		}
-		if err := db.row(ctx, tx, `INSERT INTO volumes (user_id, name, region_id, size_gib, created_at, billed_until) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+		if err := tx.QueryRowContext(ctx, `INSERT INTO volumes (user_id, name, region_id, size_gib, created_at, billed_until) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
 			user.ID, req.Name, req.Region, req.SizeGiB, unix(now), unix(now)).Scan(&id); err != nil {
 			return fmt.Errorf("insert volume: %w", err)
 		}
@@ -222,7 +222,7 @@ func (db *DB) chargeVolumeHours(ctx context.Context, tx *sql.Tx, id, userID int6
 		total += c
 	}
 	until := billedUntil.Add(time.Duration(hours) * time.Hour)
-	if _, err := db.execTx(ctx, tx, `UPDATE volumes SET billed_until = ?, carry = ? WHERE id = ?`, unix(until), carry, id); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE volumes SET billed_until = ?, carry = ? WHERE id = ?`, unix(until), carry, id); err != nil {
 		return fmt.Errorf("bill volume %d: %w", id, err)
 	}
 	if total == 0 {
@@ -256,7 +256,7 @@ func (db *DB) ResizeVolume(ctx context.Context, user *gpuportal.User, id int64, 
 		if err := gpuportal.ValidateVolumeSize(sizeGiB, quota, held); err != nil {
 			return err
 		}
-		_, err = db.execTx(ctx, tx, `UPDATE volumes SET size_gib = ? WHERE id = ?`, sizeGiB, id)
+		_, err = tx.ExecContext(ctx, `UPDATE volumes SET size_gib = ? WHERE id = ?`, sizeGiB, id)
 		return err
 	})
 	if err != nil {
@@ -281,14 +281,14 @@ func (db *DB) DeleteVolume(ctx context.Context, user *gpuportal.User, id int64) 
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "Volume %s is mounted by instance %d; stop it first.", v.Name, v.MountedBy[0])
 		}
 		var job sql.NullInt64
-		if err := db.row(ctx, tx, `SELECT min(id) FROM jobs WHERE user_id = ? AND status IN ('queued', 'running') AND volumes LIKE ?`,
+		if err := tx.QueryRowContext(ctx, `SELECT min(id) FROM jobs WHERE user_id = ? AND status IN ('queued', 'running') AND volumes LIKE ?`,
 			user.ID, fmt.Sprintf(`%%"id":%d,%%`, id)).Scan(&job); err != nil {
 			return err
 		}
 		if job.Valid {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "Volume %s is used by job %d; cancel it or let it finish first.", v.Name, job.Int64)
 		}
-		_, err = db.execTx(ctx, tx, `UPDATE volumes SET deleted_at = ? WHERE id = ?`, unix(db.now()), id)
+		_, err = tx.ExecContext(ctx, `UPDATE volumes SET deleted_at = ? WHERE id = ?`, unix(db.now()), id)
 		return err
 	})
 }
@@ -335,7 +335,7 @@ func (db *DB) resolveMounts(ctx context.Context, q queryer, userID int64, region
 // mountVolumes records an instance's volumes (checked by resolveMounts).
 func (db *DB) mountVolumes(ctx context.Context, tx *sql.Tx, instanceID int64, mounts []resolvedMount) error {
 	for _, m := range mounts {
-		if _, err := db.execTx(ctx, tx, `INSERT INTO instance_volumes (instance_id, volume_id, mount_path) VALUES (?, ?, ?)`, instanceID, m.volume.ID, m.path); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO instance_volumes (instance_id, volume_id, mount_path) VALUES (?, ?, ?)`, instanceID, m.volume.ID, m.path); err != nil {
 			return fmt.Errorf("mount volume %d: %w", m.volume.ID, err)
 		}
 	}
@@ -392,7 +392,7 @@ func (db *DB) volumeTarget(ctx context.Context, tx *sql.Tx, user *gpuportal.User
 		return "", err
 	}
 	var node string
-	err = db.row(ctx, tx, `SELECT n.id FROM nodes n WHERE n.region_id = ? AND n.online = 1 AND n.token_revoked_at IS NULL
+	err = tx.QueryRowContext(ctx, `SELECT n.id FROM nodes n WHERE n.region_id = ? AND n.online = 1 AND n.token_revoked_at IS NULL
 		ORDER BY (SELECT count(*) FROM sessions s WHERE s.node_id = n.id AND s.closed_at IS NULL), n.id LIMIT 1`, v.Region).Scan(&node)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", gpuportal.Errorf(gpuportal.EUNAVAILABLE, "No node of region %s is online to reach volume %s; try again shortly.", v.Region, v.Name)
@@ -424,16 +424,16 @@ func (db *DB) RecordVolumeReport(ctx context.Context, node string, rep gpuportal
 	var deleted []int64
 	err := db.inTx(ctx, func(tx *sql.Tx) error {
 		var region string
-		if err := db.row(ctx, tx, `SELECT region_id FROM nodes WHERE id = ?`, node).Scan(&region); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT region_id FROM nodes WHERE id = ?`, node).Scan(&region); err != nil {
 			return fmt.Errorf("node region: %w", err)
 		}
-		if _, err := db.execTx(ctx, tx, `UPDATE nodes SET volume_enforced = ?, volume_note = ? WHERE id = ?`, rep.Enforced, rep.Note, node); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET volume_enforced = ?, volume_note = ? WHERE id = ?`, rep.Enforced, rep.Note, node); err != nil {
 			return err
 		}
 		now := db.Wall.Now()
 		for _, u := range rep.Usage {
 			var gone sql.NullInt64
-			err := db.row(ctx, tx, `SELECT deleted_at FROM volumes WHERE id = ? AND region_id = ?`, u.ID, region).Scan(&gone)
+			err := tx.QueryRowContext(ctx, `SELECT deleted_at FROM volumes WHERE id = ? AND region_id = ?`, u.ID, region).Scan(&gone)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue // not a volume of this region: never touched
 			} else if err != nil {
@@ -443,7 +443,7 @@ func (db *DB) RecordVolumeReport(ctx context.Context, node string, rep gpuportal
 				deleted = append(deleted, u.ID)
 				continue
 			}
-			if _, err := db.execTx(ctx, tx, `UPDATE volumes SET used_bytes = ?, used_at = ? WHERE id = ?`, u.UsedBytes, unix(now), u.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE volumes SET used_bytes = ?, used_at = ? WHERE id = ?`, u.UsedBytes, unix(now), u.ID); err != nil {
 				return err
 			}
 		}
@@ -487,7 +487,7 @@ func (db *DB) billVolumes(ctx context.Context, tx *sql.Tx, now time.Time) error 
 	// VolumeRetention, and no longer billed.
 	for user := range owners {
 		var spendable gpuportal.Fen
-		if err := db.row(ctx, tx, `SELECT balance_fen + credit_limit_fen FROM accounts WHERE user_id = ?`, user).Scan(&spendable); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT balance_fen + credit_limit_fen FROM accounts WHERE user_id = ?`, user).Scan(&spendable); err != nil {
 			return err
 		}
 		if spendable > 0 {
@@ -522,7 +522,7 @@ func (db *DB) billVolumes(ctx context.Context, tx *sql.Tx, now time.Time) error 
 	for _, s := range susp {
 		if s.spendable > 0 {
 			// Topped up: billing resumes from this hour on.
-			if _, err := db.execTx(ctx, tx, `UPDATE volumes SET suspended_at = NULL, warned_at = NULL, billed_until = ? WHERE id = ?`, unix(now), s.id); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE volumes SET suspended_at = NULL, warned_at = NULL, billed_until = ? WHERE id = ?`, unix(now), s.id); err != nil {
 				return err
 			}
 			continue
@@ -531,14 +531,14 @@ func (db *DB) billVolumes(ctx context.Context, tx *sql.Tx, now time.Time) error 
 		p := gpuportal.NoteParams{VolumeNames: s.name, Deadline: fromUnix(s.at).Add(gpuportal.VolumeRetention)}
 		switch {
 		case deleteNow:
-			if _, err := db.execTx(ctx, tx, `UPDATE volumes SET deleted_at = ? WHERE id = ?`, unix(now), s.id); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE volumes SET deleted_at = ? WHERE id = ?`, unix(now), s.id); err != nil {
 				return err
 			}
 			if err := db.notify(ctx, tx, s.user, gpuportal.NoteVolumeDeleted, p); err != nil {
 				return err
 			}
 		case warnNow:
-			if _, err := db.execTx(ctx, tx, `UPDATE volumes SET warned_at = ? WHERE id = ?`, unix(now), s.id); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE volumes SET warned_at = ? WHERE id = ?`, unix(now), s.id); err != nil {
 				return err
 			}
 			if err := db.notify(ctx, tx, s.user, gpuportal.NoteVolumeDeleteSoon, p); err != nil {
