@@ -79,13 +79,13 @@ func NormalizeOfferingRequest(req OfferingRequest, p Policy, now time.Time) (Off
 	if req.DurationHours > p.MaxDurationHours {
 		return req, FieldErrorf(EPOLICY, "duration_hours", "The maximum booking is %d hours.", p.MaxDurationHours)
 	}
-	first := now.Truncate(time.Hour).Add(time.Hour)
+	first, latest := p.BookingWindow(now)
 	if req.Earliest.IsZero() || req.Earliest.Before(first) {
 		req.Earliest = first
 	} else if !OnTheHour(req.Earliest) {
 		return req, FieldErrorf(EPOLICY, "earliest", "The earliest start must be a whole hour (like 10:00).")
 	}
-	if latest := now.Add(time.Duration(p.MaxAdvanceDays) * 24 * time.Hour); req.Earliest.After(latest) {
+	if req.Earliest.After(latest) {
 		return req, FieldErrorf(EPOLICY, "earliest", "Bookings can start at most %d days ahead.", p.MaxAdvanceDays)
 	}
 	if req.LatestEnd.IsZero() {
@@ -156,7 +156,7 @@ func FindOfferings(g HourGrid, req OfferingRequest, now time.Time) []Offering {
 			offPeak[i+1]++
 		}
 	}
-	latestStart := now.Add(time.Duration(g.Policy.MaxAdvanceDays) * 24 * time.Hour)
+	_, latestStart := g.Policy.BookingWindow(now)
 	first := int(req.Earliest.Sub(g.From) / time.Hour)
 	last := int(req.LatestEnd.Sub(g.From)/time.Hour) - d
 	var out []Offering

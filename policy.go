@@ -179,6 +179,17 @@ func (p Policies) Validate(knownModels []string) []*Error {
 	return errs
 }
 
+// NoticeFor is the notice, in seconds, an instance gets when it is
+// interrupted or stopped for any reason (the book, a balance run out, a
+// drill): what its launch asked for (asked > 0, spot only), else the
+// policy's.
+func (p Policy) NoticeFor(asked int) int {
+	if asked > 0 {
+		return asked
+	}
+	return p.SpotNoticeSeconds
+}
+
 func (p Policy) validate(prefix string) []*Error {
 	var errs []*Error
 	check := func(field string, v, lo, hi int, format string) {

@@ -13,6 +13,20 @@ func (p Policies) SpotPriceOf(m Model) Fen { return p.For(m.ID).SpotPriceOf(m) }
 // it (Policies.For(m.ID)).
 func (p Policy) SpotPriceOf(m Model) Fen { return SpotPrice(m.ListPrice, p.SpotDiscountPercent) }
 
+// HourPrice is what one GPU of an instance of kind costs an hour under a
+// policy resolved for m: spot at the spot price, on-demand at list, and
+// reserved nothing (its reservation was paid when booked). The launch
+// charge and the scheduler's job tasks both ask this.
+func (p Policy) HourPrice(m Model, kind string) Fen {
+	switch kind {
+	case KindSpot:
+		return p.SpotPriceOf(m)
+	case KindReserved:
+		return 0
+	}
+	return m.ListPrice
+}
+
 // SpotPrice is the list price less the spot discount, rounded down to whole
 // fen in the customer's favour.
 func SpotPrice(list Fen, discountPercent int) Fen {

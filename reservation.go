@@ -1,6 +1,7 @@
 package gpuportal
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -117,11 +118,11 @@ func ValidateBooking(req BookingRequest, p Policy, now time.Time) error {
 	if !OnTheHour(req.End) {
 		return FieldErrorf(EPOLICY, "end", "Bookings end on a whole hour (like 14:00).")
 	}
-	earliest := now.Truncate(time.Hour).Add(time.Hour)
+	earliest, latest := p.BookingWindow(now)
 	if req.Start.Before(earliest) {
 		return FieldErrorf(EPOLICY, "start", "The earliest start you can book now is %s.", SiteTime(earliest, now.Location()))
 	}
-	if latest := now.Add(time.Duration(p.MaxAdvanceDays) * 24 * time.Hour); req.Start.After(latest) {
+	if req.Start.After(latest) {
 		return FieldErrorf(EPOLICY, "start", "Bookings can start at most %d days ahead.", p.MaxAdvanceDays)
 	}
 	hours := int(req.End.Sub(req.Start) / time.Hour)
@@ -132,6 +133,13 @@ func ValidateBooking(req BookingRequest, p Policy, now time.Time) error {
 		return FieldErrorf(EPOLICY, "duration", "The maximum booking is %d hours.", p.MaxDurationHours)
 	}
 	return nil
+}
+
+// BookingWindow is when a booking made at now may start under p: from
+// the next whole hour (the one under way has begun) to MaxAdvanceDays
+// ahead. Booking, the calendar, offerings and the waitlist all ask it.
+func (p Policy) BookingWindow(now time.Time) (earliest, latest time.Time) {
+	return now.Truncate(time.Hour).Add(time.Hour), now.Add(time.Duration(p.MaxAdvanceDays) * 24 * time.Hour)
 }
 
 // OnTheHour reports whether t is a whole hour (in UTC, which for every zone
@@ -221,6 +229,42 @@ func PreviewCancellation(r *Reservation, now time.Time) CancellationPreview {
 		p.FeePercent = int(fee * 100 / r.Price)
 	}
 	return p
+}
+
+// Posting is one ledger line a rule asks for: its kind, its amount
+// (positive: the customer pays; negative: money back) and its words.
+type Posting struct {
+	Kind        string
+	Amount      Fen
+	Description string
+}
+
+// Postings are the ledger lines of cancelling reservation id, of price,
+// as p says: the whole price back, then the fee charged again (two lines,
+// so that the statement shows both). Without a refund nothing is posted:
+// the price already paid is the fee.
+func (p CancellationPreview) Postings(id int64, price Fen) []Posting {
+	if p.Refund <= 0 {
+		return nil
+	}
+	out := []Posting{{Kind: LedgerRefund, Amount: -price, Description: fmt.Sprintf("Reservation #%d cancelled: price returned", id)}}
+	if p.Fee > 0 {
+		out = append(out, Posting{Kind: LedgerCancellationFee, Amount: p.Fee, Description: fmt.Sprintf("Reservation #%d: cancellation fee (%d%%)", id, p.FeePercent)})
+	}
+	return out
+}
+
+// ShortfallRefund is what a reservation short of missing GPUs from now
+// to its end gets back: its price per GPU-hour for each missing GPU and
+// each hour left, counting the hour under way (the customer cannot use
+// what remains of it), with hoursLeft for the ledger's words.
+func ShortfallRefund(r *Reservation, missing int, now time.Time) (refund Fen, hoursLeft int) {
+	left := r.End.Sub(now.Truncate(time.Hour))
+	hoursLeft = max(0, int((left+time.Hour-1)/time.Hour))
+	if r.Count <= 0 || r.Hours() <= 0 {
+		return 0, hoursLeft
+	}
+	return r.Price * Fen(missing*hoursLeft) / Fen(r.Count*r.Hours()), hoursLeft
 }
 
 // CreditBlockedUntil applies the late-cancellation limit: given the times

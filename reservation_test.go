@@ -1,6 +1,7 @@
 package gpuportal
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -244,5 +245,74 @@ func TestCancellationSchedule(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestCancellationPostings(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    CancellationPreview
+		want []Posting
+	}{
+		{"free: the price back", CancellationPreview{Refund: 10000},
+			[]Posting{{LedgerRefund, -10000, "Reservation #7 cancelled: price returned"}}},
+		{"half: the price back, the fee again", CancellationPreview{Fee: 5000, Refund: 5000, FeePercent: 50, Late: true},
+			[]Posting{{LedgerRefund, -10000, "Reservation #7 cancelled: price returned"}, {LedgerCancellationFee, 5000, "Reservation #7: cancellation fee (50%)"}}},
+		{"after the start: nothing moves", CancellationPreview{Fee: 10000, FeePercent: 100, Late: true}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := c.p.Postings(7, 10000)
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("Postings = %+v, want %+v", got, c.want)
+			}
+			var net Fen
+			for _, l := range got {
+				net += l.Amount
+			}
+			if c.p.Refund > 0 && net != -c.p.Refund {
+				t.Errorf("the lines move %s, want the refund %s back", net, c.p.Refund)
+			}
+		})
+	}
+}
+
+func TestShortfallRefund(t *testing.T) {
+	start := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	r := &Reservation{Count: 8, Start: start, End: start.Add(10 * time.Hour), Price: 8 * 10 * 5000} // ¥50 a GPU-hour
+	for _, c := range []struct {
+		name      string
+		missing   int
+		now       time.Time
+		refund    Fen
+		hoursLeft int
+	}{
+		{"at the start, one GPU", 1, start, 10 * 5000, 10},
+		{"mid-hour counts the hour under way", 2, start.Add(3*time.Hour + 20*time.Minute), 2 * 7 * 5000, 7},
+		{"last hour", 8, start.Add(9*time.Hour + 59*time.Minute), 8 * 5000, 1},
+		{"after the end: nothing", 1, start.Add(11 * time.Hour), 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			refund, left := ShortfallRefund(r, c.missing, c.now)
+			if refund != c.refund || left != c.hoursLeft {
+				t.Errorf("ShortfallRefund = %s for %d h, want %s for %d h", refund, left, c.refund, c.hoursLeft)
+			}
+		})
+	}
+}
+
+func TestBookingWindow(t *testing.T) {
+	p := DefaultPolicy()
+	p.MaxAdvanceDays = 30
+	for _, c := range []struct {
+		now              time.Time
+		earliest, latest time.Time
+	}{
+		{time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC), time.Date(2026, 3, 2, 11, 0, 0, 0, time.UTC), time.Date(2026, 4, 1, 10, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 3, 2, 10, 59, 30, 0, time.UTC), time.Date(2026, 3, 2, 11, 0, 0, 0, time.UTC), time.Date(2026, 4, 1, 10, 59, 30, 0, time.UTC)},
+	} {
+		earliest, latest := p.BookingWindow(c.now)
+		if !earliest.Equal(c.earliest) || !latest.Equal(c.latest) {
+			t.Errorf("BookingWindow(%s) = %s – %s, want %s – %s", c.now, earliest, latest, c.earliest, c.latest)
+		}
 	}
 }

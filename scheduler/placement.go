@@ -151,10 +151,7 @@ func (p *planner) jobs() {
 			cands = slices.Delete(cands, best, best+1) // nothing more fits for it this tick
 			continue
 		}
-		price := pl.Model.ListPrice
-		if kind == gpuportal.KindSpot {
-			price = pl.Policy.SpotPriceOf(pl.Model)
-		}
+		price := pl.Policy.HourPrice(pl.Model, kind)
 		o := owners[j.UserID]
 		hour := price * gpuportal.Fen(j.GPUsPerTask)
 		if o.Available < hour || o.GPURoom < j.GPUsPerTask {

@@ -152,10 +152,7 @@ func (p *planner) interrupt(pl *Pool, id int64, reason string) {
 			pl.GPUs[g].Leaving = true
 		}
 	}
-	notice := pl.Policy.SpotNoticeSeconds
-	if s.NoticeSeconds > 0 {
-		notice = s.NoticeSeconds // what its launch asked for
-	}
+	notice := pl.Policy.NoticeFor(s.NoticeSeconds)
 	deadline := p.now.Add(time.Duration(notice) * time.Second)
 	pl.Leaving = append(pl.Leaving, Leaving{Count: s.Count, FreeAt: deadline.Add(time.Duration(pl.Policy.SpotGraceSeconds) * time.Second)})
 	p.out.Interrupt = append(p.out.Interrupt, Interruption{InstanceID: id, Node: s.Node, Reason: reason, Deadline: deadline, Grace: pl.Policy.SpotGraceSeconds})

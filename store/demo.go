@@ -114,17 +114,12 @@ func (db *DB) seedReservation(ctx context.Context, tx *sql.Tx, userID int64, m g
 	}
 	// Early enough to be free: demo customers keep their credit.
 	at := q.Start.Add(-30 * time.Hour)
-	fee, refund := gpuportal.CancellationFee(q.Total, policy.CancellationTiers, q.Start, at)
-	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ?, sequence = sequence + 1, modified_at = ? WHERE id = ?`, unix(at), fee, refund, fee > 0, unix(at), id); err != nil {
+	r := &gpuportal.Reservation{Price: q.Total, CancellationTiers: policy.CancellationTiers, Start: q.Start}
+	p := gpuportal.PreviewCancellation(r, at)
+	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ?, sequence = sequence + 1, modified_at = ? WHERE id = ?`, unix(at), p.Fee, p.Refund, p.Late, unix(at), id); err != nil {
 		return err
 	}
-	if err := db.addLedger(ctx, tx, userID, at, "refund", -q.Total, &id, fmt.Sprintf("Reservation #%d cancelled: price returned", id)); err != nil {
-		return err
-	}
-	if fee == 0 {
-		return nil
-	}
-	return db.addLedger(ctx, tx, userID, at, "cancellation_fee", fee, &id, fmt.Sprintf("Reservation #%d: cancellation fee", id))
+	return db.post(ctx, tx, userID, at, &id, p.Postings(id, q.Total))
 }
 
 func (db *DB) seedSpotRun(ctx context.Context, tx *sql.Tx, userID int64, model, region string, gpus int, price gpuportal.Fen, start, end, interruptedAt time.Time, reason string) error {

@@ -34,10 +34,15 @@ func (db *DB) Drill(ctx context.Context, user *gpuportal.User, id int64) (*gpupo
 				return gpuportal.Errorf(gpuportal.ERATELIMITED, "One drill an hour per instance: the next one on instance %d can start in %d minutes.", i.ID, int(next.Sub(wall).Minutes())+1)
 			}
 		}
-		notice, err := db.noticeOf(ctx, tx, i)
+		asked, err := askedNotice(ctx, tx, i.ID)
 		if err != nil {
 			return err
 		}
+		policies, err := db.policies(ctx, tx)
+		if err != nil {
+			return err
+		}
+		notice := policies.For(i.Model).NoticeFor(asked)
 		if _, err := tx.ExecContext(ctx, `UPDATE instances SET drill_started_at = ?, drill_wall_at = ?, drill_seconds = ?, drill_ready_after = NULL WHERE id = ?`,
 			unix(db.now()), wall.Unix(), notice, i.ID); err != nil {
 			return fmt.Errorf("start drill: %w", err)
@@ -52,21 +57,14 @@ func (db *DB) Drill(ctx context.Context, user *gpuportal.User, id int64) (*gpupo
 	return db.Instance(ctx, user, id)
 }
 
-// noticeOf is the notice a spot instance gets: what its launch asked for,
-// or the policy's.
-func (db *DB) noticeOf(ctx context.Context, q queryer, i *gpuportal.Instance) (int, error) {
+// askedNotice is the notice an instance's launch asked for, in seconds (0:
+// none, the policy's; see gpuportal.Policy.NoticeFor).
+func askedNotice(ctx context.Context, q queryer, id int64) (int, error) {
 	var asked sql.NullInt64
-	if err := q.QueryRowContext(ctx, `SELECT notice_seconds FROM instances WHERE id = ?`, i.ID).Scan(&asked); err != nil {
-		return 0, err
+	if err := q.QueryRowContext(ctx, `SELECT notice_seconds FROM instances WHERE id = ?`, id).Scan(&asked); err != nil {
+		return 0, fmt.Errorf("asked notice of instance %d: %w", id, err)
 	}
-	if asked.Valid {
-		return int(asked.Int64), nil
-	}
-	p, err := db.policies(ctx, q)
-	if err != nil {
-		return 0, err
-	}
-	return p.For(i.Model).SpotNoticeSeconds, nil
+	return int(asked.Int64), nil
 }
 
 // drillNotice is the notice a running drill gives an agent: the time left

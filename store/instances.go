@@ -258,10 +258,8 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if err := req.ValidateIdleStop(); err != nil {
 			return err
 		}
-		price := model.ListPrice
-		switch req.Kind {
-		case gpuportal.KindSpot:
-			price = policy.SpotPriceOf(*model)
+		price := policy.HourPrice(*model, req.Kind)
+		if req.Kind == gpuportal.KindSpot {
 			pl, err := db.livePool(ctx, tx, scheduler.PoolKey{Model: req.Model, Region: req.Region}, now,
 				func(pl *scheduler.Pool) bool { return scheduler.SpotLaunchNeedsDetail(pl, req.Count, now) })
 			if err != nil {
@@ -273,8 +271,6 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 				return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for.",
 					req.Model, scheduler.SpotRoom(pl, now), req.Count)
 			}
-		case gpuportal.KindReserved:
-			price = 0
 		}
 		if req.Kind != gpuportal.KindReserved {
 			if err := db.checkRunningQuota(ctx, tx, user.ID, req.Count); err != nil {

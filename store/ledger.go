@@ -14,6 +14,16 @@ func (db *DB) addLedger(ctx context.Context, tx *sql.Tx, userID int64, at time.T
 	return db.postLedger(ctx, tx, ledgerPost{userID: userID, at: at, kind: kind, amount: amount, reservationID: reservationID, desc: desc})
 }
 
+// post writes the ledger lines a rule asked for (see gpuportal.Posting).
+func (db *DB) post(ctx context.Context, tx *sql.Tx, userID int64, at time.Time, reservationID *int64, lines []gpuportal.Posting) error {
+	for _, l := range lines {
+		if err := db.addLedger(ctx, tx, userID, at, l.Kind, l.Amount, reservationID, l.Description); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // LedgerFilter picks a page of a user's ledger: entries in [From, To)
 // (zero: unbounded), of one kind ("" any), newest first.
 type LedgerFilter struct {

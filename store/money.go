@@ -197,8 +197,12 @@ func (db *DB) stopInstancesOf(ctx context.Context, tx *sql.Tx, userID int64, rea
 			}
 			continue
 		}
+		asked, err := askedNotice(ctx, tx, i.ID)
+		if err != nil {
+			return 0, err
+		}
 		p := policies.For(i.Model)
-		if err := db.interrupt(ctx, tx, i, reason, now, now.Add(time.Duration(p.SpotNoticeSeconds)*time.Second), p.SpotGraceSeconds); err != nil {
+		if err := db.interrupt(ctx, tx, i, reason, now, now.Add(time.Duration(p.NoticeFor(asked))*time.Second), p.SpotGraceSeconds); err != nil {
 			return 0, err
 		}
 		*nodes = append(*nodes, i.Node)

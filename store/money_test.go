@@ -257,6 +257,43 @@ func TestRunningOutOfBalance(t *testing.T) {
 	checkLedger(t, db, u)
 }
 
+// A balance stop gives each instance the notice it would get from the
+// book: the one its launch asked for, else the policy's.
+func TestBalanceStopHonoursTheAskedNotice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreatePoorUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	agent := fakeAgent{t, db}
+	topUp(t, db, u, 600) // a little over an hour of 2 × ¥2.40
+	asked := 300
+	long, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "train", NoticeSeconds: &asked})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "train"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := storetest.Epoch
+	tick(t, db, clock, at)
+	agent.runAll()
+	tick(t, db, clock, at.Add(75*time.Minute))
+	for _, c := range []struct {
+		id     int64
+		notice time.Duration
+	}{{long.ID, 300 * time.Second}, {plain.ID, time.Duration(gpuportal.DefaultPolicy().SpotNoticeSeconds) * time.Second}} {
+		got := getInstance(t, db, c.id)
+		if got.Interruption == nil || got.Interruption.Reason != gpuportal.ReasonBalance {
+			t.Fatalf("instance %d at zero: %+v", c.id, got)
+		}
+		if n := got.Interruption.Deadline.Sub(got.Interruption.NoticeAt); n != c.notice {
+			t.Errorf("instance %d: a notice of %s, want %s", c.id, n, c.notice)
+		}
+	}
+}
+
 // Whatever happens, in whatever order, the balance is the ledger's sum.
 func TestBalanceIsTheLedgerSum(t *testing.T) {
 	t.Parallel()

@@ -67,8 +67,7 @@ func (db *DB) Availability(ctx context.Context, modelID, regionID string, from, 
 		return nil, err
 	}
 	now := db.now()
-	earliest := now.Truncate(time.Hour).Add(time.Hour)
-	latest := now.Add(time.Duration(policy.MaxAdvanceDays) * 24 * time.Hour)
+	earliest, latest := policy.BookingWindow(now)
 	slots := make([]gpuportal.Slot, 0, int(to.Sub(from)/time.Hour))
 	for t := from; t.Before(to); t = t.Add(time.Hour) {
 		price, discount := gpuportal.HourPrice(model.ListPrice, policy, t, db.Location)
@@ -510,15 +509,8 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 				return fmt.Errorf("cancel reservation %d: %w", r.ID, err)
 			}
 		}
-		if p.Refund > 0 {
-			if err := db.addLedger(ctx, tx, r.UserID, now, "refund", -r.Price, &r.ID, fmt.Sprintf("Reservation #%d cancelled: price returned", r.ID)); err != nil {
-				return err
-			}
-			if p.Fee > 0 {
-				if err := db.addLedger(ctx, tx, r.UserID, now, "cancellation_fee", p.Fee, &r.ID, fmt.Sprintf("Reservation #%d: cancellation fee (%d%%)", r.ID, p.FeePercent)); err != nil {
-					return err
-				}
-			}
+		if err := db.post(ctx, tx, r.UserID, now, &r.ID, p.Postings(r.ID, r.Price)); err != nil {
+			return err
 		}
 		if err := db.notify(ctx, tx, r.UserID, gpuportal.NoteBookingCancelled, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region,
 			Count: r.Count, Start: r.Start, End: r.End, Price: r.Price, Fee: p.Fee, Refund: p.Refund}); err != nil {

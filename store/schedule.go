@@ -127,9 +127,7 @@ func (db *DB) shortReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.Res
 	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET short_gpus = short_gpus + ? WHERE id = ?`, missing, r.ID); err != nil {
 		return err
 	}
-	left := r.End.Sub(now.Truncate(time.Hour))
-	hoursLeft := int((left + time.Hour - 1) / time.Hour)
-	refund := r.Price * gpuportal.Fen(missing*hoursLeft) / gpuportal.Fen(r.Count*r.Hours())
+	refund, hoursLeft := gpuportal.ShortfallRefund(r, missing, now)
 	if err := db.notify(ctx, tx, r.UserID, gpuportal.NoteReservationShorted, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region,
 		Count: r.Count, Start: r.Start, End: r.End, Missing: missing, Refund: refund, Reason: cause}); err != nil {
 		return err
@@ -137,7 +135,7 @@ func (db *DB) shortReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.Res
 	if refund <= 0 {
 		return nil
 	}
-	return db.addLedger(ctx, tx, r.UserID, now, "refund", -refund, &r.ID,
+	return db.addLedger(ctx, tx, r.UserID, now, gpuportal.LedgerRefund, -refund, &r.ID,
 		fmt.Sprintf("Reservation #%d: %d GPUs could not be provided for the last %d h (%s): refund", r.ID, missing, hoursLeft, gpuportal.ShortfallCauseText(cause)))
 }
 

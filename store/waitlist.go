@@ -140,11 +140,11 @@ func (db *DB) earliestPossible(ctx context.Context, q queryer, w *gpuportal.Wait
 		return err
 	}
 	now := db.now()
-	first := now.Truncate(time.Hour).Add(time.Hour)
+	first, latest := policy.BookingWindow(now)
 	if w.Start.After(first) {
 		first = w.Start
 	}
-	end := now.Add(time.Duration(policy.MaxAdvanceDays)*24*time.Hour + time.Duration(w.DurationHours+1)*time.Hour).Truncate(time.Hour)
+	end := latest.Add(time.Duration(w.DurationHours+1) * time.Hour).Truncate(time.Hour)
 	if !end.After(first) {
 		return nil
 	}
