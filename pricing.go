@@ -1,5 +1,10 @@
 package gpuportal
 
+import (
+	"slices"
+	"time"
+)
+
 // DefaultSpotDiscountPercent is the spot discount when no policy says
 // otherwise (DESIGN §2: 70 % off list).
 const DefaultSpotDiscountPercent = 70
@@ -31,4 +36,26 @@ func (p Policy) HourPrice(m Model, kind string) Fen {
 // fen in the customer's favour.
 func SpotPrice(list Fen, discountPercent int) Fen {
 	return list * Fen(100-discountPercent) / 100
+}
+
+// OffPeakDiscount returns the discount (percent) that applies to the hour
+// starting at t: the largest of the matching off-peak windows (discounts do
+// not stack), judged in the site time zone.
+func OffPeakDiscount(windows []OffPeakWindow, t time.Time, loc *time.Location) int {
+	local := t.In(loc)
+	day := Weekdays[(int(local.Weekday())+6)%7] // time.Sunday = 0; ours start Monday
+	hour := local.Hour()
+	best := 0
+	for _, w := range windows {
+		if hour >= w.FromHour && hour < w.ToHour && w.DiscountPercent > best && slices.Contains(w.Days, day) {
+			best = w.DiscountPercent
+		}
+	}
+	return best
+}
+
+// HourPrice is the price of one GPU for the hour starting at t.
+func HourPrice(list Fen, policy Policy, t time.Time, loc *time.Location) (price Fen, discountPercent int) {
+	d := OffPeakDiscount(policy.OffPeak, t, loc)
+	return list * Fen(100-d) / 100, d
 }

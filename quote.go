@@ -1,7 +1,6 @@
 package gpuportal
 
 import (
-	"slices"
 	"time"
 )
 
@@ -31,28 +30,6 @@ type Quote struct {
 
 // Discount returns the total off-peak discount of the quote.
 func (q Quote) Discount() Fen { return q.ListTotal - q.Total }
-
-// OffPeakDiscount returns the discount (percent) that applies to the hour
-// starting at t: the largest of the matching off-peak windows (discounts do
-// not stack), judged in the site time zone.
-func OffPeakDiscount(windows []OffPeakWindow, t time.Time, loc *time.Location) int {
-	local := t.In(loc)
-	day := Weekdays[(int(local.Weekday())+6)%7] // time.Sunday = 0; ours start Monday
-	hour := local.Hour()
-	best := 0
-	for _, w := range windows {
-		if hour >= w.FromHour && hour < w.ToHour && w.DiscountPercent > best && slices.Contains(w.Days, day) {
-			best = w.DiscountPercent
-		}
-	}
-	return best
-}
-
-// HourPrice is the price of one GPU for the hour starting at t.
-func HourPrice(list Fen, policy Policy, t time.Time, loc *time.Location) (price Fen, discountPercent int) {
-	d := OffPeakDiscount(policy.OffPeak, t, loc)
-	return list * Fen(100-d) / 100, d
-}
 
 // QuoteFor prices count GPUs of model for the whole hours [start, end)
 // under policy. It does not validate the request (see ValidateBooking);
