@@ -18,11 +18,26 @@ type applier struct {
 	tx    *sql.Tx
 	now   time.Time
 	nodes []string
-	res   scheduler.TickResult
+	// applied is what of the plan was written: all of it, less the starts
+	// the transaction's own check turned down (they wait for a later
+	// tick). The tick's counts are read from it.
+	applied scheduler.Decisions
+	// Done beside the plan's decisions, and counted with them: instances
+	// given the stop for a balance run out, and those reservations
+	// launched by themselves.
+	balanceStops, launched int
+}
+
+// result counts what the applier did.
+func (a *applier) result() scheduler.TickResult {
+	r := a.applied.Result()
+	r.Interrupted += a.balanceStops
+	r.Launched = a.launched
+	return r
 }
 
 func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, plan scheduler.Decisions) (scheduler.TickResult, []string, error) {
-	a := &applier{db: db, tx: tx, now: now, res: plan.Result()}
+	a := &applier{db: db, tx: tx, now: now, applied: plan}
 	steps := []struct {
 		name string
 		run  func(context.Context, scheduler.Decisions) error
@@ -42,10 +57,10 @@ func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, plan sch
 	}
 	for _, step := range steps {
 		if err := step.run(ctx, plan); err != nil {
-			return a.res, nil, fmt.Errorf("%s: %w", step.name, err)
+			return a.result(), nil, fmt.Errorf("%s: %w", step.name, err)
 		}
 	}
-	return a.res, a.nodes, nil
+	return a.result(), a.nodes, nil
 }
 
 func (a *applier) complete(ctx context.Context, plan scheduler.Decisions) error {
@@ -168,7 +183,7 @@ func (a *applier) balance(ctx context.Context, b scheduler.BalanceAction, polici
 		if err != nil || stopped == 0 {
 			return err
 		}
-		a.res.Interrupted += stopped
+		a.balanceStops += stopped
 		bal, err := a.db.balanceIn(ctx, a.tx, b.UserID, a.now)
 		if err != nil {
 			return err
@@ -208,11 +223,17 @@ func (a *applier) interrupt(ctx context.Context, plan scheduler.Decisions) error
 }
 
 func (a *applier) place(ctx context.Context, plan scheduler.Decisions) error {
+	var placed []scheduler.Placement
 	for _, pl := range plan.Place {
-		if err := a.placeOne(ctx, pl); err != nil {
+		ok, err := a.placeOne(ctx, pl)
+		if err != nil {
 			return fmt.Errorf("instance %d: %w", pl.InstanceID, err)
 		}
+		if ok {
+			placed = append(placed, pl)
+		}
 	}
+	a.applied.Place = placed
 	return nil
 }
 
@@ -232,59 +253,66 @@ func (a *applier) onDemandStillFits(ctx context.Context, model, region string, c
 	return err == nil, err
 }
 
-func (a *applier) placeOne(ctx context.Context, pl scheduler.Placement) error {
+// placeOne writes a placement, unless an on-demand start no longer fits
+// (false: it waits).
+func (a *applier) placeOne(ctx context.Context, pl scheduler.Placement) (bool, error) {
 	var kind, model, region string
 	if err := a.tx.QueryRowContext(ctx, `SELECT kind, model_id, region_id FROM instances WHERE id = ?`, pl.InstanceID).Scan(&kind, &model, &region); err != nil {
-		return err
+		return false, err
 	}
 	if kind == gpuportal.KindOnDemand {
 		// Counted among the on-demand GPUs since its launch: 0 more.
 		ok, err := a.onDemandStillFits(ctx, model, region, 0)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !ok {
-			a.res.Placed-- // not applied: it waits
-			return nil
+			return false, nil
 		}
 	}
 	for _, g := range pl.GPUs {
 		if _, err := a.tx.ExecContext(ctx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g, pl.InstanceID); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if _, err := a.tx.ExecContext(ctx, `UPDATE instances SET node_id = ?, attempt = attempt + 1, notice_at = NULL, notice_wall_at = NULL, deadline_at = NULL,
 		interrupt_reason = NULL WHERE id = ?`, pl.Node, pl.InstanceID); err != nil {
-		return err
+		return false, err
 	}
 	// Its old node never confirmed the last attempt gone (the wait ran
 	// out): this attempt gets a fresh checkpoint directory of its own.
 	if _, err := a.tx.ExecContext(ctx, `UPDATE instances SET checkpoint_key = checkpoint_key || '-attempt-' || CAST(attempt AS TEXT), unconfirmed_node = NULL, unconfirmed_since = NULL
 		WHERE id = ? AND unconfirmed_node IS NOT NULL`, pl.InstanceID); err != nil {
-		return err
+		return false, err
 	}
 	if pl.Restarted {
 		i, err := instanceFor(ctx, a.tx, nil, pl.InstanceID)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := a.db.notify(ctx, a.tx, i.UserID, gpuportal.NoteInstanceRestarted, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count}); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if err := bumpNode(ctx, a.tx, pl.Node); err != nil {
-		return err
+		return false, err
 	}
 	a.nodes = append(a.nodes, pl.Node)
-	return nil
+	return true, nil
 }
 
 func (a *applier) tasks(ctx context.Context, plan scheduler.Decisions) error {
+	var started []scheduler.TaskStart
 	for _, t := range plan.Tasks {
-		if err := a.startTask(ctx, t); err != nil {
+		ok, err := a.startTask(ctx, t)
+		if err != nil {
 			return fmt.Errorf("task %d of job %d: %w", t.TaskIndex, t.JobID, err)
 		}
+		if ok {
+			started = append(started, t)
+		}
 	}
+	a.applied.Tasks = started
 	for _, id := range plan.UnpaidJobs {
 		j, err := jobFor(ctx, a.tx, nil, id)
 		if err != nil {
@@ -297,52 +325,52 @@ func (a *applier) tasks(ctx context.Context, plan scheduler.Decisions) error {
 	return nil
 }
 
-// startTask creates the instance attempt of a job's task on its GPUs.
-func (a *applier) startTask(ctx context.Context, t scheduler.TaskStart) error {
+// startTask creates the instance attempt of a job's task on its GPUs,
+// unless an on-demand task no longer fits (false: it stays queued).
+func (a *applier) startTask(ctx context.Context, t scheduler.TaskStart) (bool, error) {
 	j, err := jobFor(ctx, a.tx, nil, t.JobID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if t.Kind == gpuportal.KindOnDemand {
 		ok, err := a.onDemandStillFits(ctx, j.Model, j.Region, j.GPUsPerTask)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !ok {
-			a.res.TasksStarted-- // not applied: the task stays queued
-			return nil
+			return false, nil
 		}
 	}
 	var id int64
 	if err := a.tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, status, node_id, attempt,
 		checkpoint_key, price_fen, created_at, image, job_id, task_index) VALUES (?, ?, ?, ?, ?, ?, 0, 'pending', ?, 1, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		j.UserID, t.Kind, j.Model, j.Region, j.GPUsPerTask, j.Command, t.Node, fmt.Sprintf("job-%d-task-%d", j.ID, t.TaskIndex), t.Price, unix(a.now), j.Image, j.ID, t.TaskIndex).Scan(&id); err != nil {
-		return err
+		return false, err
 	}
 	for _, g := range t.GPUs {
 		if _, err := a.tx.ExecContext(ctx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g, id); err != nil {
-			return err
+			return false, err
 		}
 	}
 	// The job's volumes, as checked at its submission (a volume a job
 	// names cannot be deleted while the job runs).
 	for _, m := range j.Volumes {
 		if _, err := a.tx.ExecContext(ctx, `INSERT INTO instance_volumes (instance_id, volume_id, mount_path) VALUES (?, ?, ?)`, id, m.ID, m.MountPath); err != nil {
-			return fmt.Errorf("mount volume %d: %w", m.ID, err)
+			return false, fmt.Errorf("mount volume %d: %w", m.ID, err)
 		}
 	}
 	if _, err := a.tx.ExecContext(ctx, `UPDATE job_tasks SET status = 'running', attempts = attempts + 1, instance_id = ?, exit_code = NULL WHERE job_id = ? AND task_index = ?`,
 		id, j.ID, t.TaskIndex); err != nil {
-		return err
+		return false, err
 	}
 	if _, err := a.tx.ExecContext(ctx, `UPDATE jobs SET status = 'running', unpaid_noted_at = NULL WHERE id = ?`, j.ID); err != nil {
-		return err
+		return false, err
 	}
 	if err := bumpNode(ctx, a.tx, t.Node); err != nil {
-		return err
+		return false, err
 	}
 	a.nodes = append(a.nodes, t.Node)
-	return nil
+	return true, nil
 }
 
 func (a *applier) reminders(ctx context.Context, plan scheduler.Decisions) error {

@@ -120,7 +120,7 @@ func (a *applier) startLaunch(ctx context.Context, reservationID int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	a.res.Launched += len(ids)
+	a.launched += len(ids)
 	return a.db.notify(ctx, a.tx, r.UserID, gpuportal.NoteReservationLaunched, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region,
 		Count: r.Count, Start: r.Start, End: r.End})
 }

@@ -342,33 +342,41 @@ func everPaidIn(ctx context.Context, q queryer, userID int64) (bool, error) {
 // waitlist carries out the planner's waitlist decisions: expiries, offers
 // (the capacity is held for the claim window) and auto_book bookings.
 func (a *applier) waitlist(ctx context.Context, plan scheduler.Decisions) error {
+	var done []scheduler.WaitlistAction
 	for _, act := range plan.Waitlist {
 		w, err := waitFor(ctx, a.tx, nil, act.EntryID)
 		if err != nil {
 			return err
 		}
-		if err := a.waitlistEntry(ctx, w, act); err != nil {
+		ok, err := a.waitlistEntry(ctx, w, act)
+		if err != nil {
 			return fmt.Errorf("entry %d: %w", w.ID, err)
 		}
+		if ok {
+			done = append(done, act)
+		}
 	}
+	a.applied.Waitlist = done
 	return nil
 }
 
-func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry, act scheduler.WaitlistAction) error {
+// waitlistEntry carries out one decision; false: it was not, for a
+// reason found in the transaction (the entry stays as it was).
+func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry, act scheduler.WaitlistAction) (bool, error) {
 	db, tx, now := a.db, a.tx, a.now
 	params := gpuportal.NoteParams{EntryID: w.ID, Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End}
 	switch act.Action {
 	case scheduler.WaitlistExpireOffer:
-		return db.expireOffer(ctx, tx, w)
+		return true, db.expireOffer(ctx, tx, w)
 	case scheduler.WaitlistExpireEntry:
 		note := "the window started"
 		if w.Flexible {
 			note = "no window of its length can start in its range any more"
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'expired', note = ? WHERE id = ?`, note, w.ID); err != nil {
-			return err
+			return true, err
 		}
-		return db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistExpired, params)
+		return true, db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistExpired, params)
 	case scheduler.WaitlistBook:
 		var r *gpuportal.Reservation
 		err := inSavepoint(ctx, tx, func() error {
@@ -381,50 +389,47 @@ func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry,
 			return err
 		})
 		if gpuportal.ErrorCode(err) == gpuportal.EFUNDS {
-			a.res.Offers--
-			return db.noteAutoBookUnpaid(ctx, tx, w, params)
+			return false, db.noteAutoBookUnpaid(ctx, tx, w, params)
 		}
 		if code := gpuportal.ErrorCode(err); code == gpuportal.EPOLICY || code == gpuportal.EINVALID || code == gpuportal.ECAPACITY {
 			// Not bookable for this user now (credit, lead time), or a
 			// booking on another portal took the hours since the snapshot:
 			// it stays waiting; its start expiring it eventually.
-			a.res.Offers--
-			return nil
+			return false, nil
 		} else if err != nil {
-			return err
+			return true, err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'claimed', reservation_id = ?, offered_at = ? WHERE id = ?`, r.ID, unix(now), w.ID); err != nil {
-			return err
+			return true, err
 		}
 		params.ReservationID, params.Price, params.Start, params.End = r.ID, r.Price, r.Start, r.End
-		return db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistBooked, params)
+		return true, db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistBooked, params)
 	case scheduler.WaitlistUnpaid:
-		return db.noteAutoBookUnpaid(ctx, tx, w, params)
+		return true, db.noteAutoBookUnpaid(ctx, tx, w, params)
 	case scheduler.WaitlistOffer:
 		_, policy, err := db.catalogEntry(ctx, tx, w.Model, w.Region)
 		if err != nil {
-			return err
+			return true, err
 		}
 		capacity, err := db.reservableNow(ctx, tx, w.Model, w.Region, policy, false)
 		if err != nil {
-			return err
+			return true, err
 		}
 		err = inSavepoint(ctx, tx, func() error {
 			return db.takeCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count, capacity, db.Location)
 		})
 		if gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
-			a.res.Offers-- // a booking on another portal took the hours since the snapshot
-			return nil
+			return false, nil // a booking on another portal took the hours since the snapshot
 		} else if err != nil {
-			return err
+			return true, err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'offered', offered_at = ?, offer_expires_at = ? WHERE id = ?`, unix(now), unix(act.Expires), w.ID); err != nil {
-			return err
+			return true, err
 		}
 		params.Expires = act.Expires
-		return db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistOffer, params)
+		return true, db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistOffer, params)
 	}
-	return fmt.Errorf("unknown waitlist action %q", act.Action)
+	return true, fmt.Errorf("unknown waitlist action %q", act.Action)
 }
 
 // unpaidNote marks an auto-book entry whose owner could not pay when its
