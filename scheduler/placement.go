@@ -6,52 +6,6 @@ import (
 	"gpuportal"
 )
 
-// preempt gives notice, in every pool, to the spot instances that stand
-// in the way of reservations starting within the spot horizon or of
-// on-demand instances waiting for GPUs — the set that loses the least work
-// since its checkpoint reports (gpuportal.SelectVictims); then spot
-// instances waiting for GPUs take them from job tasks (fair share: the
-// fewest, youngest first).
-// A notice goes out at the first tick within the horizon of the start, so
-// the workload gets exactly the policy's notice and its GPUs are free by
-// the start.
-func (p *planner) preempt() {
-	for _, pl := range p.sortedPools() {
-		if pl.Detail < DetailFull {
-			continue
-		}
-		forRes := forReservations(pl, p.now)
-		if total := forRes + pl.OnDemandWait; total > 0 {
-			covered := 0
-			for _, v := range gpuportal.SelectVictims(p.s.VictimRule, p.spotCandidates(pl, false), total, p.now) {
-				reason := gpuportal.ReasonReservation
-				if covered >= forRes {
-					reason = gpuportal.ReasonOnDemand
-				}
-				covered += v.Count
-				p.interrupt(pl, v.ID, reason)
-			}
-		}
-		// Before their notices are due, the instances the book will want
-		// back within the rebalance lead are told (once): a workload can
-		// checkpoint early, and one that does becomes the cheaper victim.
-		if need := forRebalance(pl, p.now); need > 0 {
-			for _, v := range gpuportal.SelectVictims(p.s.VictimRule, p.spotCandidates(pl, false), need, p.now) {
-				if !v.Rebalanced {
-					p.out.Rebalance = append(p.out.Rebalance, Recommendation{InstanceID: v.ID, Node: nodeOf(pl, v.ID)})
-				}
-			}
-		}
-		// Job tasks already leaving count as gone (no second notice for
-		// the same wait).
-		if need := pl.SpotWait - roomAfterLeaving(pl); need > 0 {
-			for _, v := range gpuportal.ChooseVictims(p.spotCandidates(pl, true), need) {
-				p.interrupt(pl, v.ID, gpuportal.ReasonFairShare)
-			}
-		}
-	}
-}
-
 // place finds GPUs for pending instances, in the snapshot's order
 // (reserved, on-demand, spot; oldest first): a reserved instance on its
 // reservation's GPUs, on-demand beside the next day's bookings, spot in
@@ -182,14 +136,4 @@ func (p *planner) jobs() {
 			cands = slices.Delete(cands, best, best+1)
 		}
 	}
-}
-
-// nodeOf is the node a spot instance of the pool runs on.
-func nodeOf(pl *Pool, id int64) string {
-	for _, s := range pl.Spots {
-		if s.ID == id {
-			return s.Node
-		}
-	}
-	return ""
 }

@@ -7,28 +7,6 @@ import (
 	"gpuportal"
 )
 
-// forReservations is how many GPUs spot instances must give back for the
-// reservations of the spot horizon beside the on-demand instances — and
-// beside instances already leaving that will still be on their GPUs when
-// the next hour starts (a notice for other reasons shortly before a
-// booked hour).
-func forReservations(pl *Pool, now time.Time) int {
-	return pl.ReservedSoon + pl.OnDemand + pl.Spot + leavingAfter(pl, now.Truncate(time.Hour).Add(time.Hour)) - pl.Healthy
-}
-
-// forRebalance is how many spot GPUs the book will want back within the
-// rebalance lead: their instances get the recommendation first.
-func forRebalance(pl *Pool, now time.Time) int {
-	if pl.Policy.RebalanceLeadMinutes <= 0 {
-		return 0
-	}
-	return pl.ReservedLead + pl.OnDemand + pl.Spot + leavingAfter(pl, now.Truncate(time.Hour).Add(time.Hour)) - pl.Healthy
-}
-
-// notice is how many spot GPUs must get their notice now: for reservations
-// within the horizon and for on-demand instances waiting for GPUs.
-func notice(pl *Pool, now time.Time) int { return forReservations(pl, now) + pl.OnDemandWait }
-
 // leavingAfter is how many GPUs instances with notice still hold at t.
 func leavingAfter(pl *Pool, t time.Time) int {
 	n := 0
@@ -119,43 +97,6 @@ func hold(pl *Pool, id int64, gpus []string) {
 		}
 	}
 	pl.Held += len(gpus)
-}
-
-// spotCandidates lists the pool's spot instances that may get a notice,
-// those of job tasks only when tasksOnly.
-func (p *planner) spotCandidates(pl *Pool, tasksOnly bool) []gpuportal.SpotCandidate {
-	var out []gpuportal.SpotCandidate
-	for _, s := range pl.Spots {
-		if p.stopped[s.UserID] || (tasksOnly && !s.JobTask) {
-			continue
-		}
-		out = append(out, gpuportal.SpotCandidate{ID: s.ID, Count: s.Count, StartedAt: s.StartedAt, LastCheckpoint: s.LastCheckpoint, Rebalanced: s.Rebalanced})
-	}
-	return out
-}
-
-// interrupt gives a spot instance of the pool its notice: it leaves the
-// candidates, and its GPUs count as leaving.
-func (p *planner) interrupt(pl *Pool, id int64, reason string) {
-	k := slices.IndexFunc(pl.Spots, func(s Spot) bool { return s.ID == id })
-	if k < 0 {
-		return
-	}
-	s := pl.Spots[k]
-	pl.Spots = slices.Delete(pl.Spots, k, k+1)
-	pl.Spot -= s.Count
-	if s.JobTask {
-		pl.JobTaskSpot -= s.Count
-	}
-	for g := range pl.GPUs {
-		if pl.GPUs[g].Holder == id {
-			pl.GPUs[g].Leaving = true
-		}
-	}
-	notice := pl.Policy.NoticeFor(s.NoticeSeconds)
-	deadline := p.now.Add(time.Duration(notice) * time.Second)
-	pl.Leaving = append(pl.Leaving, Leaving{Count: s.Count, FreeAt: deadline.Add(time.Duration(pl.Policy.SpotGraceSeconds) * time.Second)})
-	p.out.Interrupt = append(p.out.Interrupt, Interruption{InstanceID: id, Node: s.Node, Reason: reason, Deadline: deadline, Grace: pl.Policy.SpotGraceSeconds})
 }
 
 // SpotLaunchNeedsDetail reports whether a spot launch of count GPUs must

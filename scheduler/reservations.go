@@ -139,27 +139,3 @@ func (p *planner) reminders() {
 		}
 	}
 }
-
-// balances keeps running instances paid for: a user at zero is stopped
-// (reservations, paid in advance, are never touched), one who runs out
-// within LowBalanceWarning is told once, and money that arrives during a
-// stop's notice calls it off.
-func (p *planner) balances() {
-	for _, a := range p.s.Accounts {
-		b := a.Balance
-		if b.Available > 0 && a.Stopping {
-			p.out.Balance = append(p.out.Balance, BalanceAction{UserID: a.UserID, Action: BalanceCallOff})
-		}
-		switch {
-		case b.Available <= 0:
-			if a.Stoppable > 0 {
-				p.out.Balance = append(p.out.Balance, BalanceAction{UserID: a.UserID, Action: BalanceStop})
-				p.stopped[a.UserID] = true
-			}
-		case b.RunsOutWithin(gpuportal.LowBalanceWarning, p.now) && !a.LowNoted:
-			p.out.Balance = append(p.out.Balance, BalanceAction{UserID: a.UserID, Action: BalanceWarn})
-		case !b.RunsOutWithin(2*gpuportal.LowBalanceWarning, p.now) && a.LowNoted:
-			p.out.Balance = append(p.out.Balance, BalanceAction{UserID: a.UserID, Action: BalanceClear})
-		}
-	}
-}
