@@ -178,12 +178,22 @@ func (db *DB) LedgerSum(ctx context.Context, userID int64) (gpuportal.Fen, error
 // notice (their balance ran out, or an admin disabled the account); it
 // returns how many got it now.
 func (db *DB) stopInstancesOf(ctx context.Context, tx *sql.Tx, userID int64, reason string, now time.Time, policies gpuportal.Policies, nodes *[]string) (int, error) {
-	list, err := scanEach(ctx, tx, scanOneInstance, `SELECT `+instanceColumns+` FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
+	// Each with the notice its launch asked for (0: the policy's).
+	type stoppable struct {
+		*gpuportal.Instance
+		asked int
+	}
+	list, err := scanAll(ctx, tx, func(r *sql.Rows, s *stoppable) error {
+		var err error
+		s.Instance, err = scanInstance(r, &s.asked)
+		return err
+	}, `SELECT `+instanceColumns+`, coalesce(notice_seconds, 0) FROM instances WHERE user_id = ? AND kind IN ('spot', 'on_demand')
 		AND status IN ('pending', 'running') AND stop_requested_at IS NULL`, userID)
 	if err != nil {
 		return 0, err
 	}
-	for _, i := range list {
+	for _, s := range list {
+		i := s.Instance
 		if i.Node == "" {
 			// Not placed yet: it simply does not start.
 			if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'stopped', stop_requested_at = ?, ended_at = ?, error = ? WHERE id = ?`,
@@ -197,12 +207,8 @@ func (db *DB) stopInstancesOf(ctx context.Context, tx *sql.Tx, userID int64, rea
 			}
 			continue
 		}
-		asked, err := askedNotice(ctx, tx, i.ID)
-		if err != nil {
-			return 0, err
-		}
 		p := policies.For(i.Model)
-		if err := db.interrupt(ctx, tx, i, reason, now, now.Add(time.Duration(p.NoticeFor(asked))*time.Second), p.SpotGraceSeconds); err != nil {
+		if err := db.interrupt(ctx, tx, i, reason, now, now.Add(time.Duration(p.NoticeFor(s.asked))*time.Second), p.SpotGraceSeconds); err != nil {
 			return 0, err
 		}
 		*nodes = append(*nodes, i.Node)
