@@ -38,8 +38,9 @@ func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (sche
 			return s, fmt.Errorf("load %s: %w", step.name, err)
 		}
 	}
+	var held heldGPUs
 	for key, detail := range scheduler.DetailNeeded(s, now) {
-		if err := loadPoolDetail(ctx, q, s.Pools[key], detail); err != nil {
+		if err := db.loadPoolDetail(ctx, q, s.Pools[key], detail, &held); err != nil {
 			return s, fmt.Errorf("load pool %s/%s: %w", key.Model, key.Region, err)
 		}
 	}
@@ -203,7 +204,7 @@ func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key scheduler.PoolKey, n
 	if !detail(pl) {
 		return pl, nil
 	}
-	return pl, loadPoolDetail(ctx, q, pl, scheduler.DetailFree)
+	return pl, db.loadPoolDetail(ctx, q, pl, scheduler.DetailFree, &heldGPUs{})
 }
 
 // instanceCount is the GPUs of live instances of one kind and status in
@@ -243,14 +244,11 @@ func (c instanceCount) addTo(pl *scheduler.Pool) {
 
 // loadPoolDetail reads a pool's GPUs: all of them, who holds them, which
 // active reservation each is assigned to, and its spot instances without
-// notice (DetailFull); or only the GPUs nobody holds (DetailFree).
-func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool, detail scheduler.Detail) error {
-	idleOnly := ""
-	if detail == scheduler.DetailFree {
-		idleOnly = ` AND NOT EXISTS (SELECT 1 FROM instance_gpus ig WHERE ig.gpu_uuid = g.uuid)`
-	}
-	gpus, err := scanAll(ctx, q, func(r *sql.Rows, g *scheduler.GPU) error { return r.Scan(&g.UUID, &g.Node) }, `SELECT g.uuid, g.node_id FROM gpus g JOIN nodes n ON n.id = g.node_id
-		WHERE g.model_id = ? AND n.region_id = ? AND g.healthy = 1 AND n.online = 1 AND n.drain = 0`+idleOnly+` ORDER BY g.node_id, g.idx`, pl.Key.Model, pl.Key.Region)
+// notice (DetailFull); or only the GPUs nobody holds (DetailFree). The
+// GPUs themselves come from the list kept between ticks (poolGPUs); who
+// holds them from the small table of live assignments.
+func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool, detail scheduler.Detail, held *heldGPUs) error {
+	all, err := db.poolGPUs(ctx, q, pl.Key)
 	if err != nil {
 		return err
 	}
@@ -259,6 +257,7 @@ func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool, detail s
 		id      int64
 		leaving bool
 	}
+	gpus := all
 	var holders []owner
 	if detail == scheduler.DetailFull {
 		// Driven from the small tables of live assignments (CROSS JOIN
@@ -268,6 +267,12 @@ func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool, detail s
 			JOIN instances i ON i.id = ig.instance_id WHERE g.uuid = ig.gpu_uuid AND g.model_id = ?`, pl.Key.Model); err != nil {
 			return err
 		}
+	} else {
+		isHeld, err := held.load(ctx, q)
+		if err != nil {
+			return err
+		}
+		gpus = slices.DeleteFunc(all, func(g scheduler.GPU) bool { return isHeld[g.UUID] })
 	}
 	reserved, err := scanAll(ctx, q, func(r *sql.Rows, o *owner) error { return r.Scan(&o.gpu, &o.id, &o.leaving) },
 		`SELECT rg.gpu_uuid, rg.reservation_id, 0 FROM reservation_gpus rg CROSS JOIN gpus g
@@ -306,6 +311,29 @@ func loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool, detail s
 	}
 	pl.GPUs, pl.Spots, pl.Detail = gpus, spots, detail
 	return nil
+}
+
+// heldGPUs is the set of GPUs some live instance holds, read once for all
+// the pools of a snapshot that need it.
+type heldGPUs struct {
+	set map[string]bool
+}
+
+func (h *heldGPUs) load(ctx context.Context, q queryer) (map[string]bool, error) {
+	if h.set != nil {
+		return h.set, nil
+	}
+	// Every held GPU, of any pool: the assignments' own index is all it
+	// reads, cheaper than telling one pool's apart.
+	list, err := scanAll(ctx, q, func(r *sql.Rows, uuid *string) error { return r.Scan(uuid) }, `SELECT gpu_uuid FROM instance_gpus`)
+	if err != nil {
+		return nil, err
+	}
+	h.set = make(map[string]bool, len(list))
+	for _, uuid := range list {
+		h.set[uuid] = true
+	}
+	return h.set, nil
 }
 
 // loadDueReservations reads the reservations the planner may act on:

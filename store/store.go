@@ -68,6 +68,9 @@ type DB struct {
 	// writesFailing is set while writes fail for want of space (see
 	// writehealth.go).
 	writesFailing atomic.Bool
+
+	// gpuLists keeps the pools' usable GPUs between ticks (gpulists.go).
+	gpuLists gpuLists
 }
 
 // Open opens the database named by dsn: a SQLite file path (created if
