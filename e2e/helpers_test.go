@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"gpuportal"
+	"gpuportal/internal/browsertest"
 	"gpuportal/scheduler"
 	"gpuportal/sessions"
 	"gpuportal/store"
@@ -58,6 +59,7 @@ func TestMain(m *testing.M) {
 	// The agents' static SFTP helper (for sftp and scp sessions).
 	sftpHelperBin = build(dir, "gpuportal/cmd/gpuportal-sftp", "CGO_ENABLED=0")
 	code := m.Run()
+	browsertest.Close()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -6,29 +6,96 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 )
 
-// Chromium returns a headless Chromium for a test, or skips the test
-// (with the reason) when there is no Chromium — except under CI=true,
-// where browser tests must run. Each test gets a browser of its own: one
-// shared by a package's tests let a Chinese page's CJK font change the
-// layout of later English ones (the phone-width test saw 401 px). extra
-// adds allocator options (e.g. a host resolver rule).
+// Chromium returns a tab of headless Chromium for a test, or skips the
+// test (with the reason) when there is no Chromium — except under
+// CI=true, where browser tests must run. A package's tests share one
+// Chromium, started by the first of them (starting one took a second or
+// more of a busy machine per test); each test's tab lives in a browser
+// context of its own — its own cookies, storage and renderer processes,
+// so that one page's fonts (a Chinese page's CJK fallback once changed
+// the layout of a later English one) and logins never reach another's —
+// and is closed when the test ends. extra adds allocator options (e.g. a
+// host resolver rule); a test that gives any gets a Chromium of its own.
 func Chromium(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	path := chromiumPath(t)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(allocatorOptions(path, t.TempDir()), extra...)...)
-	browser, cancelCtx := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(browser, 3*time.Minute) // a guard against a hung browser, not a speed test
-	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
+	var parent context.Context
+	if len(extra) > 0 {
+		own, err := startChromium(path, t.TempDir(), extra)
+		if err != nil {
+			t.Fatalf("start chromium: %v", err)
+		}
+		t.Cleanup(own.stop)
+		parent = own.ctx
+	} else {
+		shared.once.Do(func() {
+			dir, err := os.MkdirTemp("", "browsertest-")
+			if err != nil {
+				shared.err = err
+				return
+			}
+			shared.browser, shared.err = startChromium(path, dir, nil)
+		})
+		if shared.err != nil {
+			t.Fatalf("start chromium: %v", shared.err)
+		}
+		parent = shared.browser.ctx
+	}
+	tab, cancelTab := chromedp.NewContext(parent, chromedp.WithNewBrowserContext())
+	ctx, cancelTimeout := context.WithTimeout(tab, 3*time.Minute) // a guard against a hung browser, not a speed test
+	t.Cleanup(func() { cancelTimeout(); cancelTab() })
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(windowWidth, windowHeight)); err != nil {
+		t.Fatalf("open a tab: %v", err)
 	}
 	return ctx
+}
+
+// The window every test's tab starts with (a test may emulate another).
+const windowWidth, windowHeight = 1280, 900
+
+// shared is the package's Chromium, started by the first test that asks
+// and ended with the test binary (see Close).
+var shared struct {
+	once    sync.Once
+	browser *chromium
+	err     error
+}
+
+// chromium is a running Chromium: ctx is its first, blank tab, which new
+// tabs open beside.
+type chromium struct {
+	ctx  context.Context
+	stop func()
+	dir  string
+}
+
+func startChromium(path, dir string, extra []chromedp.ExecAllocatorOption) (*chromium, error) {
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(allocatorOptions(path, dir), extra...)...)
+	browser, cancelBrowser := chromedp.NewContext(allocCtx)
+	if err := chromedp.Do(browser); err != nil {
+		cancelBrowser()
+		cancelAlloc()
+		return nil, err
+	}
+	return &chromium{ctx: browser, stop: func() { cancelBrowser(); cancelAlloc() }, dir: dir}, nil
+}
+
+// Close ends the package's shared Chromium, if a test started it; a
+// package's TestMain calls it after its tests. Without it the browser
+// would still end with the test binary (chromedp gives it Pdeathsig), but
+// leave its profile directory behind.
+func Close() {
+	if b := shared.browser; b != nil {
+		b.stop()
+		os.RemoveAll(b.dir)
+	}
 }
 
 func chromiumPath(t testing.TB) string {
@@ -70,7 +137,7 @@ func allocatorOptions(path, dir string) []chromedp.ExecAllocatorOption {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1280, 900),
+		chromedp.WindowSize(windowWidth, windowHeight),
 	}
 }
 

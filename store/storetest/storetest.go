@@ -51,15 +51,22 @@ const PostgresEnv = "PORTAL_TEST_POSTGRES"
 // Main runs a package's tests on SQLite and then, when PORTAL_TEST_POSTGRES
 // is set, again on PostgreSQL. Without it the second run is skipped with
 // the reason printed, except under CI=true, where that is a failure.
-func Main(m *testing.M) {
+// atExit runs after both (e.g. browsertest.Close).
+func Main(m *testing.M, atExit ...func()) {
 	code := m.Run()
+	defer func() {
+		for _, f := range atExit {
+			f()
+		}
+		os.Exit(code)
+	}()
 	if _, ok := postgresURL(); !ok {
 		fmt.Printf("storetest: PostgreSQL run skipped: %s is not set (e.g. postgres://postgres@127.0.0.1:5432/test)\n", PostgresEnv)
 		if os.Getenv("CI") == "true" {
 			fmt.Printf("storetest: CI=true requires the PostgreSQL run\n")
 			code = max(code, 1)
 		}
-		os.Exit(code)
+		return
 	}
 	fmt.Println("storetest: running the same tests on PostgreSQL")
 	engine = "postgres"
@@ -67,7 +74,6 @@ func Main(m *testing.M) {
 		fmt.Println("storetest: FAIL on PostgreSQL")
 		code = max(code, pgCode)
 	}
-	os.Exit(code)
 }
 
 func postgresURL() (string, bool) {
