@@ -91,13 +91,16 @@ func (db *DB) instanceGPUs(ctx context.Context, q queryer, list []*gpuportal.Ins
 		return nil
 	}
 	byID := map[int64]*gpuportal.Instance{}
-	ids := make([]string, 0, len(list))
+	ids := make([]any, 0, len(list))
 	for _, i := range list {
 		byID[i.ID] = i
-		ids = append(ids, fmt.Sprint(i.ID))
+		ids = append(ids, i.ID)
 	}
+	// Placeholders, not the ids written in: one statement per list length
+	// stays prepared (a node's few instances, a page's), where a text per
+	// list filled the statement cache and emptied it again.
 	rows, err := q.QueryContext(ctx, `SELECT ig.instance_id, ig.gpu_uuid FROM instance_gpus ig JOIN gpus g ON g.uuid = ig.gpu_uuid
-		WHERE ig.instance_id IN (`+strings.Join(ids, ",")+`) ORDER BY g.idx`)
+		WHERE ig.instance_id IN (?`+repeatArg(len(ids)-1)+`) ORDER BY g.idx`, ids...)
 	if err != nil {
 		return fmt.Errorf("instance gpus: %w", err)
 	}
