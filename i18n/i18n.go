@@ -5,6 +5,7 @@ package i18n
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -108,7 +109,8 @@ func Has(key string) bool { _, ok := zhCN[key]; return ok }
 
 // Error translates a gpuportal error's message into lang.
 func Error(lang string, err error) string {
-	if e, ok := err.(*gpuportal.Error); ok && e.Format != "" {
+	var e *gpuportal.Error
+	if errors.As(err, &e) && e.Format != "" {
 		return T(lang, e.Format, e.Args...)
 	}
 	return T(lang, gpuportal.ErrorMessage(err))

@@ -1,12 +1,15 @@
 package i18n
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"gpuportal"
 )
 
 // Every string the portal shows through T, Tc or an error constructor has a
@@ -89,5 +92,26 @@ func TestPlurals(t *testing.T) {
 		if got := T(tc.lang, tc.key, tc.args...); got != tc.want {
 			t.Errorf("T(%s, %q, %v) = %q, want %q", tc.lang, tc.key, tc.args, got, tc.want)
 		}
+	}
+}
+
+// An error a store step wrapped ("book: …: %w") still shows in the
+// reader's language: Error looks through the wrapping.
+func TestErrorTranslatesThroughWrapping(t *testing.T) {
+	notFound := gpuportal.Errorf(gpuportal.ENOTFOUND, "Reservation %d not found.", 7)
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"as returned", notFound, "预订 7 不存在。"},
+		{"wrapped once", fmt.Errorf("cancel: %w", notFound), "预订 7 不存在。"},
+		{"wrapped twice", fmt.Errorf("cancel: load: %w", fmt.Errorf("read: %w", notFound)), "预订 7 不存在。"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Error("zh-CN", c.err); got != c.want {
+				t.Errorf("Error(zh-CN, %v) = %q, want %q", c.err, got, c.want)
+			}
+		})
 	}
 }

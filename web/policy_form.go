@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -263,7 +264,10 @@ func (s *Server) parsePolicyDraft(c echo.Context) (gpuportal.Policies, gpuportal
 	}
 	p, errs := parsePolicyForm(c.Request().PostForm, models)
 	err = s.db.CheckPolicies(c.Request().Context(), p)
-	if ve, ok := err.(gpuportal.ValidationErrors); ok {
+	// errors.As, not a type assertion: a store that wraps the failing
+	// step around the problems must still show them on the form.
+	var ve gpuportal.ValidationErrors
+	if errors.As(err, &ve) {
 		for _, e := range ve {
 			if !hasErr(errs, e.Field) { // a field that is not a number already says so
 				errs = append(errs, e)

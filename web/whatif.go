@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -165,8 +166,11 @@ func (s *Server) handleWhatIf(c echo.Context) error {
 		return err
 	}
 	elasticity, eerr := parseElasticity(c.Request().PostForm.Get("spot_price_elasticity"))
-	if eerr != nil {
-		errs = append(errs, eerr.(*gpuportal.Error))
+	var fieldErr *gpuportal.Error
+	if errors.As(eerr, &fieldErr) {
+		errs = append(errs, fieldErr)
+	} else if eerr != nil {
+		return eerr
 	}
 	if len(errs) > 0 {
 		ed, err := s.policyEditor(c, draft, c.Request().PostForm, errs)
