@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"gpuportal"
+	"gpuportal/agent"
 	"gpuportal/internal/browsertest"
 	"gpuportal/scheduler"
 	"gpuportal/sessions"
@@ -60,8 +61,36 @@ func TestMain(m *testing.M) {
 	sftpHelperBin = build(dir, "gpuportal/cmd/gpuportal-sftp", "CGO_ENABLED=0")
 	code := m.Run()
 	browsertest.Close()
+	killLeftoverWorkloads(agentBin)
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// killLeftoverWorkloads ends the workloads the tests' agents left running.
+// An agent's workloads outlive it on purpose (a restarted agent takes them
+// up again), so a test that ends its agent leaves them behind: three
+// `sleep 3600` workloads were still running after a suite. Each is the
+// init of a PID namespace of its own, which ends with it.
+func killLeftoverWorkloads(agentBin string) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 1 && args[0] == agentBin && args[1] == agent.WorkloadInitArg {
+			syscall.Kill(-pid, syscall.SIGKILL) // its process group
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // build compiles pkg into dir (with env added) and returns the binary's
