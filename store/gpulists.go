@@ -11,8 +11,8 @@ import (
 )
 
 // gpuLists keeps each pool's usable GPUs between ticks: the list changes
-// only with the fleet (migration 0031's fleet_revision counts every such
-// change), while the tick wants it most minutes; reading it was a scan of
+// only with the fleet (migration 0031's fleet_revision takes a new value at
+// every such change), while the tick wants it most minutes; reading it was a scan of
 // every GPU and its node.
 type gpuLists struct {
 	mu       sync.Mutex
@@ -20,8 +20,8 @@ type gpuLists struct {
 	pools    map[scheduler.PoolKey][]scheduler.GPU
 }
 
-// fleetRevision reads the count of fleet changes (0 when the row is
-// missing, which never matches a kept list).
+// fleetRevision reads the name of the fleet's current state (0 when the
+// row is missing, which never matches a kept list).
 func fleetRevision(ctx context.Context, q queryer) (int64, error) {
 	var rev int64
 	err := q.QueryRowContext(ctx, `SELECT revision FROM fleet_revision WHERE id = 1`).Scan(&rev)

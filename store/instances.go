@@ -96,9 +96,10 @@ func (db *DB) instanceGPUs(ctx context.Context, q queryer, list []*gpuportal.Ins
 		byID[i.ID] = i
 		ids = append(ids, i.ID)
 	}
-	// Placeholders, not the ids written in: one statement per list length
-	// stays prepared (a node's few instances, a page's), where a text per
-	// list filled the statement cache and emptied it again.
+	// The ids are bound as parameters, not written into the text: one
+	// statement per list length stays prepared (a node's few instances, a
+	// page's), where a text per list filled the statement cache and
+	// emptied it again.
 	rows, err := q.QueryContext(ctx, `SELECT ig.instance_id, ig.gpu_uuid FROM instance_gpus ig JOIN gpus g ON g.uuid = ig.gpu_uuid
 		WHERE ig.instance_id IN (?`+repeatArg(len(ids)-1)+`) ORDER BY g.idx`, ids...)
 	if err != nil {
