@@ -95,61 +95,6 @@ func FleetGPUState(nodeState string, g GPU, use GPUUse) string {
 	return GPUIdle
 }
 
-// BookableGPUs is the capacity reservations may use: healthy GPUs on online,
-// non-draining nodes × the reservable share, rounded down.
-func BookableGPUs(healthy, reservablePercent int) int {
-	return healthy * reservablePercent / 100
-}
-
-// OnDemandFits is the one rule for every on-demand start — a launch, a
-// pending launch placed, a hybrid job's on-demand worker: on-demand
-// instances run until stopped, so count more GPUs must fit beside every
-// booked hour ahead, not only the next day's. bookable is BookableGPUs,
-// onDemand what on-demand instances hold or wait for (not counting these
-// count), mostBookedAhead the most GPUs booked in any hour from now on.
-func OnDemandFits(bookable, onDemand, count, mostBookedAhead int) bool {
-	return bookable-onDemand-count >= mostBookedAhead
-}
-
-// Why a reservation could not get all its GPUs (its refund says so).
-const (
-	ShortNodeFailure     = "node_failure"    // a node it ran on failed
-	ShortOutOfService    = "out_of_service"  // fewer healthy GPUs than were booked
-	ShortStillInUse      = "still_in_use"    // GPUs still held by instances that are not spot
-	ShortCauseUnknownGPU = "no_gpus_in_pool" // the model/region has no GPUs any more
-)
-
-// ShortfallCauseText is a shortfall cause in words, for the ledger.
-func ShortfallCauseText(cause string) string {
-	switch cause {
-	case ShortNodeFailure:
-		return "node failure"
-	case ShortOutOfService:
-		return "GPUs out of service"
-	case ShortStillInUse:
-		return "GPUs still in use by other instances"
-	}
-	return "no GPUs of this model in the region"
-}
-
-// Slot is one hour of availability for a model in a region.
-type Slot struct {
-	Start           time.Time `json:"start"`
-	End             time.Time `json:"end"`
-	Capacity        int       `json:"capacity"`
-	Reserved        int       `json:"reserved"`
-	Free            int       `json:"free"`
-	PricePerGPU     Fen       `json:"price_per_gpu_hour_fen"`
-	DiscountPercent int       `json:"discount_percent"`
-	OffPeak         bool      `json:"off_peak"`
-	// Bookable is false for hours that cannot be booked now (too soon, too
-	// far ahead), whatever their free count.
-	Bookable bool `json:"bookable"`
-}
-
-// MaxAvailabilityHours bounds one availability query (31 days).
-const MaxAvailabilityHours = 31 * 24
-
 // CatalogModelFor maps a GPU as NVML names it to the catalog model it is
 // rented as, or "" when the catalog has no such model (a 40 GB A100, say).
 func CatalogModelFor(nvmlName string, memoryMiB int) string {

@@ -195,12 +195,3 @@ func offeringOrder(req OfferingRequest) func(a, b Offering) int {
 	}
 	return func(a, b Offering) int { return cmp.Compare(a.Total, b.Total) }
 }
-
-// MostFree is the most GPUs free in every one of the hours: what could
-// still be booked across a window that is full for the count asked.
-func MostFree(free []int) int {
-	if len(free) == 0 {
-		return 0
-	}
-	return slices.Min(free)
-}

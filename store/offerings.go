@@ -46,7 +46,7 @@ func (db *DB) hourGrid(ctx context.Context, q queryer, model *gpuportal.Model, r
 	}
 	g.Free = make([]int, 0, int(to.Sub(from)/time.Hour))
 	for t := from; t.Before(to); t = t.Add(time.Hour) {
-		g.Free = append(g.Free, max(0, capacity-reserved[unix(t)]))
+		g.Free = append(g.Free, gpuportal.FreeInHour(capacity, reserved[unix(t)]))
 	}
 	return g, nil
 }

@@ -73,7 +73,7 @@ func (db *DB) Availability(ctx context.Context, modelID, regionID string, from, 
 		price, discount := gpuportal.HourPrice(model.ListPrice, policy, t, db.Location)
 		r := reserved[unix(t)]
 		slots = append(slots, gpuportal.Slot{
-			Start: t, End: t.Add(time.Hour), Capacity: capacity, Reserved: r, Free: max(0, capacity-r),
+			Start: t, End: t.Add(time.Hour), Capacity: capacity, Reserved: r, Free: gpuportal.FreeInHour(capacity, r),
 			PricePerGPU: price, DiscountPercent: discount, OffPeak: discount > 0,
 			Bookable: !t.Before(earliest) && !t.After(latest),
 		})
@@ -231,9 +231,10 @@ func (db *DB) takeCapacity(ctx context.Context, tx *sql.Tx, model, region string
 }
 
 // checkFits reports capacity_unavailable, naming the first hour of
-// [start, end) where count more GPUs would not fit; nil when all fit.
+// [start, end) where count more GPUs would not fit
+// (gpuportal.FitsInHour, written in SQL); nil when all fit.
 func (db *DB) checkFits(ctx context.Context, q queryer, model, region string, start, end time.Time, count, capacity int, loc *time.Location) error {
-	if count > capacity {
+	if !gpuportal.FitsInHour(capacity, 0, count) {
 		return capacityError(start, capacity, count, loc)
 	}
 	var full int64
@@ -241,7 +242,7 @@ func (db *DB) checkFits(ctx context.Context, q queryer, model, region string, st
 	err := q.QueryRowContext(ctx, `SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour < ?
 		AND reserved + ? > ? ORDER BY hour LIMIT 1`, model, region, unix(start), unix(end), count, capacity).Scan(&full, &reserved)
 	if err == nil {
-		return capacityError(fromUnix(full), max(0, capacity-reserved), count, loc)
+		return capacityError(fromUnix(full), gpuportal.FreeInHour(capacity, reserved), count, loc)
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("check capacity: %w", err)
 	}

@@ -614,6 +614,9 @@ func (db *DB) loadWaitlist(ctx context.Context, q queryer, now time.Time, s *sch
 			return err
 		}
 		for hour, n := range reserved {
+			// Not gpuportal.FreeInHour: the planner adds back the GPUs of
+			// offers that lapse, so an hour booked over its capacity must
+			// keep its negative count.
 			free[hour] = capacity - n
 		}
 		s.FreeHours[key] = free
