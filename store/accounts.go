@@ -168,15 +168,15 @@ func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID i
 		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "disabled", "You cannot disable your own account.")
 	}
 	var nodes []string
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "update account", func(tx *sql.Tx) error {
 		before, err := adminUser(ctx, tx, db, userID)
 		if err != nil {
-			return err
+			return named("check admin", err)
 		}
 		now := db.now()
 		if up.CreditLimit != nil {
 			if _, err := tx.ExecContext(ctx, `UPDATE accounts SET credit_limit_fen = ? WHERE user_id = ?`, *up.CreditLimit, userID); err != nil {
-				return err
+				return named("update accounts", err)
 			}
 		}
 		if q := up.Quotas; q != nil {
@@ -185,7 +185,7 @@ func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID i
 			if q.MaxVolumeGiB != nil {
 				policies, err := db.policies(ctx, tx)
 				if err != nil {
-					return err
+					return named("read policies", err)
 				}
 				if *q.MaxVolumeGiB == policies.Global.MaxVolumeGiB {
 					q.MaxVolumeGiB = nil
@@ -199,7 +199,7 @@ func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID i
 		if up.Disabled != nil && *up.Disabled != before.User.Disabled {
 			if *up.Disabled {
 				if _, err := tx.ExecContext(ctx, `UPDATE users SET disabled_at = ?, session_version = session_version + 1 WHERE id = ?`, unix(now), userID); err != nil {
-					return err
+					return named("update users", err)
 				}
 				if err := db.closeDownAccount(ctx, tx, userID, now, &nodes); err != nil {
 					return fmt.Errorf("stop what the disabled account runs: %w", err)
@@ -210,7 +210,7 @@ func (db *DB) UpdateAccount(ctx context.Context, actor *gpuportal.User, userID i
 		}
 		after, err := adminUser(ctx, tx, db, userID)
 		if err != nil {
-			return err
+			return named("check admin", err)
 		}
 		return db.audit(ctx, tx, actor.ID, "account.update", fmt.Sprintf("user/%d", userID), accountAudit(before), accountAudit(after))
 	})

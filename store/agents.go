@@ -28,7 +28,7 @@ func (db *DB) CreateEnrollmentToken(ctx context.Context, actor *gpuportal.User, 
 	if actor != nil {
 		actorID = sql.NullInt64{Int64: actor.ID, Valid: true}
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "create enrollment token", func(tx *sql.Tx) error {
 		// Expiry is real time: moving a test clock must not revive or
 		// expire tokens.
 		now := db.Wall.Now()
@@ -76,7 +76,7 @@ func (db *DB) RegisterNode(ctx context.Context, reg gpuportal.AgentRegistration,
 	if hb < 1 || hb > 300 {
 		hb = 10
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "register node", func(tx *sql.Tx) error {
 		var region string
 		var used sql.NullInt64
 		var expires int64
@@ -91,7 +91,7 @@ func (db *DB) RegisterNode(ctx context.Context, reg gpuportal.AgentRegistration,
 			return gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The enrollment token expired at %s; ask for a new one (portal enroll-token).", fromUnix(expires).Format(time.RFC3339))
 		}
 		if err := checkGPUsUnclaimed(ctx, tx, reg.GPUs, now); err != nil {
-			return err
+			return named("check GPUs unclaimed", err)
 		}
 		if reg.Region != "" && reg.Region != region {
 			return gpuportal.FieldErrorf(gpuportal.EINVALID, "region", "This enrollment token is for region %s, not %s.", region, reg.Region)
@@ -165,13 +165,13 @@ func (db *DB) NodeByToken(ctx context.Context, token string) (string, error) {
 		return "", fmt.Errorf("node by token: %w", err)
 	}
 	if rotated {
-		err := db.inTx(ctx, func(tx *sql.Tx) error {
+		err := db.inTx(ctx, "finish token rotation", func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, `UPDATE nodes SET token_hash = next_token_hash, next_token_hash = NULL, rotate_token = 0, token_rotated_at = ? WHERE id = ? AND next_token_hash = ?`,
 				unix(db.Wall.Now()), id, hash)
 			return err
 		})
 		if err != nil {
-			return "", fmt.Errorf("finish token rotation: %w", err)
+			return "", err
 		}
 	}
 	return id, nil
@@ -207,7 +207,7 @@ func (db *DB) nodeTokenChange(ctx context.Context, actor *gpuportal.User, nodeID
 		return gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
 	}
 	var revoked sql.NullInt64
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "node token change", func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, `SELECT token_revoked_at FROM nodes WHERE id = ?`, nodeID).Scan(&revoked); errors.Is(err, sql.ErrNoRows) {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Node %s not found.", nodeID)
 		} else if err != nil {
@@ -233,10 +233,10 @@ func (db *DB) nodeTokenChange(ctx context.Context, actor *gpuportal.User, nodeID
 // replaces it, so a lost answer costs nothing.
 func (db *DB) NewNodeToken(ctx context.Context, nodeID string) (string, error) {
 	token := gpuportal.NewSecret("gpn_")
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "new node token", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE nodes SET next_token_hash = ? WHERE id = ? AND rotate_token = 1`, gpuportal.HashSecret(token), nodeID)
 		if err != nil {
-			return fmt.Errorf("new node token: %w", err)
+			return fmt.Errorf("store next token: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "No token rotation was asked for this node.")
@@ -265,20 +265,20 @@ func (db *DB) RecordHeartbeat(ctx context.Context, nodeID string, hb gpuportal.A
 	if hbSec < 1 || hbSec > 300 {
 		hbSec = 10
 	}
-	err := db.inConcurrentTx(ctx, func(tx *sql.Tx) error {
+	err := db.inConcurrentTx(ctx, "record heartbeat", func(tx *sql.Tx) error {
 		var err error
 		revision, err = db.telemetryOnly(ctx, tx, nodeID, hb, hbSec, now)
 		return err
 	})
 	if errors.Is(err, errCapacityChanges) {
-		err = db.kickAfter(ctx, db.inTx(ctx, func(tx *sql.Tx) error {
+		err = db.kickAfter(ctx, db.inTx(ctx, "record heartbeat", func(tx *sql.Tx) error {
 			var err error
 			revision, err = db.heartbeatChangingCapacity(ctx, tx, nodeID, hb, hbSec, now)
 			return err
 		}))
 	}
 	if err != nil {
-		return 0, fmt.Errorf("record heartbeat: %w", err)
+		return 0, err
 	}
 	return revision, nil
 }
@@ -531,7 +531,7 @@ func (db *DB) NodeRevision(ctx context.Context, nodeID string) (int64, error) {
 // without one before it is offline.
 func (db *DB) MarkStaleNodesOffline(ctx context.Context, now, listeningSince time.Time) ([]string, error) {
 	var ids []string
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "mark stale nodes offline", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id FROM nodes WHERE online = 1 AND last_heartbeat_at < ? - 3 * heartbeat_seconds AND ? <= ? - 3 * heartbeat_seconds`,
 			now.Unix(), listeningSince.Unix(), now.Unix())
 		if err != nil {
@@ -555,7 +555,7 @@ func (db *DB) MarkStaleNodesOffline(ctx context.Context, now, listeningSince tim
 		for _, id := range ids {
 			res, err := tx.ExecContext(ctx, `UPDATE nodes SET online = 0 WHERE id = ? AND online = 1 AND last_heartbeat_at < ? - 3 * heartbeat_seconds`, id, now.Unix())
 			if err != nil {
-				return err
+				return named("update nodes", err)
 			}
 			if n, _ := res.RowsAffected(); n == 1 {
 				stale = append(stale, id)
@@ -573,7 +573,7 @@ func (db *DB) SetDrain(ctx context.Context, actor *gpuportal.User, nodeID string
 	if !actor.IsAdmin() {
 		return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only admins can drain nodes.")
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "set drain", func(tx *sql.Tx) error {
 		var old bool
 		err := tx.QueryRowContext(ctx, `SELECT drain FROM nodes WHERE id = ?`, nodeID).Scan(&old)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -582,10 +582,10 @@ func (db *DB) SetDrain(ctx context.Context, actor *gpuportal.User, nodeID string
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET drain = ? WHERE id = ?`, drain, nodeID); err != nil {
-			return err
+			return named("update nodes", err)
 		}
 		if err := db.audit(ctx, tx, actor.ID, "node.drain", "node/"+nodeID, map[string]bool{"drain": old}, map[string]bool{"drain": drain}); err != nil {
-			return err
+			return named("audit", err)
 		}
 		return recomputeCapacity(ctx, tx)
 	})

@@ -23,12 +23,12 @@ func (db *DB) SetBudget(ctx context.Context, user *gpuportal.User, monthly gpupo
 	if err := gpuportal.ValidateBudget(monthly); err != nil {
 		return gpuportal.Budget{}, err
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "set budget", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE users SET monthly_budget_fen = ?, budget_noticed = '' WHERE id = ?`, monthly, user.ID)
 		return err
 	})
 	if err != nil {
-		return gpuportal.Budget{}, fmt.Errorf("set budget: %w", err)
+		return gpuportal.Budget{}, err
 	}
 	return db.Budget(ctx, user.ID)
 }

@@ -75,7 +75,7 @@ func (db *DB) SetListPrice(ctx context.Context, actor *gpuportal.User, modelID s
 	if err := gpuportal.ValidateListPrice(price); err != nil {
 		return nil, err
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "set list price", func(tx *sql.Tx) error {
 		var old gpuportal.Fen
 		err := tx.QueryRowContext(ctx, `SELECT list_price_fen FROM models WHERE id = ?`, modelID).Scan(&old)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -84,7 +84,7 @@ func (db *DB) SetListPrice(ctx context.Context, actor *gpuportal.User, modelID s
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE models SET list_price_fen = ? WHERE id = ?`, price, modelID); err != nil {
-			return err
+			return named("update models", err)
 		}
 		return db.audit(ctx, tx, actor.ID, "model.list_price", "model/"+modelID, old, price)
 	})

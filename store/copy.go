@@ -32,7 +32,7 @@ func CopyAll(ctx context.Context, src, dst *DB) (map[string]int64, error) {
 		return nil, fmt.Errorf("list tables: %w", err)
 	}
 	copied := map[string]int64{}
-	err = dst.inTx(ctx, func(tx *sql.Tx) error {
+	err = dst.inTx(ctx, "copy all", func(tx *sql.Tx) error {
 		// The migrations seed the catalog and a default policy; the
 		// installation's own rows replace them.
 		for _, t := range slices.Backward(tables) {

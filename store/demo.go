@@ -30,7 +30,7 @@ func (db *DB) SeedDemoHistory(ctx context.Context, customers []*gpuportal.User, 
 		return err
 	}
 	rng := rand.New(rand.NewPCG(2026, 11))
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	err = db.inTx(ctx, "seed demo history", func(tx *sql.Tx) error {
 		for _, m := range models {
 			policy := pol.For(m.ID)
 			spotPrice := policy.SpotPriceOf(m)
@@ -50,7 +50,7 @@ func (db *DB) SeedDemoHistory(ctx context.Context, customers []*gpuportal.User, 
 					count := 4 << rng.IntN(3)
 					q := gpuportal.QuoteFor(m, count, start, end, policy, db.Location)
 					if err := db.seedReservation(ctx, tx, u.ID, m, q, policy, start.Add(-time.Duration(24+rng.IntN(200))*time.Hour), rng.IntN(8) == 0); err != nil {
-						return err
+						return named("seed reservation", err)
 					}
 				}
 				// Spot runs, with interruptions likelier on weekday daytimes.
@@ -81,7 +81,7 @@ func (db *DB) SeedDemoHistory(ctx context.Context, customers []*gpuportal.User, 
 						}
 					}
 					if err := db.seedSpotRun(ctx, tx, u.ID, m.ID, "cd-1", gpus, spotPrice, start, start.Add(length), at, reason); err != nil {
-						return err
+						return named("seed spot run", err)
 					}
 				}
 			}
@@ -166,7 +166,7 @@ func (db *DB) EnsureDefaultImage(ctx context.Context, im gpuportal.Image) error 
 	if err := im.Validate(); err != nil {
 		return err
 	}
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, "ensure default image", func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM images WHERE id = ?`, im.ID).Scan(&n); err != nil || n > 0 {
 			return err

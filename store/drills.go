@@ -16,10 +16,10 @@ import (
 // Free, at most once an hour per instance (429), never in the rates.
 func (db *DB) Drill(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Instance, error) {
 	var node string
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "drill", func(tx *sql.Tx) error {
 		i, err := instanceFor(ctx, tx, user, id)
 		if err != nil {
-			return err
+			return named("read instance", err)
 		}
 		if i.UserID != user.ID || i.Kind != gpuportal.KindSpot || i.Status != gpuportal.InstanceRunning || i.Node == "" {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "A drill runs on your own running spot instance (instance %d is a %s instance, %s).", i.ID, i.Kind, i.Status)
@@ -36,11 +36,11 @@ func (db *DB) Drill(ctx context.Context, user *gpuportal.User, id int64) (*gpupo
 		}
 		asked, err := askedNotice(ctx, tx, i.ID)
 		if err != nil {
-			return err
+			return named("asked notice", err)
 		}
 		policies, err := db.policies(ctx, tx)
 		if err != nil {
-			return err
+			return named("read policies", err)
 		}
 		notice := policies.For(i.Model).NoticeFor(asked)
 		if _, err := tx.ExecContext(ctx, `UPDATE instances SET drill_started_at = ?, drill_wall_at = ?, drill_seconds = ?, drill_ready_after = NULL WHERE id = ?`,

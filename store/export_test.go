@@ -18,7 +18,7 @@ import (
 func (db *DB) BulkInsertReservationsForBenchmark(ctx context.Context, userID int64, reqs []gpuportal.BookingRequest) error {
 	tiers, _ := json.Marshal(gpuportal.DefaultPolicy().CancellationTiers)
 	usage := map[[3]any]int{}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "bulk insert reservations for benchmark", func(tx *sql.Tx) error {
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO reservations (user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, 'confirmed', 0, '{}', ?, ?)`)
 		if err != nil {
@@ -52,7 +52,7 @@ func (db *DB) BulkInsertReservationsForBenchmark(ctx context.Context, userID int
 // BulkRunSpotForBenchmark puts n running 1-GPU spot instances on the first
 // n free GPUs of a model (benchmarks only: no checks, no placement).
 func (db *DB) BulkRunSpotForBenchmark(ctx context.Context, userID int64, model, region string, n int) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, "bulk run spot for benchmark", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT g.uuid, g.node_id FROM gpus g JOIN nodes nd ON nd.id = g.node_id WHERE g.model_id = ? AND nd.region_id = ?
 			AND g.uuid NOT IN (SELECT gpu_uuid FROM instance_gpus) ORDER BY g.node_id, g.idx LIMIT ?`, model, region, n)
 		if err != nil {
@@ -101,7 +101,7 @@ type InterruptionForTest struct {
 // InsertSpotHistoryForTest writes runs and interruptions (with the
 // instances they need) directly.
 func (db *DB) InsertSpotHistoryForTest(ctx context.Context, userID int64, model, region string, runs []SpotRunForTest, ints []InterruptionForTest) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, "insert spot history for test", func(tx *sql.Tx) error {
 		for _, r := range runs {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO instances (id, user_id, kind, model_id, region_id, count, command, status, checkpoint_key, price_fen, created_at)
 				VALUES (?, ?, 'spot', ?, ?, ?, 'x', 'stopped', 'k', 240, ?) ON CONFLICT (id) DO NOTHING`, r.Instance, userID, model, region, r.GPUs, unix(r.Start)); err != nil {
@@ -131,7 +131,7 @@ func (db *DB) InsertSpotHistoryForTest(ctx context.Context, userID int64, model,
 // hour, a few GPUs each, hours long) and their interruptions, then rolls
 // them up.
 func (db *DB) BulkSpotHistoryForBenchmark(ctx context.Context, userID int64, model, region string, now time.Time, hours, perHour int) error {
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "bulk spot history for benchmark", func(tx *sql.Tx) error {
 		ins, err := tx.PrepareContext(ctx, `INSERT INTO instances (id, user_id, kind, model_id, region_id, count, command, status, checkpoint_key, price_fen, created_at)
 			VALUES (?, ?, 'spot', ?, ?, ?, 'x', 'stopped', '', 240, ?)`)
 		if err != nil {

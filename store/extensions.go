@@ -48,10 +48,10 @@ func (db *DB) Extension(ctx context.Context, user *gpuportal.User, id int64) (*g
 // reminder is due again for the new end.
 func (db *DB) Extend(ctx context.Context, user *gpuportal.User, id int64, hours int) (*gpuportal.Reservation, error) {
 	var nodes []string
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "extend", func(tx *sql.Tx) error {
 		r, err := reservationFor(ctx, tx, user, id)
 		if err != nil {
-			return err
+			return named("read reservation", err)
 		}
 		if r.UserID != user.ID {
 			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only the reservation's owner can extend it (it is paid from their balance).")
@@ -62,27 +62,27 @@ func (db *DB) Extend(ctx context.Context, user *gpuportal.User, id int64, hours 
 		}
 		ext, policy, model, err := db.extensionOf(ctx, tx, r)
 		if err != nil {
-			return err
+			return named("read extension", err)
 		}
 		if err := gpuportal.ValidateExtension(r, hours, ext, policy, db.Location); err != nil {
 			return err
 		}
 		if err := db.lockAccount(ctx, tx, r.UserID); err != nil {
-			return err
+			return named("lock account", err)
 		}
 		if err := db.checkBookedQuota(ctx, tx, r.UserID, r.Count*hours); err != nil {
-			return err
+			return named("check booked quota", err)
 		}
 		if err := db.bookedHours(ctx, tx, r.UserID, r.Count*hours); err != nil {
-			return err
+			return named("booked hours", err)
 		}
 		newEnd := r.End.Add(time.Duration(hours) * time.Hour)
 		capacity, err := db.reservableNow(ctx, tx, r.Model, r.Region, policy, true)
 		if err != nil {
-			return err
+			return named("count reservable GPUs", err)
 		}
 		if err := db.takeCapacity(ctx, tx, r.Model, r.Region, r.End, newEnd, r.Count, capacity, db.Location); err != nil {
-			return err
+			return named("take capacity", err)
 		}
 		added := gpuportal.QuoteFor(*model, r.Count, r.End, newEnd, policy, db.Location)
 		quote := gpuportal.QuoteFor(*model, r.Count, r.Start, newEnd, policy, db.Location)
@@ -112,11 +112,11 @@ func (db *DB) Extend(ctx context.Context, user *gpuportal.User, id int64, hours 
 		// stop notice before it): tell them now that it moved.
 		nodes, err = scanColumn[string](tx.QueryContext(ctx, `SELECT DISTINCT node_id FROM instances WHERE reservation_id = ? AND status IN ('pending', 'running') AND node_id IS NOT NULL`, r.ID))
 		if err != nil {
-			return err
+			return named("read instances", err)
 		}
 		for _, n := range nodes {
 			if err := bumpNode(ctx, tx, n); err != nil {
-				return err
+				return named("bump node", err)
 			}
 		}
 		return nil

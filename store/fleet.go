@@ -12,7 +12,7 @@ import (
 // AddNode inserts a node with its GPUs (the demo and tests; agents register
 // through the agent API) and updates the bookable capacity.
 func (db *DB) AddNode(ctx context.Context, n gpuportal.Node) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, "add node", func(tx *sql.Tx) error {
 		online := n.State != gpuportal.NodeOffline
 		drain := n.State == gpuportal.NodeDraining
 		if _, err := tx.ExecContext(ctx, `INSERT INTO nodes (id, hostname, region_id, online, drain, last_heartbeat_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -31,10 +31,10 @@ func (db *DB) AddNode(ctx context.Context, n gpuportal.Node) error {
 
 // SetGPUHealth marks a GPU healthy or not and updates the capacity.
 func (db *DB) SetGPUHealth(ctx context.Context, uuid string, healthy bool) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, "set GPU health", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE gpus SET healthy = ? WHERE uuid = ?`, healthy, uuid)
 		if err != nil {
-			return err
+			return named("update gpus", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "GPU %s not found.", uuid)

@@ -31,7 +31,7 @@ func (db *DB) ClaimIdempotencyKey(ctx context.Context, userID int64, key, finger
 	}
 	now := db.now()
 	var stored *StoredResponse
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "claim idempotency key", func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE user_id = ? AND key = ? AND created_at < ?`,
 			userID, key, unix(now.Add(-idempotencyTTL))); err != nil {
 			return err

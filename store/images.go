@@ -59,17 +59,17 @@ func (db *DB) AddImage(ctx context.Context, actor *gpuportal.User, im gpuportal.
 	if err := im.Validate(); err != nil {
 		return nil, err
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "add image", func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM images WHERE id = ?`, im.ID).Scan(&n); err != nil {
-			return err
+			return fmt.Errorf("look for the id: %w", err)
 		}
 		if n > 0 {
 			return gpuportal.FieldErrorf(gpuportal.ECONFLICT, "id", "There is an image %q already.", im.ID)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO images (id, name, reference, description, position, created_at)
 			VALUES (?, ?, ?, ?, (SELECT coalesce(max(position), 0) + 1 FROM images), ?)`, im.ID, im.Name, im.Reference, im.Description, unix(db.now())); err != nil {
-			return fmt.Errorf("add image: %w", err)
+			return fmt.Errorf("insert: %w", err)
 		}
 		return db.audit(ctx, tx, actor.ID, "image.add", "image/"+im.ID, nil, im)
 	})
@@ -85,16 +85,16 @@ func (db *DB) DeleteImage(ctx context.Context, actor *gpuportal.User, id string)
 	if !actor.IsAdmin() {
 		return gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
 	}
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, "delete image", func(tx *sql.Tx) error {
 		var old gpuportal.Image
 		err := tx.QueryRowContext(ctx, `SELECT id, name, reference, description FROM images WHERE id = ?`, id).Scan(&old.ID, &old.Name, &old.Reference, &old.Description)
 		if errors.Is(err, sql.ErrNoRows) {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Image %q not found.", id)
 		} else if err != nil {
-			return err
+			return fmt.Errorf("read image: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM images WHERE id = ?`, id); err != nil {
-			return fmt.Errorf("delete image: %w", err)
+			return fmt.Errorf("delete: %w", err)
 		}
 		return db.audit(ctx, tx, actor.ID, "image.delete", "image/"+id, old, nil)
 	})

@@ -229,7 +229,7 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 	}
 	now := db.now()
 	var inst *gpuportal.Instance
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "launch", func(tx *sql.Tx) error {
 		if req.Kind == gpuportal.KindReserved {
 			r, err := reservationFor(ctx, tx, user, *req.ReservationID)
 			if err != nil || r.UserID != user.ID {
@@ -241,12 +241,12 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 			req.Model, req.Region = r.Model, r.Region
 			var inUse int
 			if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(count), 0) FROM instances WHERE reservation_id = ? AND status IN ('pending', 'running')`, r.ID).Scan(&inUse); err != nil {
-				return err
+				return fmt.Errorf("count the reservation's GPUs in use: %w", err)
 			}
 			var assigned int
 			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM reservation_gpus rg JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'
 				WHERE rg.reservation_id = ?`, r.ID).Scan(&assigned); err != nil {
-				return err
+				return fmt.Errorf("count the reservation's GPUs: %w", err)
 			}
 			if inUse+req.Count > assigned {
 				return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "Reservation %d has %d GPUs and %d are in use.", r.ID, assigned, inUse)
@@ -254,7 +254,7 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		}
 		model, policy, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
 		if err != nil {
-			return err
+			return named("read the catalog", err)
 		}
 		if err := req.ValidateNotice(policy); err != nil {
 			return err
@@ -267,7 +267,7 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 			pl, err := db.livePool(ctx, tx, scheduler.PoolKey{Model: req.Model, Region: req.Region}, now,
 				func(pl *scheduler.Pool) bool { return scheduler.SpotLaunchNeedsDetail(pl, req.Count, now) })
 			if err != nil {
-				return err
+				return fmt.Errorf("read the pool: %w", err)
 			}
 			// Job tasks give their GPUs to a spot launch (the scheduler
 			// gives them notice and they queue again).
@@ -278,19 +278,19 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		}
 		if req.Kind != gpuportal.KindReserved {
 			if err := db.checkRunningQuota(ctx, tx, user.ID, req.Count); err != nil {
-				return err
+				return named("check the quota", err)
 			}
 		}
 		if req.Kind == gpuportal.KindOnDemand {
 			if err := db.checkOnDemandFits(ctx, tx, req.Model, req.Region, req.Count, policy, now); err != nil {
-				return err
+				return named("check on-demand capacity", err)
 			}
 		}
 		// A launch needs an hour of its price available, beside an hour
 		// of what already runs.
 		if price > 0 {
 			if err := db.requireLaunchFunds(ctx, tx, user.ID, price*gpuportal.Fen(req.Count), now); err != nil {
-				return err
+				return named("check the balance", err)
 			}
 		}
 		var resID sql.NullInt64
@@ -299,21 +299,21 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		}
 		image, err := imageForLaunch(ctx, tx, req.Image)
 		if err != nil {
-			return err
+			return named("find the image", err)
 		}
 		mounts, err := db.resolveMounts(ctx, tx, user.ID, req.Region, req.Volumes)
 		if err != nil {
-			return err
+			return named("find the volumes", err)
 		}
 		id, err := insertInstance(ctx, tx, user.ID, req, resID, price, image.Reference, now)
 		if err != nil {
-			return err
+			return named("insert instance", err)
 		}
 		if err := db.mountVolumes(ctx, tx, id, mounts); err != nil {
-			return err
+			return named("mount the volumes", err)
 		}
 		inst, err = instanceFor(ctx, tx, user, id)
-		return err
+		return named("read it back", err)
 	})
 	if err != nil {
 		return nil, err
@@ -335,7 +335,7 @@ func insertInstance(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal
 		return 0, fmt.Errorf("insert instance: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE instances SET checkpoint_key = ? WHERE id = ?`, fmt.Sprintf("instance-%d", id), id); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("name its checkpoint directory: %w", err)
 	}
 	return id, nil
 }
@@ -345,10 +345,10 @@ func insertInstance(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal
 // nothing. An admin stopping another's instance is audited.
 func (db *DB) Stop(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Instance, error) {
 	var node string
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "stop", func(tx *sql.Tx) error {
 		i, err := instanceFor(ctx, tx, user, id)
 		if err != nil {
-			return err
+			return named("read instance", err)
 		}
 		switch i.Status {
 		case gpuportal.InstanceStopped, gpuportal.InstanceFailed, gpuportal.InstanceInterrupted:
@@ -357,7 +357,7 @@ func (db *DB) Stop(ctx context.Context, user *gpuportal.User, id int64) (*gpupor
 		now := db.now()
 		if i.UserID != user.ID {
 			if err := db.audit(ctx, tx, user.ID, "instance.admin_stop", fmt.Sprintf("instance/%d", i.ID), map[string]string{"status": i.Status}, map[string]string{"status": "stopped"}); err != nil {
-				return err
+				return named("audit", err)
 			}
 		}
 		if i.Status == gpuportal.InstancePending && i.Node == "" {
@@ -365,7 +365,7 @@ func (db *DB) Stop(ctx context.Context, user *gpuportal.User, id int64) (*gpupor
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE instances SET stop_requested_at = ? WHERE id = ? AND stop_requested_at IS NULL`, unix(now), i.ID); err != nil {
-			return err
+			return named("update instances", err)
 		}
 		node = i.Node
 		return bumpNode(ctx, tx, node)
@@ -503,7 +503,7 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 		return nil
 	}
 	changed := false
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "apply workload reports", func(tx *sql.Tx) error {
 		now := db.now()
 		for _, r := range reports {
 			i, err := scanInstance(tx.QueryRowContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE id = ? AND node_id = ? AND attempt = ?`, r.InstanceID, nodeID, r.Attempt))
@@ -527,27 +527,27 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 					tail = tail[len(tail)-4096:]
 				}
 				if _, err := tx.ExecContext(ctx, `UPDATE instances SET log_tail = ? WHERE id = ?`, tail, i.ID); err != nil {
-					return err
+					return named("update instances", err)
 				}
 			}
 			if err := recordCheckpoint(ctx, tx, i, r, now); err != nil {
-				return err
+				return named("record checkpoint", err)
 			}
 			if err := recordDrillReady(ctx, tx, i, r); err != nil {
-				return err
+				return named("record drill ready", err)
 			}
 			switch {
 			case r.State == gpuportal.WorkloadRunning && i.Status == gpuportal.InstancePending:
 				if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'running', started_at = ? WHERE id = ?`, unix(now), i.ID); err != nil {
-					return err
+					return named("update instances", err)
 				}
 				if err := recordRunStart(ctx, tx, i, now); err != nil {
-					return err
+					return named("record run start", err)
 				}
 			case r.State == gpuportal.WorkloadExited && (i.Status == gpuportal.InstancePending || i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting):
 				var stopAsked sql.NullInt64
 				if err := tx.QueryRowContext(ctx, `SELECT stop_requested_at FROM instances WHERE id = ?`, i.ID).Scan(&stopAsked); err != nil {
-					return err
+					return named("read instances", err)
 				}
 				outcome := gpuportal.WorkloadOutcome(i, stopAsked.Valid, r)
 				// A reserved instance's GPUs stay its reservation's: taking
@@ -559,7 +559,7 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 					}
 				}
 				if err := db.finishAttempt(ctx, tx, i, outcome, r.ExitCode, r.Error, stopAsked.Valid, endReported, now); err != nil {
-					return err
+					return named("finish attempt", err)
 				}
 				changed = true
 			}
@@ -729,17 +729,17 @@ func (db *DB) AdminInterrupt(ctx context.Context, actor *gpuportal.User, id int6
 		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only admins can interrupt instances.")
 	}
 	var node string
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "admin interrupt", func(tx *sql.Tx) error {
 		i, err := instanceFor(ctx, tx, actor, id)
 		if err != nil {
-			return err
+			return named("read instance", err)
 		}
 		if i.Kind != gpuportal.KindSpot || (i.Status != gpuportal.InstanceRunning && i.Status != gpuportal.InstancePending) || i.Node == "" {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "Only a placed spot instance that is not already interrupted can be interrupted (instance %d is a %s instance, %s).", i.ID, i.Kind, i.Status)
 		}
 		p, err := db.policies(ctx, tx)
 		if err != nil {
-			return err
+			return named("read policies", err)
 		}
 		pol := p.For(i.Model)
 		now := db.now()

@@ -58,16 +58,16 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 	}
 	var id int64
 	var created *jobRow
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "create job", func(tx *sql.Tx) error {
 		model, policy, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
 		if err != nil {
-			return err
+			return named("read catalog entry", err)
 		}
 		if err := db.lockAccount(ctx, tx, user.ID); err != nil {
-			return err
+			return named("lock account", err)
 		}
 		if err := db.checkQueuedTaskQuota(ctx, tx, user.ID, req.Tasks); err != nil {
-			return err
+			return named("check queued task quota", err)
 		}
 		// A job needs the money for its first task-hour (at the spot
 		// price), as a launch does: a ¥0 account queues nothing.
@@ -80,11 +80,11 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 		}
 		image, err := imageForLaunch(ctx, tx, req.Image)
 		if err != nil {
-			return err
+			return named("image for launch", err)
 		}
 		mounts, err := db.resolveMounts(ctx, tx, user.ID, req.Region, req.Volumes)
 		if err != nil {
-			return err
+			return named("resolve mounts", err)
 		}
 		if err := tx.QueryRowContext(ctx, `INSERT INTO jobs (user_id, name, model_id, region_id, gpus_per_task, task_count, command, image, kind, max_parallel,
 			on_demand_workers, max_attempts, list_price_fen, status, created_at, volumes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) RETURNING id`,
@@ -272,10 +272,10 @@ func (db *DB) TaskAttempts(ctx context.Context, user *gpuportal.User, jobID int6
 // the normal stop. Cancelling a finished job changes nothing.
 func (db *DB) CancelJob(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Job, error) {
 	var nodes []string
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "cancel job", func(tx *sql.Tx) error {
 		j, err := jobFor(ctx, tx, user, id)
 		if err != nil {
-			return err
+			return named("read job", err)
 		}
 		if j.Finished() {
 			return nil

@@ -158,7 +158,7 @@ func (db *DB) UnreadCount(ctx context.Context, userID int64) (int, error) {
 // MarkNotificationsSeen records that the user has seen every in-app
 // notification up to now.
 func (db *DB) MarkNotificationsSeen(ctx context.Context, userID int64) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, "mark notifications seen", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE users SET notifications_seen_id = coalesce((SELECT max(id) FROM notifications WHERE user_id = ? AND channel = 'app'), 0)
 			WHERE id = ?`, userID, userID)
 		return err
@@ -232,7 +232,7 @@ func (db *DB) Resend(ctx context.Context, actor *gpuportal.User, id int64) error
 	if !actor.IsAdmin() {
 		return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only admins can resend notifications.")
 	}
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, "resend", func(tx *sql.Tx) error {
 		var status, channel string
 		err := tx.QueryRowContext(ctx, `SELECT status, channel FROM notifications WHERE id = ?`, id).Scan(&status, &channel)
 		if errors.Is(err, sql.ErrNoRows) || channel == gpuportal.ChannelApp {
@@ -241,7 +241,7 @@ func (db *DB) Resend(ctx context.Context, actor *gpuportal.User, id int64) error
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE notifications SET status = 'pending', attempts = 0, next_attempt_at = ?, last_error = '' WHERE id = ?`, db.Wall.Now().Unix(), id); err != nil {
-			return err
+			return named("update notifications", err)
 		}
 		return db.audit(ctx, tx, actor.ID, "notification.resend", fmt.Sprintf("notification/%d", id), map[string]string{"status": status}, map[string]string{"status": "pending"})
 	})

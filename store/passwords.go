@@ -16,10 +16,7 @@ const PasswordResetTTL = time.Hour
 // EndSessions ends every session of a user (logout everywhere): sessions
 // carry the user's session version, and a bumped version no longer matches.
 func (db *DB) EndSessions(ctx context.Context, userID int64) error {
-	if err := db.inTx(ctx, func(tx *sql.Tx) error { return bumpSessions(ctx, tx, userID) }); err != nil {
-		return fmt.Errorf("end sessions: %w", err)
-	}
-	return nil
+	return db.inTx(ctx, "end sessions", func(tx *sql.Tx) error { return bumpSessions(ctx, tx, userID) })
 }
 
 func bumpSessions(ctx context.Context, tx *sql.Tx, userID int64) error {
@@ -33,7 +30,7 @@ func bumpSessions(ctx context.Context, tx *sql.Tx, userID int64) error {
 func (db *DB) ChangePassword(ctx context.Context, userID int64, current, next string, revokeTokens bool) (*gpuportal.User, error) {
 	u, err := db.UserByID(ctx, userID)
 	if err != nil {
-		return nil, err
+		return nil, named("read user", err)
 	}
 	if _, err := db.Authenticate(ctx, u.Email, current); err != nil {
 		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "current_password", "The current password is wrong.")
@@ -68,14 +65,14 @@ func (db *DB) setPassword(ctx context.Context, userID int64, password string, ex
 	if err != nil {
 		return nil, fmt.Errorf("hash password: %w", err)
 	}
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	err = db.inTx(ctx, "set password", func(tx *sql.Tx) error {
 		if extra != nil {
 			if err := extra(tx); err != nil {
 				return err
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, session_version = session_version + 1 WHERE id = ?`, hash, userID); err != nil {
-			return fmt.Errorf("set password: %w", err)
+			return fmt.Errorf("update the hash: %w", err)
 		}
 		// A reset link issued before the change must not undo it.
 		_, err := tx.ExecContext(ctx, `UPDATE password_resets SET used_at = ? WHERE user_id = ? AND used_at IS NULL`, unix(db.Wall.Now()), userID)
@@ -103,7 +100,7 @@ func (db *DB) RequestPasswordReset(ctx context.Context, email string) error {
 	} else if err != nil {
 		return err
 	}
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, "request password reset", func(tx *sql.Tx) error {
 		// Email only: the link must not sit in the in-app list or an SMS
 		// log. The row carries no secret: the dispatcher makes the link
 		// (PasswordResetLink) as it sends.
@@ -114,7 +111,7 @@ func (db *DB) RequestPasswordReset(ctx context.Context, email string) error {
 // PasswordResetLink makes a one-time reset link for a user now, for the
 // dispatcher to send (its token exists only in the email).
 func (db *DB) PasswordResetLink(ctx context.Context, userID int64) (token string, expires time.Time, err error) {
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	err = db.inTx(ctx, "password reset link", func(tx *sql.Tx) error {
 		token, expires, err = db.newPasswordReset(ctx, tx, userID, 0)
 		return err
 	})
@@ -131,7 +128,7 @@ func (db *DB) IssuePasswordReset(ctx context.Context, actor *gpuportal.User, use
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	err = db.inTx(ctx, "issue password reset", func(tx *sql.Tx) error {
 		if token, expires, err = db.newPasswordReset(ctx, tx, u.ID, actor.ID); err != nil {
 			return err
 		}

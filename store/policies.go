@@ -62,10 +62,10 @@ func (db *DB) SetPolicies(ctx context.Context, actor *gpuportal.User, p gpuporta
 		return err
 	}
 	// A policy change may free capacity for waiters (reservable share).
-	return db.kickAfter(ctx, db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.kickAfter(ctx, db.inTx(ctx, "set policies", func(tx *sql.Tx) error {
 		old, err := db.policies(ctx, tx)
 		if err != nil {
-			return err
+			return named("read policies", err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO policies (id, document, updated_at, updated_by) VALUES (1, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at, updated_by = excluded.updated_by`,

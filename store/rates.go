@@ -136,7 +136,7 @@ func (db *DB) rollup(ctx context.Context, tx *sql.Tx, now time.Time) error {
 
 // RollupAll folds all spot history up to now (demo seeding, tests).
 func (db *DB) RollupAll(ctx context.Context, now time.Time) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error { return db.rollup(ctx, tx, now) })
+	return db.inTx(ctx, "roll up rates", func(tx *sql.Tx) error { return db.rollup(ctx, tx, now) })
 }
 
 // Rates computes the interruption rates of a model in a region: the

@@ -56,10 +56,10 @@ func (db *DB) RequestRefund(ctx context.Context, user *gpuportal.User, amount gp
 		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "note", "The note is at most 500 characters.")
 	}
 	var id int64
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "request refund", func(tx *sql.Tx) error {
 		var open int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM refund_requests WHERE user_id = ? AND status IN ('requested', 'refunding')`, user.ID).Scan(&open); err != nil {
-			return err
+			return named("read refund_requests", err)
 		}
 		if open > 0 {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "A refund request of yours is waiting already; it is answered first.")
@@ -122,7 +122,7 @@ func (db *DB) StartRefund(ctx context.Context, actor *gpuportal.User, id int64) 
 		return nil, nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
 	}
 	var parts []gpuportal.RefundPart
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "start refund", func(tx *sql.Tx) error {
 		r, err := scanRefund(tx.QueryRowContext(ctx, `SELECT `+refundColumns+` FROM refund_requests WHERE id = ?`, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Refund request %d not found.", id)
@@ -133,7 +133,7 @@ func (db *DB) StartRefund(ctx context.Context, actor *gpuportal.User, id int64) 
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "Refund request %d is %s already.", id, r.Status)
 		}
 		if err := db.lockAccount(ctx, tx, r.UserID); err != nil {
-			return err
+			return named("lock account", err)
 		}
 		can, err := db.refundable(ctx, tx, r.UserID)
 		if err != nil {
@@ -144,7 +144,7 @@ func (db *DB) StartRefund(ctx context.Context, actor *gpuportal.User, id int64) 
 		}
 		topups, err := scanEach(ctx, tx, scanTopUp, `SELECT `+topUpColumns+` FROM topups WHERE user_id = ? AND status = 'paid' AND amount_fen > refunded_fen ORDER BY id DESC`, r.UserID)
 		if err != nil {
-			return err
+			return named("read topups", err)
 		}
 		left := make([]gpuportal.Fen, len(topups))
 		for k, t := range topups {
@@ -162,7 +162,7 @@ func (db *DB) StartRefund(ctx context.Context, actor *gpuportal.User, id int64) 
 			t := topups[k]
 			parts = append(parts, gpuportal.RefundPart{TopUpID: t.ID, Provider: t.Provider, PaymentID: t.PaymentID, Amount: share})
 			if _, err := tx.ExecContext(ctx, `UPDATE topups SET refunded_fen = refunded_fen + ? WHERE id = ?`, share, t.ID); err != nil {
-				return err
+				return named("update topups", err)
 			}
 			if err := db.postLedger(ctx, tx, ledgerPost{userID: r.UserID, at: now, kind: gpuportal.LedgerPayout, amount: share, topUpID: &t.ID,
 				desc: fmt.Sprintf("Refund #%d of unused balance to top-up #%d (%s)", r.ID, t.ID, t.Provider)}); err != nil {
@@ -170,7 +170,7 @@ func (db *DB) StartRefund(ctx context.Context, actor *gpuportal.User, id int64) 
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE refund_requests SET status = 'refunding', decided_by = ?, decided_at = ? WHERE id = ?`, actor.ID, unix(now), r.ID); err != nil {
-			return err
+			return named("update refund_requests", err)
 		}
 		return db.audit(ctx, tx, actor.ID, "refund.approve", fmt.Sprintf("refund/%d", r.ID), map[string]any{"status": r.Status}, map[string]any{"status": gpuportal.RefundRefunding, "parts": parts})
 	})
@@ -185,10 +185,10 @@ func (db *DB) StartRefund(ctx context.Context, actor *gpuportal.User, id int64) 
 // made one is recorded; one refused goes back into the balance (and to its
 // top-up), and the request says why.
 func (db *DB) FinishRefund(ctx context.Context, id int64, parts []gpuportal.RefundPart) (*gpuportal.RefundRequest, error) {
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "finish refund", func(tx *sql.Tx) error {
 		r, err := scanRefund(tx.QueryRowContext(ctx, `SELECT `+refundColumns+` FROM refund_requests WHERE id = ?`, id))
 		if err != nil {
-			return err
+			return named("read refund_requests", err)
 		}
 		if r.Status != gpuportal.RefundRefunding {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "Refund request %d is %s.", id, r.Status)
@@ -202,7 +202,7 @@ func (db *DB) FinishRefund(ctx context.Context, id int64, parts []gpuportal.Refu
 			}
 			errs = append(errs, fmt.Sprintf("top-up #%d: %s", p.TopUpID, p.Error))
 			if _, err := tx.ExecContext(ctx, `UPDATE topups SET refunded_fen = refunded_fen - ? WHERE id = ?`, p.Amount, p.TopUpID); err != nil {
-				return err
+				return named("update topups", err)
 			}
 			topUpID := p.TopUpID
 			if err := db.postLedger(ctx, tx, ledgerPost{userID: r.UserID, at: now, kind: gpuportal.LedgerPayout, amount: -p.Amount, topUpID: &topUpID,
@@ -216,7 +216,7 @@ func (db *DB) FinishRefund(ctx context.Context, id int64, parts []gpuportal.Refu
 		}
 		raw, _ := json.Marshal(parts)
 		if _, err := tx.ExecContext(ctx, `UPDATE refund_requests SET status = ?, refs = ?, error = ? WHERE id = ?`, status, strings.Join(refs, ","), strings.Join(errs, "; "), r.ID); err != nil {
-			return err
+			return named("update refund_requests", err)
 		}
 		return db.audit(ctx, tx, 0, "refund.finish", fmt.Sprintf("refund/%d", r.ID), nil, json.RawMessage(raw))
 	})
@@ -231,7 +231,7 @@ func (db *DB) RejectRefund(ctx context.Context, actor *gpuportal.User, id int64,
 	if !actor.IsAdmin() {
 		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "reject refund", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE refund_requests SET status = 'rejected', decided_by = ?, decided_at = ?, error = ? WHERE id = ? AND status = 'requested'`,
 			actor.ID, unix(db.now()), strings.TrimSpace(why), id)
 		if err != nil {

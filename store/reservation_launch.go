@@ -17,10 +17,10 @@ func (db *DB) LaunchOnReservation(ctx context.Context, user *gpuportal.User, res
 		return nil, err
 	}
 	var ids []int64
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "launch on reservation", func(tx *sql.Tx) error {
 		r, err := reservationFor(ctx, tx, user, reservationID)
 		if err != nil {
-			return err
+			return named("read reservation", err)
 		}
 		if r.UserID != user.ID {
 			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only the reservation's owner runs work on it.")

@@ -123,7 +123,7 @@ func (db *DB) Price(ctx context.Context, req gpuportal.BookingRequest) (gpuporta
 func (db *DB) Book(ctx context.Context, user *gpuportal.User, req gpuportal.BookingRequest) (*gpuportal.Reservation, error) {
 	req.Start, req.End = req.Start.UTC(), req.End.UTC()
 	var res *gpuportal.Reservation
-	err := db.inConcurrentTx(ctx, func(tx *sql.Tx) error {
+	err := db.inConcurrentTx(ctx, "book", func(tx *sql.Tx) error {
 		var err error
 		res, err = db.book(ctx, tx, user.ID, req)
 		return err
@@ -475,10 +475,10 @@ func cancellable(r *gpuportal.Reservation) error {
 func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Reservation, error) {
 	var out *gpuportal.Reservation
 	var nodes []string
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "cancel", func(tx *sql.Tx) error {
 		r, err := reservationFor(ctx, tx, user, id)
 		if err != nil {
-			return err
+			return named("read reservation", err)
 		}
 		if err := cancellable(r); err != nil {
 			return err
@@ -491,7 +491,7 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 			return fmt.Errorf("cancel reservation: %w", err)
 		}
 		if err := db.bookedHours(ctx, tx, r.UserID, -r.Count*r.Hours()); err != nil {
-			return err
+			return named("booked hours", err)
 		}
 		// Free what is left: every hour for a reservation not yet started,
 		// the hours from the current one on for one under way.
@@ -500,7 +500,7 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 			from = now.Truncate(time.Hour)
 		}
 		if err := releaseCapacity(ctx, tx, r.Model, r.Region, from, r.End, r.Count); err != nil {
-			return err
+			return named("release capacity", err)
 		}
 		// A reservation under way gives its GPUs back now, and its reserved
 		// instances get the normal stop (their agents stop them and report
@@ -511,7 +511,7 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 			}
 		}
 		if err := db.post(ctx, tx, r.UserID, now, &r.ID, p.Postings(r.ID, r.Price)); err != nil {
-			return err
+			return named("post to the ledger", err)
 		}
 		if err := db.notify(ctx, tx, r.UserID, gpuportal.NoteBookingCancelled, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region,
 			Count: r.Count, Start: r.Start, End: r.End, Price: r.Price, Fee: p.Fee, Refund: p.Refund}); err != nil {

@@ -21,14 +21,14 @@ type TickResult = scheduler.TickResult
 func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 	var res TickResult
 	var nodes []string
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "plan and apply", func(tx *sql.Tx) error {
 		snap, err := db.loadSnapshot(ctx, tx, now)
 		if err != nil {
-			return err
+			return named("load snapshot", err)
 		}
 		res, nodes, err = db.applyPlan(ctx, tx, now, scheduler.Plan(snap, now))
 		if err != nil {
-			return err
+			return named("apply plan", err)
 		}
 		if err := db.expireTopUps(ctx, tx, now); err != nil {
 			return fmt.Errorf("expire top-ups: %w", err)
@@ -37,7 +37,7 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 			return fmt.Errorf("idle stop: %w", err)
 		}
 		if err := db.sampleInstances(ctx, tx, now); err != nil {
-			return err
+			return named("sample instances", err)
 		}
 		if err := db.rollup(ctx, tx, now); err != nil {
 			return fmt.Errorf("roll up rates: %w", err)

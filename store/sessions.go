@@ -97,7 +97,7 @@ func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID 
 	}
 	now := db.Wall.Now()
 	s.OpenedAt = now.Truncate(time.Second)
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "open session", func(tx *sql.Tx) error {
 		var err error
 		if req.Kind == gpuportal.SessionVolume {
 			s.Node, err = db.volumeTarget(ctx, tx, user, req.VolumeID)
@@ -142,7 +142,7 @@ func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID 
 // the row, never from the agent.
 func (db *DB) ClaimSession(ctx context.Context, node, id string) (gpuportal.DesiredSession, error) {
 	var d gpuportal.DesiredSession
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "claim session", func(tx *sql.Tx) error {
 		now := db.Wall.Now()
 		var tty string
 		err := tx.QueryRowContext(ctx, `SELECT `+desiredSessionColumns+` FROM sessions s LEFT JOIN instances i ON i.id = s.instance_id LEFT JOIN volumes v ON v.id = s.volume_id
@@ -151,7 +151,7 @@ func (db *DB) ClaimSession(ctx context.Context, node, id string) (gpuportal.Desi
 		if errors.Is(err, sql.ErrNoRows) {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "No session %s waits for this node.", id)
 		} else if err != nil {
-			return fmt.Errorf("claim session: %w", err)
+			return fmt.Errorf("read session: %w", err)
 		}
 		if tty != "" {
 			d.TTY = &gpuportal.TTY{}
@@ -245,13 +245,13 @@ func (db *DB) CreateAppToken(ctx context.Context, user *gpuportal.User, instance
 	}
 	token := gpuportal.NewSecret("gpa_")
 	now := db.Wall.Now()
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "create app token", func(tx *sql.Tx) error {
 		if _, err := sessionTarget(ctx, tx, user, instanceID, gpuportal.SessionTCP); err != nil {
 			return err
 		}
 		// Tokens long expired are of no use to anyone.
 		if _, err := tx.ExecContext(ctx, `DELETE FROM app_tokens WHERE expires_at < ?`, unix(now.Add(-time.Hour))); err != nil {
-			return err
+			return named("delete from app_tokens", err)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO app_tokens (token_hash, user_id, instance_id, port, expires_at) VALUES (?, ?, ?, ?, ?)`,
 			gpuportal.HashSecret(token), user.ID, instanceID, port, unix(now.Add(AppTokenTTL)))
@@ -267,7 +267,7 @@ func (db *DB) CreateAppToken(ctx context.Context, user *gpuportal.User, instance
 // it returns the user it was made for.
 func (db *DB) RedeemAppToken(ctx context.Context, token string, instanceID int64, port int) (int64, error) {
 	var userID int64
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "redeem app token", func(tx *sql.Tx) error {
 		now := db.Wall.Now()
 		err := tx.QueryRowContext(ctx, `UPDATE app_tokens SET used_at = ? WHERE token_hash = ? AND instance_id = ? AND port = ? AND used_at IS NULL AND expires_at >= ? RETURNING user_id`,
 			unix(now), gpuportal.HashSecret(token), instanceID, port, unix(now)).Scan(&userID)

@@ -16,7 +16,7 @@ func (db *DB) AddSSHKey(ctx context.Context, user *gpuportal.User, name, line st
 		return nil, err
 	}
 	k.UserID, k.CreatedAt = user.ID, db.now()
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	err = db.inTx(ctx, "add SSH key", func(tx *sql.Tx) error {
 		var n, same int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(CASE WHEN fingerprint = ? THEN 1 ELSE 0 END), 0) FROM ssh_keys WHERE user_id = ?`, k.Fingerprint, user.ID).Scan(&n, &same); err != nil {
 			return fmt.Errorf("count SSH keys: %w", err)
@@ -55,7 +55,7 @@ func (db *DB) SSHKeys(ctx context.Context, user *gpuportal.User) ([]gpuportal.SS
 
 // DeleteSSHKey removes one of the user's keys; another's is not_found.
 func (db *DB) DeleteSSHKey(ctx context.Context, user *gpuportal.User, id int64) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, "delete SSH key", func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM ssh_keys WHERE id = ? AND user_id = ?`, id, user.ID)
 		if err != nil {
 			return fmt.Errorf("delete SSH key: %w", err)

@@ -159,8 +159,11 @@ func (db *DB) now() time.Time { return db.Clock.Now() }
 // Write transactions run one at a time: SQLite has one writer connection,
 // and on PostgreSQL each takes the writer advisory lock first, so the same
 // holds across every portal on the database.
-func (db *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return db.runTx(ctx, db.dialect == "postgres", 1, fn)
+//
+// op names the write ("book", "cancel job"): an error it fails with, other
+// than a refusal, starts with it (see named).
+func (db *DB) inTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	return db.runTx(ctx, op, db.dialect == "postgres", 1, fn)
 }
 
 // kickAfter kicks the scheduler when err is nil: the write methods whose
@@ -180,11 +183,11 @@ func (db *DB) kickAfter(ctx context.Context, err error) error {
 // the latest committed row when two bookings meet), so bookings on several
 // portals run side by side. Two of them that deadlock on the same hours are
 // retried. On SQLite it is inTx.
-func (db *DB) inConcurrentTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (db *DB) inConcurrentTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	if db.dialect != "postgres" {
-		return db.inTx(ctx, fn)
+		return db.inTx(ctx, op, fn)
 	}
-	return db.runTx(ctx, false, 3, fn)
+	return db.runTx(ctx, op, false, 3, fn)
 }
 
 // lostConnectionPatience is how long a transaction cut short by a lost
@@ -200,8 +203,22 @@ func lostConnectionBackoff(lost int) time.Duration {
 
 // runTx runs fn in a transaction (after taking the writer lock, if asked),
 // up to attempts times while it fails only for meeting another one.
-func (db *DB) runTx(ctx context.Context, writerLock bool, attempts int, fn func(tx *sql.Tx) error) error {
-	return db.noteWrite(db.runTxOnce(ctx, writerLock, attempts, fn))
+func (db *DB) runTx(ctx context.Context, op string, writerLock bool, attempts int, fn func(tx *sql.Tx) error) error {
+	return named(op, db.noteWrite(db.runTxOnce(ctx, writerLock, attempts, fn)))
+}
+
+// named puts the name of the write that failed before its error, so that
+// a logged internal error says which write it was (and, through the
+// helpers' own prefixes, which step: "book: take capacity: …"). A refusal
+// (*gpuportal.Error) is returned as it is: its message is the user's, and
+// its code is what callers read (through errors.As, which sees through
+// the wrapping either way).
+func named(op string, err error) error {
+	var refusal *gpuportal.Error
+	if err == nil || errors.As(err, &refusal) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", op, err)
 }
 
 func (db *DB) runTxOnce(ctx context.Context, writerLock bool, attempts int, fn func(tx *sql.Tx) error) error {
@@ -317,7 +334,7 @@ func (db *DB) CheckSchema(ctx context.Context) error {
 // Migrate applies every pending migration, each in its own transaction, and
 // returns how many it applied.
 func (db *DB) Migrate(ctx context.Context) (int, error) {
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "migrate", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`)
 		return err
 	})
@@ -335,7 +352,7 @@ func (db *DB) Migrate(ctx context.Context) (int, error) {
 	applied := 0
 	for _, m := range ms[have:] {
 		ran := false
-		err := db.inTx(ctx, func(tx *sql.Tx) error {
+		err := db.inTx(ctx, "migrate", func(tx *sql.Tx) error {
 			// Another portal starting beside this one may have applied it
 			// since; the writer lock makes this check and the change one step.
 			var done int

@@ -31,7 +31,7 @@ func (db *DB) CreateTopUp(ctx context.Context, user *gpuportal.User, req gpuport
 	}
 	now := db.now()
 	var id int64
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "create top-up", func(tx *sql.Tx) error {
 		return tx.QueryRowContext(ctx, `INSERT INTO topups (user_id, amount_fen, provider, status, created_at, expires_at) VALUES (?, ?, ?, 'pending', ?, ?) RETURNING id`,
 			user.ID, req.Amount, req.Provider, unix(now), unix(now.Add(gpuportal.TopUpValidFor))).Scan(&id)
 	})
@@ -131,10 +131,10 @@ func (db *DB) ApplyPayment(ctx context.Context, provider string, ev gpuportal.Pa
 		return false, err
 	}
 	var mismatch *gpuportal.TopUp
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	err = db.inTx(ctx, "apply payment", func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM topups WHERE payment_id = ?`, ev.PaymentID).Scan(&n); err != nil {
-			return err
+			return named("read topups", err)
 		}
 		if n > 0 {
 			return nil // delivered before: credited once already
@@ -157,7 +157,7 @@ func (db *DB) ApplyPayment(ctx context.Context, provider string, ev gpuportal.Pa
 		}
 		now := db.now()
 		if _, err := tx.ExecContext(ctx, `UPDATE topups SET status = 'paid', payment_id = ?, paid_at = ? WHERE id = ?`, ev.PaymentID, unix(now), t.ID); err != nil {
-			return err
+			return named("update topups", err)
 		}
 		credited = true
 		return db.postLedger(ctx, tx, ledgerPost{userID: t.UserID, at: now, kind: gpuportal.LedgerTopUp, amount: -t.Amount, topUpID: &t.ID,
@@ -165,7 +165,7 @@ func (db *DB) ApplyPayment(ctx context.Context, provider string, ev gpuportal.Pa
 	})
 	if mismatch != nil {
 		// Credited nothing, and kept for a person to look at.
-		if aerr := db.inTx(ctx, func(tx *sql.Tx) error {
+		if aerr := db.inTx(ctx, "apply payment", func(tx *sql.Tx) error {
 			return db.audit(ctx, tx, 0, "payment.amount_mismatch", fmt.Sprintf("topup/%d", mismatch.ID),
 				map[string]any{"amount_fen": mismatch.Amount}, map[string]any{"provider": provider, "payment_id": ev.PaymentID, "amount_fen": ev.Amount})
 		}); aerr != nil {
@@ -195,7 +195,7 @@ func (db *DB) Credit(ctx context.Context, actor *gpuportal.User, userID int64, r
 	if actor != nil {
 		actorID = actor.ID
 	}
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "credit", func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE id = ?`, userID).Scan(&n); err != nil || n == 0 {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "User %d not found.", userID)

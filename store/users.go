@@ -57,10 +57,10 @@ func (db *DB) CreateLoginlessUser(ctx context.Context, email, name, role string)
 
 func (db *DB) createUser(ctx context.Context, s gpuportal.SignUp, role, lang, hash string) (*gpuportal.User, error) {
 	var u *gpuportal.User
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "create user", func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE email = ?`, s.Email).Scan(&n); err != nil {
-			return err
+			return named("read users", err)
 		}
 		if n > 0 {
 			return gpuportal.FieldErrorf(gpuportal.ECONFLICT, "email", "An account with this email already exists; please log in.")
@@ -81,7 +81,7 @@ func (db *DB) createUser(ctx context.Context, s gpuportal.SignUp, role, lang, ha
 		if role == gpuportal.RoleAdmin || hash == noLogin {
 			now := unix(db.Wall.Now())
 			if _, err := tx.ExecContext(ctx, `UPDATE users SET email_verified_at = ?, phone_verified_at = CASE WHEN phone <> '' THEN CAST(? AS BIGINT) END WHERE id = ?`, now, now, u.ID); err != nil {
-				return err
+				return named("update users", err)
 			}
 			u.EmailVerified, u.PhoneVerified = true, u.Phone != ""
 			return nil
@@ -136,7 +136,7 @@ func (db *DB) EnsureAdmin(ctx context.Context, email, password, name string, pro
 	if err != nil {
 		return nil, err
 	}
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	err = db.inTx(ctx, "ensure admin", func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET role = 'admin', password_hash = ?, session_version = session_version + 1 WHERE id = ?`, hash, existing.ID); err != nil {
 			return fmt.Errorf("promote admin: %w", err)
 		}

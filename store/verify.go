@@ -55,7 +55,7 @@ func (db *DB) verificationsSent(ctx context.Context, q queryer, userID int64, ki
 // SendEmailVerification queues the link that verifies the user's email
 // (at most verificationsPerHour an hour).
 func (db *DB) SendEmailVerification(ctx context.Context, userID int64) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error { return db.queueEmailVerification(ctx, tx, userID) })
+	return db.inTx(ctx, "send email verification", func(tx *sql.Tx) error { return db.queueEmailVerification(ctx, tx, userID) })
 }
 
 func (db *DB) queueEmailVerification(ctx context.Context, tx *sql.Tx, userID int64) error {
@@ -84,13 +84,13 @@ func (db *DB) EmailVerificationLink(ctx context.Context, userID int64) (token st
 	token = gpuportal.NewSecret("gpv_")
 	now := db.Wall.Now()
 	expires = now.Add(emailVerificationTTL)
-	err = db.inTx(ctx, func(tx *sql.Tx) error {
+	err = db.inTx(ctx, "email verification link", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO email_verifications (token_hash, user_id, email, created_at, expires_at) SELECT ?, id, email, ?, ? FROM users WHERE id = ?`,
 			gpuportal.HashSecret(token), unix(now), unix(expires), userID)
 		return err
 	})
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("email verification link: %w", err)
+		return "", time.Time{}, err
 	}
 	return token, expires, nil
 }
@@ -101,7 +101,7 @@ func (db *DB) EmailVerificationLink(ctx context.Context, userID int64) (token st
 func (db *DB) VerifyEmail(ctx context.Context, token string) (*gpuportal.User, error) {
 	gone := gpuportal.Errorf(gpuportal.EGONE, "This verification link has expired or was already used; ask for a new one on your settings page.")
 	var userID int64
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "verify email", func(tx *sql.Tx) error {
 		now := db.Wall.Now()
 		var email string
 		err := tx.QueryRowContext(ctx, `SELECT v.user_id, v.email FROM email_verifications v JOIN users u ON u.id = v.user_id AND u.email = v.email
@@ -125,7 +125,7 @@ func (db *DB) VerifyEmail(ctx context.Context, token string) (*gpuportal.User, e
 
 // SendPhoneCode queues the SMS with a code that verifies the user's phone.
 func (db *DB) SendPhoneCode(ctx context.Context, userID int64) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, "send phone code", func(tx *sql.Tx) error {
 		var phone string
 		var verified sql.NullInt64
 		if err := tx.QueryRowContext(ctx, `SELECT phone, phone_verified_at FROM users WHERE id = ?`, userID).Scan(&phone, &verified); err != nil {
@@ -168,12 +168,12 @@ func (db *DB) PhoneVerificationCode(ctx context.Context, userID int64) (string, 
 // wrong, 400 (five tries a code); expired or spent, 410.
 func (db *DB) VerifyPhone(ctx context.Context, userID int64, code string) error {
 	var wrong bool
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "verify phone", func(tx *sql.Tx) error {
 		var hash sql.NullString
 		var expires sql.NullInt64
 		var tries int
 		if err := tx.QueryRowContext(ctx, `SELECT phone_code_hash, phone_code_expires_at, phone_code_tries FROM users WHERE id = ?`, userID).Scan(&hash, &expires, &tries); err != nil {
-			return err
+			return named("read users", err)
 		}
 		now := db.Wall.Now()
 		if !hash.Valid || !expires.Valid || now.Unix() >= expires.Int64 || tries >= phoneCodeTries {

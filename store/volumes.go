@@ -162,13 +162,13 @@ func (db *DB) volumeQuota(ctx context.Context, tx *sql.Tx, userID, except int64)
 // charged at once (402 when the balance cannot pay it).
 func (db *DB) CreateVolume(ctx context.Context, user *gpuportal.User, req gpuportal.VolumeRequest) (*gpuportal.Volume, error) {
 	var id int64
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "create volume", func(tx *sql.Tx) error {
 		if err := db.lockAccount(ctx, tx, user.ID); err != nil {
-			return err
+			return named("lock account", err)
 		}
 		quota, held, err := db.volumeQuota(ctx, tx, user.ID, 0)
 		if err != nil {
-			return err
+			return named("volume quota", err)
 		}
 		if err := req.Validate(quota, held); err != nil {
 			return err
@@ -178,7 +178,7 @@ func (db *DB) CreateVolume(ctx context.Context, user *gpuportal.User, req gpupor
 		}
 		var taken bool
 		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM volumes WHERE user_id = ? AND name = ? AND deleted_at IS NULL)`, user.ID, req.Name).Scan(&taken); err != nil {
-			return err
+			return named("read volumes", err)
 		}
 		if taken {
 			return gpuportal.FieldErrorf(gpuportal.ECONFLICT, "name", "You have a volume named %s already.", req.Name)
@@ -188,7 +188,7 @@ func (db *DB) CreateVolume(ctx context.Context, user *gpuportal.User, req gpupor
 		// with nothing available makes none.
 		b, err := db.balanceIn(ctx, tx, user.ID, now)
 		if err != nil {
-			return err
+			return named("read balance", err)
 		}
 		if b.Available <= 0 {
 			return insufficient(1, b.Available)
@@ -199,7 +199,7 @@ func (db *DB) CreateVolume(ctx context.Context, user *gpuportal.User, req gpupor
 		}
 		policies, err := db.policies(ctx, tx)
 		if err != nil {
-			return err
+			return named("read policies", err)
 		}
 		return db.chargeVolumeHours(ctx, tx, id, user.ID, req.Name, req.SizeGiB, 0, now, 1, gpuportal.Fen(policies.Global.VolumePricePerGiBMonthFen), true)
 	})
@@ -238,20 +238,20 @@ func (db *DB) chargeVolumeHours(ctx context.Context, tx *sql.Tx, id, userID int6
 
 // ResizeVolume grows a volume (never shrinks it) within the quota.
 func (db *DB) ResizeVolume(ctx context.Context, user *gpuportal.User, id int64, sizeGiB int) (*gpuportal.Volume, error) {
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "resize volume", func(tx *sql.Tx) error {
 		if err := db.lockAccount(ctx, tx, user.ID); err != nil {
-			return err
+			return named("lock account", err)
 		}
 		v, err := volumeFor(ctx, tx, user.ID, id)
 		if err != nil {
-			return err
+			return named("read volume", err)
 		}
 		if sizeGiB < v.SizeGiB {
 			return gpuportal.FieldErrorf(gpuportal.EINVALID, "size_gib", "A volume grows but never shrinks: it is %d GiB.", v.SizeGiB)
 		}
 		quota, held, err := db.volumeQuota(ctx, tx, user.ID, id)
 		if err != nil {
-			return err
+			return named("volume quota", err)
 		}
 		if err := gpuportal.ValidateVolumeSize(sizeGiB, quota, held); err != nil {
 			return err
@@ -269,10 +269,10 @@ func (db *DB) ResizeVolume(ctx context.Context, user *gpuportal.User, id int64, 
 // not ended mounts it and no unfinished job names it (409 otherwise). Its
 // files are removed by the region's agents (AgentDesired.DeleteVolumes).
 func (db *DB) DeleteVolume(ctx context.Context, user *gpuportal.User, id int64) error {
-	return db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.inTx(ctx, "delete volume", func(tx *sql.Tx) error {
 		v, err := volumeFor(ctx, tx, user.ID, id)
 		if err != nil {
-			return err
+			return named("read volume", err)
 		}
 		if err := db.fillVolumes(ctx, tx, []*gpuportal.Volume{v}); err != nil {
 			return err
@@ -422,13 +422,13 @@ func (db *DB) VolumeSessionUser(ctx context.Context, volumeID int64, fingerprint
 // agent removes their files).
 func (db *DB) RecordVolumeReport(ctx context.Context, node string, rep gpuportal.VolumeReport) ([]int64, error) {
 	var deleted []int64
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "record volume report", func(tx *sql.Tx) error {
 		var region string
 		if err := tx.QueryRowContext(ctx, `SELECT region_id FROM nodes WHERE id = ?`, node).Scan(&region); err != nil {
 			return fmt.Errorf("node region: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET volume_enforced = ?, volume_note = ? WHERE id = ?`, rep.Enforced, rep.Note, node); err != nil {
-			return err
+			return named("update nodes", err)
 		}
 		now := db.Wall.Now()
 		for _, u := range rep.Usage {
@@ -444,7 +444,7 @@ func (db *DB) RecordVolumeReport(ctx context.Context, node string, rep gpuportal
 				continue
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE volumes SET used_bytes = ?, used_at = ? WHERE id = ?`, u.UsedBytes, unix(now), u.ID); err != nil {
-				return err
+				return named("update volumes", err)
 			}
 		}
 		return nil

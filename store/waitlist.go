@@ -37,28 +37,28 @@ func scanWait(row interface{ Scan(...any) error }) (*gpuportal.WaitlistEntry, er
 func (db *DB) JoinWaitlist(ctx context.Context, user *gpuportal.User, req gpuportal.BookingRequest, autoBook bool) (*gpuportal.WaitlistEntry, error) {
 	req.Start, req.End = req.Start.UTC(), req.End.UTC()
 	var out *gpuportal.WaitlistEntry
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "join waitlist", func(tx *sql.Tx) error {
 		_, policy, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
 		if err != nil {
-			return err
+			return named("read catalog entry", err)
 		}
 		if err := gpuportal.ValidateBooking(req, policy, db.now().In(db.Location)); err != nil {
 			return err
 		}
 		if err := db.checkWaitlistQuota(ctx, tx, user.ID); err != nil {
-			return err
+			return named("check waitlist quota", err)
 		}
 		// An entry holds capacity for its owner when it frees: only one
 		// who could pay for it now may join (402 otherwise), and the
 		// planner passes over entries their owners cannot pay then.
 		model, _, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
 		if err != nil {
-			return err
+			return named("read catalog entry", err)
 		}
 		q := gpuportal.QuoteFor(*model, req.Count, req.Start, req.End, policy, db.Location)
 		b, err := db.balanceIn(ctx, tx, user.ID, db.now())
 		if err != nil {
-			return err
+			return named("read balance", err)
 		}
 		if b.Available < q.Total {
 			return insufficient(q.Total, b.Available)
@@ -82,10 +82,10 @@ func (db *DB) JoinWaitlist(ctx context.Context, user *gpuportal.User, req gpupor
 // otherwise).
 func (db *DB) JoinFlexibleWaitlist(ctx context.Context, user *gpuportal.User, req gpuportal.OfferingRequest) (*gpuportal.WaitlistEntry, error) {
 	var out *gpuportal.WaitlistEntry
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "join flexible waitlist", func(tx *sql.Tx) error {
 		model, policy, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
 		if err != nil {
-			return err
+			return named("read catalog entry", err)
 		}
 		now := db.now()
 		req.Sort, req.Limit = gpuportal.OfferingsByPrice, 1
@@ -93,7 +93,7 @@ func (db *DB) JoinFlexibleWaitlist(ctx context.Context, user *gpuportal.User, re
 			return err
 		}
 		if err := db.checkWaitlistQuota(ctx, tx, user.ID); err != nil {
-			return err
+			return named("check waitlist quota", err)
 		}
 		// The cheapest window of the range as if every hour were free.
 		open := gpuportal.HourGrid{From: req.Earliest, Model: *model, Policy: policy, Loc: db.Location}
@@ -106,7 +106,7 @@ func (db *DB) JoinFlexibleWaitlist(ctx context.Context, user *gpuportal.User, re
 		}
 		b, err := db.balanceIn(ctx, tx, user.ID, now)
 		if err != nil {
-			return err
+			return named("read balance", err)
 		}
 		if b.Available < cheapest[0].Total {
 			return insufficient(cheapest[0].Total, b.Available)
@@ -235,15 +235,15 @@ func (db *DB) HeldOffers(ctx context.Context, userID int64, now time.Time) ([]gp
 
 // LeaveWaitlist cancels an entry; an offer's held capacity is freed at once.
 func (db *DB) LeaveWaitlist(ctx context.Context, user *gpuportal.User, id int64) error {
-	return db.kickAfter(ctx, db.inTx(ctx, func(tx *sql.Tx) error {
+	return db.kickAfter(ctx, db.inTx(ctx, "leave waitlist", func(tx *sql.Tx) error {
 		w, err := waitFor(ctx, tx, user, id)
 		if err != nil {
-			return err
+			return named("read waitlist entry", err)
 		}
 		switch w.Status {
 		case gpuportal.WaitOffered:
 			if err := releaseCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count); err != nil {
-				return err
+				return named("release capacity", err)
 			}
 		case gpuportal.WaitWaiting:
 		default:
@@ -260,10 +260,10 @@ func (db *DB) LeaveWaitlist(ctx context.Context, user *gpuportal.User, id int64)
 func (db *DB) ClaimOffer(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Reservation, error) {
 	var res *gpuportal.Reservation
 	var gone error
-	err := db.inTx(ctx, func(tx *sql.Tx) error {
+	err := db.inTx(ctx, "claim offer", func(tx *sql.Tx) error {
 		w, err := waitFor(ctx, tx, user, id)
 		if err != nil {
-			return err
+			return named("read waitlist entry", err)
 		}
 		if w.UserID != user.ID {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Waitlist entry %d not found.", id)
@@ -278,13 +278,13 @@ func (db *DB) ClaimOffer(ctx context.Context, user *gpuportal.User, id int64) (*
 			// Expired but not yet swept: expire it now, so the next waiter
 			// gets it; the user is told it is gone.
 			if err := db.expireOffer(ctx, tx, w); err != nil {
-				return err
+				return named("expire offer", err)
 			}
 			gone = gpuportal.Errorf(gpuportal.EGONE, "The offer for entry %d expired at %s.", id, gpuportal.SiteTime(*w.OfferExpiresAt, db.Location))
 			return nil
 		}
 		if err := releaseCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count); err != nil {
-			return err
+			return named("release capacity", err)
 		}
 		res, err = db.book(ctx, tx, user.ID, gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
 		if err != nil {
