@@ -70,3 +70,48 @@ func TestLostGPUSeconds(t *testing.T) {
 		}
 	}
 }
+
+func TestChooseVictims(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	spots := []SpotCandidate{
+		{ID: 1, Count: 2, StartedAt: t0},
+		{ID: 2, Count: 4, StartedAt: t0.Add(time.Hour)},
+		{ID: 3, Count: 2, StartedAt: t0.Add(2 * time.Hour)},
+		{ID: 4, Count: 1, StartedAt: t0.Add(3 * time.Hour)},
+	}
+	ids := func(v []SpotCandidate) []int64 {
+		var out []int64
+		for _, s := range v {
+			out = append(out, s.ID)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		need int
+		want []int64
+	}{
+		{0, nil},
+		{1, []int64{4}}, // any one instance covers: the youngest
+		{3, []int64{2}}, // one 4-GPU instance instead of two 2-GPU ones
+		{4, []int64{2}},
+		{5, []int64{4, 2}}, // two instances, the youngest that still cover
+		{6, []int64{3, 2}}, // the younger of the two 2-GPU instances
+		{9, []int64{4, 3, 2, 1}},
+	} {
+		got := ChooseVictims(spots, tt.need)
+		freed := 0
+		for _, s := range got {
+			freed += s.Count
+		}
+		if len(got) != len(tt.want) || (tt.need > 0 && freed < tt.need) {
+			t.Errorf("need %d: got %v; want %v", tt.need, ids(got), tt.want)
+			continue
+		}
+		for i := range got {
+			if got[i].ID != tt.want[i] {
+				t.Errorf("need %d: got %v; want %v", tt.need, ids(got), tt.want)
+				break
+			}
+		}
+	}
+}

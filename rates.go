@@ -61,3 +61,15 @@ func HourOfWeek(t time.Time, loc *time.Location) int {
 	l := t.In(loc)
 	return ((int(l.Weekday())+6)%7)*24 + l.Hour()
 }
+
+// CountsForRates reports whether an interruption for reason is one of the
+// spot capacity the published rates count: the platform needing the GPUs
+// (a booking, an on-demand launch, a failed node, an administrator) — not
+// a job task giving way, a stop for lack of money or a disabled account.
+func CountsForRates(reason string) bool {
+	switch reason {
+	case ReasonReservation, ReasonOnDemand, ReasonNodeFailure, ReasonAdmin:
+		return true
+	}
+	return false
+}

@@ -166,12 +166,16 @@ func TestBrowserTopUpFromAWaitlistOffer(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="claim"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="offer-left"]`)),
 		chromedp.Click(chromedp.CSS(`[data-testid="claim"]`)),
+		// Claimed, the reservation's own page says so. (Waiting for any
+		// flash would find the top-up's, still on the waitlist page.)
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="how-to-use"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="flash"]`)),
 	); err != nil {
 		t.Fatal(err)
 	}
-	// The top-up's own flash is still on the page until the claim's
-	// answer replaces it: wait for the claim's, not for any flash.
-	waitJS(t, ctx, `(document.querySelector('[data-testid="flash"]')?.innerText ?? "").includes("confirmed")`)
+	if got := textOf(t, ctx, `[data-testid="flash"]`); !strings.Contains(got, "confirmed") {
+		t.Fatalf("after claiming: %q", got)
+	}
 }
 
 // (issue 28) Money over time: the dashboard and the ledger draw each

@@ -1,0 +1,247 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"gpuportal"
+)
+
+// The agent's side of instances: what a node should run (DesiredFor), and
+// what it reports back about the workloads it runs (ApplyWorkloadReports).
+
+// bumpNode tells a node's agent that its desired state changed: agents
+// wait on the node's revision (DesiredFor answers with it).
+func bumpNode(ctx context.Context, tx *sql.Tx, nodeID string) error {
+	if nodeID == "" {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE nodes SET revision = revision + 1 WHERE id = ?`, nodeID)
+	return err
+}
+
+// DesiredFor is what a node should run now.
+func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDesired, error) {
+	d := gpuportal.AgentDesired{Workloads: []gpuportal.DesiredWorkload{}}
+	// Whether sessions wait for this node comes with its revision: every
+	// heartbeat reads this, almost always with no session to ask for.
+	var sessionsWait bool
+	if err := db.read.QueryRowContext(ctx, `SELECT revision, heartbeat_seconds, rotate_token,
+			EXISTS (SELECT 1 FROM `+db.indexedAs("sessions", "s", "sessions_open_by_node")+` WHERE s.node_id = nodes.id AND s.closed_at IS NULL AND s.connected_at IS NULL AND s.opened_at >= ?)
+		FROM nodes WHERE id = ?`, unix(db.Wall.Now().Add(-gpuportal.SessionConnectTimeout)), nodeID).Scan(&d.Revision, &d.HeartbeatSeconds, &d.RotateToken, &sessionsWait); err != nil {
+		return d, fmt.Errorf("node revision: %w", err)
+	}
+	// Instances asked to stop stay listed (with Stop) until their exit is
+	// applied: dropping them earlier lost the exits of workloads that
+	// ended between two reports, and left them billing forever.
+	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+`, notice_wall_at, grace_seconds, stop_requested_at IS NOT NULL, rebalance_at IS NOT NULL FROM instances
+		WHERE node_id = ? AND status IN ('pending', 'running', 'interrupting') ORDER BY id`, nodeID)
+	if err != nil {
+		return d, fmt.Errorf("desired state: %w", err)
+	}
+	type extra struct {
+		wall      sql.NullInt64
+		grace     sql.NullInt64
+		stop      bool
+		rebalance bool
+	}
+	var list []*gpuportal.Instance
+	var extras []extra
+	for rows.Next() {
+		var x extra
+		i, err := scanInstance(rows, &x.wall, &x.grace, &x.stop, &x.rebalance)
+		if err != nil {
+			rows.Close()
+			return d, err
+		}
+		list = append(list, i)
+		extras = append(extras, x)
+	}
+	rows.Close()
+	if err := db.instanceGPUs(ctx, db.read, list); err != nil {
+		return d, err
+	}
+	if err := db.instanceVolumes(ctx, db.read, list); err != nil {
+		return d, err
+	}
+	taskCounts := map[int64]int{}
+	for _, i := range list {
+		if i.JobID != nil && taskCounts[*i.JobID] == 0 {
+			var n int
+			if err := db.read.QueryRowContext(ctx, `SELECT task_count FROM jobs WHERE id = ?`, *i.JobID).Scan(&n); err != nil {
+				return d, fmt.Errorf("job of instance %d: %w", i.ID, err)
+			}
+			taskCounts[*i.JobID] = n
+		}
+	}
+	wallNow, now := db.Wall.Now(), db.now()
+	reservationEnds := map[int64]time.Time{}
+	for _, i := range list {
+		if i.ReservationID != nil {
+			if _, ok := reservationEnds[*i.ReservationID]; !ok {
+				var end int64
+				if err := db.read.QueryRowContext(ctx, `SELECT end_at FROM reservations WHERE id = ?`, *i.ReservationID).Scan(&end); err != nil {
+					return d, fmt.Errorf("reservation of instance %d: %w", i.ID, err)
+				}
+				reservationEnds[*i.ReservationID] = fromUnix(end)
+			}
+		}
+	}
+	for k, i := range list {
+		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, Image: i.Image, CheckpointKey: i.CheckpointKey,
+			Stop: extras[k].stop, Rebalance: extras[k].rebalance, Volumes: i.Volumes}
+		if i.JobID != nil {
+			dw.Task = &gpuportal.TaskRef{JobID: *i.JobID, Index: *i.TaskIndex, Count: taskCounts[*i.JobID]}
+		}
+		if i.Status == gpuportal.InstanceInterrupting && i.Interruption != nil && !dw.Stop {
+			// The notice counts in real time from when it was issued, so a
+			// test clock moved ahead does not eat it.
+			notice := i.Interruption.Deadline.Sub(i.Interruption.NoticeAt)
+			if extras[k].wall.Valid {
+				notice -= wallNow.Sub(time.Unix(extras[k].wall.Int64, 0))
+			}
+			action := "terminate"
+			if i.Interruption.Reason == gpuportal.ReasonBalance {
+				action = "stop"
+			}
+			dw.Interrupt = &gpuportal.Interruption{Action: action, DeadlineInSeconds: max(0, notice.Seconds()), GraceSeconds: int(extras[k].grace.Int64), Reason: i.Interruption.Reason}
+		}
+		if dw.Interrupt == nil && !dw.Stop {
+			dw.Interrupt = drillNotice(i, wallNow)
+		}
+		if i.Kind == gpuportal.KindReserved && i.ReservationID != nil && !dw.Stop {
+			if left := reservationEnds[*i.ReservationID].Sub(now); left <= gpuportal.ReservedStopNotice {
+				dw.Interrupt = &gpuportal.Interruption{Action: "stop", DeadlineInSeconds: max(0, left.Seconds()), GraceSeconds: reservedStopGraceSeconds, Reason: gpuportal.ReasonReservationEnd}
+			}
+		}
+		d.Workloads = append(d.Workloads, dw)
+	}
+	if sessionsWait {
+		if d.Sessions, err = db.desiredSessions(ctx, nodeID); err != nil {
+			return d, fmt.Errorf("desired sessions: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// ApplyWorkloadReports records what a node's agent says about its
+// workloads: started → running; ended → interrupted, stopped or failed,
+// billed, GPUs released, auto-restart spot instances pending again. Reports
+// are idempotent: an old or repeated one changes nothing.
+func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports []gpuportal.WorkloadStatus) error {
+	if len(reports) == 0 {
+		return nil
+	}
+	changed := false
+	err := db.inTx(ctx, "apply workload reports", func(tx *sql.Tx) error {
+		now := db.now()
+		for _, r := range reports {
+			i, err := scanInstance(tx.QueryRowContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE id = ? AND node_id = ? AND attempt = ?`, r.InstanceID, nodeID, r.Attempt))
+			if errors.Is(err, sql.ErrNoRows) {
+				if r.State == gpuportal.WorkloadExited {
+					// An old attempt's end: an instance restarted while this
+					// node was away may start now.
+					if res, err := tx.ExecContext(ctx, `UPDATE instances SET unconfirmed_node = NULL, unconfirmed_since = NULL WHERE id = ? AND unconfirmed_node = ?`, r.InstanceID, nodeID); err != nil {
+						return err
+					} else if n, _ := res.RowsAffected(); n > 0 {
+						changed = true
+					}
+				}
+				continue
+			} else if err != nil {
+				return err
+			}
+			if r.LogTail != "" && r.LogTail != i.LogTail {
+				tail := r.LogTail
+				if len(tail) > 4096 {
+					tail = tail[len(tail)-4096:]
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE instances SET log_tail = ? WHERE id = ?`, tail, i.ID); err != nil {
+					return named("update instances", err)
+				}
+			}
+			if err := recordCheckpoint(ctx, tx, i, r, now); err != nil {
+				return named("record checkpoint", err)
+			}
+			if err := recordDrillReady(ctx, tx, i, r); err != nil {
+				return named("record drill ready", err)
+			}
+			switch {
+			case r.State == gpuportal.WorkloadRunning && i.Status == gpuportal.InstancePending:
+				if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'running', started_at = ? WHERE id = ?`, unix(now), i.ID); err != nil {
+					return named("update instances", err)
+				}
+				if err := recordRunStart(ctx, tx, i, now); err != nil {
+					return named("record run start", err)
+				}
+			case r.State == gpuportal.WorkloadExited && (i.Status == gpuportal.InstancePending || i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting):
+				var stopAsked sql.NullInt64
+				if err := tx.QueryRowContext(ctx, `SELECT stop_requested_at FROM instances WHERE id = ?`, i.ID).Scan(&stopAsked); err != nil {
+					return named("read instances", err)
+				}
+				outcome := gpuportal.WorkloadOutcome(i, stopAsked.Valid, r)
+				// A reserved instance's GPUs stay its reservation's: taking
+				// them out of service would move (or refund) the booking
+				// for what its own owner left running on them.
+				if !r.GPUsFree && i.Kind != gpuportal.KindReserved {
+					if err := holdBusyGPUs(ctx, tx, i); err != nil {
+						return fmt.Errorf("hold the GPUs instance %d left busy: %w", i.ID, err)
+					}
+				}
+				if err := db.finishAttempt(ctx, tx, i, outcome, r.ExitCode, r.Error, stopAsked.Valid, endReported, now); err != nil {
+					return named("finish attempt", err)
+				}
+				changed = true
+			}
+		}
+		if changed {
+			return bumpNode(ctx, tx, nodeID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("apply workload reports: %w", err)
+	}
+	if changed {
+		db.wake(ctx, nodeID)
+		db.Kick(ctx) // freed GPUs may let pending instances start
+	}
+	return nil
+}
+
+// recordCheckpoint stamps, in business time, a checkpoint report (and a
+// "ready" after a notice) the agent passed on. The agent repeats its last
+// report in every status; its own stamp tells a new one from a repeat.
+func recordCheckpoint(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, r gpuportal.WorkloadStatus, now time.Time) error {
+	if r.CheckpointAt != nil {
+		stamp := r.CheckpointAt.UTC().Format(time.RFC3339Nano)
+		res, err := tx.ExecContext(ctx, `UPDATE instances SET last_checkpoint_at = ?, checkpoint_reported = ? WHERE id = ? AND coalesce(checkpoint_reported, '') <> ?`, unix(now), stamp, i.ID, stamp)
+		if err != nil {
+			return fmt.Errorf("record checkpoint of instance %d: %w", i.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			i.LastCheckpoint = &now
+		}
+	}
+	if r.ReadyAt != nil && i.ReadyAt == nil && i.Status == gpuportal.InstanceInterrupting {
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET ready_at = ? WHERE id = ?`, unix(now), i.ID); err != nil {
+			return fmt.Errorf("record ready of instance %d: %w", i.ID, err)
+		}
+		i.ReadyAt = &now
+	}
+	return nil
+}
+
+// holdBusyGPUs takes the GPUs of an ended instance out of service when its
+// agent could not see them free (something of the instance is still on
+// them): handing them to the next tenant would share them with it. They
+// come back when their node reports them idle (see heartbeatChangingCapacity).
+func holdBusyGPUs(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE gpus SET healthy = 0, busy_after_instance = ? WHERE uuid IN (SELECT gpu_uuid FROM instance_gpus WHERE instance_id = ?)`, i.ID, i.ID); err != nil {
+		return err
+	}
+	return recomputeCapacity(ctx, tx)
+}
