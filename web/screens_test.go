@@ -169,8 +169,31 @@ func TestScreenshots(t *testing.T) {
 	t.Logf("screenshots in %s", dir)
 }
 
-// Every main page's title names what its heading says.
-func TestBrowserTitlesMatchHeadings(t *testing.T) {
+// rawCode finds what a person should never read on a page: codes meant
+// for programs (kinds, reasons, error codes), weekday keys, model ids
+// where the model has a name, backticks, and — on Chinese pages — English
+// sentences the catalog lacks.
+var rawCode = regexp.MustCompile("`" + `|\b(on_demand|node_failure|fair_share|capacity_unavailable|insufficient_funds|policy_violation|invalid_input|not_found)\b|\b(mon|tue|wed|thu|fri|sat|sun)\b|\b[ah]100-80g\b`)
+
+var englishSentence = regexp.MustCompile(`(?:[A-Za-z][a-z']+[ ,.;:]+){4,}`)
+
+// readableText is what a person reads on a page: its text without code,
+// logs and what they typed themselves, with titles, labels and
+// placeholders.
+const readableText = `(() => {
+	const skip = 'code, pre, script, style, textarea, .secret, [data-user-content], [lang="en"]:not(html)', out = [];
+	const w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+	for (let n; (n = w.nextNode());) { if (!n.parentElement.closest(skip)) out.push(n.textContent); }
+	document.querySelectorAll('[title], [aria-label], [placeholder]').forEach(el => {
+		if (!el.closest(skip)) out.push(el.title || '', el.getAttribute('aria-label') || '', el.getAttribute('placeholder') || '');
+	});
+	return out.join(' '); })()`
+
+// A walk through every main page in English and in Chinese: each page's
+// title names what its heading says, and no page shows a raw code or, in
+// Chinese, an untranslated sentence. (One walk for both: a walk is what
+// costs.)
+func TestBrowserMainPagesRead(t *testing.T) {
 	t.Parallel()
 	e := screensEnv(t)
 	for _, lang := range []string{gpuportal.LangEnglish, gpuportal.LangChinese} {
@@ -186,39 +209,7 @@ func TestBrowserTitlesMatchHeadings(t *testing.T) {
 			if got[0] != got[1]+" · gpuportal" {
 				t.Errorf("%s (%s): title %q, heading %q", p.name, lang, got[0], got[1])
 			}
-		}
-	}
-}
-
-// rawCode finds what a person should never read on a page: codes meant
-// for programs (kinds, reasons, error codes), weekday keys, model ids
-// where the model has a name, backticks, and — on Chinese pages — English
-// sentences the catalog lacks.
-var rawCode = regexp.MustCompile("`" + `|\b(on_demand|node_failure|fair_share|capacity_unavailable|insufficient_funds|policy_violation|invalid_input|not_found)\b|\b(mon|tue|wed|thu|fri|sat|sun)\b|\b[ah]100-80g\b`)
-
-var englishSentence = regexp.MustCompile(`(?:[A-Za-z][a-z']+[ ,.;:]+){4,}`)
-
-// A walk through every main page in English and in Chinese finds no raw
-// code and, in Chinese, no untranslated sentence.
-func TestBrowserNoRawCodes(t *testing.T) {
-	t.Parallel()
-	e := screensEnv(t)
-	for _, lang := range []string{gpuportal.LangEnglish, gpuportal.LangChinese} {
-		ctx := browse(t, e, lang, 1280)
-		for _, p := range mainPages {
-			if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+p.path), chromedp.WaitReady(chromedp.CSS(`h1`))); err != nil {
-				t.Fatal(err)
-			}
-			// What a person reads: the page's text without code, logs and
-			// what they typed themselves.
-			text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
-				const skip = 'code, pre, script, style, textarea, .secret, [data-user-content], [lang="en"]:not(html)', out = [];
-				const w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-				for (let n; (n = w.nextNode());) { if (!n.parentElement.closest(skip)) out.push(n.textContent); }
-				document.querySelectorAll('[title], [aria-label], [placeholder]').forEach(el => {
-					if (!el.closest(skip)) out.push(el.title || '', el.getAttribute('aria-label') || '', el.getAttribute('placeholder') || '');
-				});
-				return out.join(' '); })()`))
+			text, err := chromedp.Run(ctx, chromedp.Evaluate[string](readableText))
 			if err != nil {
 				t.Fatal(err)
 			}
