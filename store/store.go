@@ -83,7 +83,7 @@ func Open(ctx context.Context, dsn string, clock gpuportal.Clock) (*DB, error) {
 	if IsPostgresURL(dsn) {
 		return openPostgres(ctx, dsn, clock)
 	}
-	return openSQLite(ctx, dsn, clock, "FULL")
+	return openSQLite(ctx, dsn, clock, false)
 }
 
 // OpenScratch opens a throwaway SQLite store at path, for the simulator:
@@ -92,12 +92,16 @@ func Open(ctx context.Context, dsn string, clock gpuportal.Clock) (*DB, error) {
 // shares one fsync among the writes that arrive together; without the
 // fsync it would only add a goroutine handoff and a savepoint per write).
 func OpenScratch(ctx context.Context, path string, clock gpuportal.Clock) (*DB, error) {
-	return openSQLite(ctx, path, clock, "OFF")
+	return openSQLite(ctx, path, clock, true)
 }
 
-func openSQLite(ctx context.Context, path string, clock gpuportal.Clock, synchronous string) (*DB, error) {
+func openSQLite(ctx context.Context, path string, clock gpuportal.Clock, scratch bool) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("open sqlite: empty path")
+	}
+	synchronous := "FULL"
+	if scratch {
+		synchronous = "OFF"
 	}
 	// Pragmas are set per connection through the DSN so every pooled
 	// connection has them: WAL for concurrent readers, foreign keys on,
@@ -129,7 +133,7 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock, synchro
 	read.SetMaxOpenConns(8)
 	read.SetMaxIdleConns(8)
 	db := &DB{write: write, read: read, dialect: "sqlite", Clock: clock, Location: time.UTC, Wakeups: NewWakeups(), Wall: gpuportal.RealClock{}, kicks: make(chan struct{}, 1)}
-	if synchronous == "FULL" {
+	if !scratch {
 		db.group = newGroupCommitter(write)
 	}
 	if err := write.PingContext(ctx); err != nil {
