@@ -17,11 +17,9 @@ import (
 // browser tests must run.
 func chromium(t *testing.T) context.Context {
 	t.Helper()
-	if storetest.Engine() == "postgres" {
-		// What a person clicks does not depend on the engine: the browser
-		// tests run once, on SQLite; the HTTP suite runs on both.
-		t.Skip("browser tests run in the SQLite pass")
-	}
+	// What a person clicks does not depend on the engine: the browser
+	// tests run once, on SQLite; the HTTP suite runs on both.
+	sqliteOnly(t, "browser tests run in the SQLite pass")
 	return browsertest.Chromium(t)
 }
 

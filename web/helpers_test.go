@@ -220,5 +220,14 @@ func (e *testEnv) tokenFor(u *gpuportal.User) string {
 
 func storeFilter() store.ReservationFilter { return store.ReservationFilter{Limit: 1000} }
 
+// sqliteOnly skips a test in the PostgreSQL pass, for a test whose
+// subject does not depend on the portal's engine; why says so.
+func sqliteOnly(t *testing.T, why string) {
+	t.Helper()
+	if storetest.Engine() == "postgres" {
+		t.Skip(why)
+	}
+}
+
 // testWhatIfDays is how long the tests' what-ifs simulate.
 const testWhatIfDays = 2

@@ -30,7 +30,7 @@ const (
 )
 
 // limiter counts events per key in sliding windows, in memory. Its memory
-// is bounded: at most limiterMaxTrackedKeys keys of at most
+// is bounded: at most maxKeys (limiterMaxTrackedKeys) keys of at most
 // limiterMaxEventsPerKey times each; past that, keys are dropped (expired
 // ones first, then arbitrary ones — a flood of invented keys must not
 // grow the portal, and losing some counts only loosens limits briefly).
@@ -39,10 +39,13 @@ type limiter struct {
 	mu     sync.Mutex
 	events map[string][]time.Time
 	calls  int
+	// maxKeys is limiterMaxTrackedKeys; a test of the bound sets fewer
+	// (filling 100,000 keys takes the race detector most of a minute).
+	maxKeys int
 }
 
 func newLimiter(clock gpuportal.Clock) *limiter {
-	return &limiter{clock: clock, events: map[string][]time.Time{}}
+	return &limiter{clock: clock, events: map[string][]time.Time{}, maxKeys: limiterMaxTrackedKeys}
 }
 
 // rule is one limit: at most limit events of key within window.
@@ -80,7 +83,7 @@ func (l *limiter) record(rules ...rule) {
 		l.events[r.key] = times
 	}
 	l.calls++
-	if l.calls%limiterSweepEvery == 0 || len(l.events) > limiterMaxTrackedKeys {
+	if l.calls%limiterSweepEvery == 0 || len(l.events) > l.maxKeys {
 		l.sweep(now)
 	}
 }
@@ -102,11 +105,11 @@ func (l *limiter) sweep(now time.Time) {
 			delete(l.events, key)
 		}
 	}
-	if len(l.events) <= limiterMaxTrackedKeys {
+	if len(l.events) <= l.maxKeys {
 		return
 	}
 	for key := range l.events { // map order is random
-		if len(l.events) <= limiterMaxTrackedKeys*9/10 {
+		if len(l.events) <= l.maxKeys*9/10 {
 			break
 		}
 		delete(l.events, key)
