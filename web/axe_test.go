@@ -5,13 +5,10 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
-
-	"gpuportal"
 )
 
 // axeSource is axe-core (npm axe-core, see testdata/VERSIONS.md), run
@@ -23,41 +20,12 @@ var axeSource string
 // axePages are the pages the accessibility audit covers.
 var axePages = []string{"home", "calendar", "reservations", "instances", "jobs", "ledger", "rates", "settings", "admin-policies"}
 
-// An accessibility audit with axe-core over the main pages, in both
-// languages, finds no critical or serious violation.
-func TestBrowserAccessibilityAudit(t *testing.T) {
-	t.Parallel()
-	e := screensEnv(t)
-	for _, lang := range []string{gpuportal.LangEnglish, gpuportal.LangChinese} {
-		ctx := browse(t, e, lang, 1280)
-		for _, p := range mainPages {
-			if !slices.Contains(axePages, p.name) {
-				continue
-			}
-			for _, v := range axeViolations(t, ctx, e.srv.URL+p.path) {
-				t.Errorf("%s (%s): %s", p.name, lang, v)
-			}
-		}
-		// A visitor's landing page.
-		visitor := chromium(t)
-		if lang == gpuportal.LangChinese {
-			if err := chromedp.Do(visitor, chromedp.Navigate(e.srv.URL+"/"), chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)),
-				chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="landing"]`))); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, v := range axeViolations(t, visitor, e.srv.URL+"/") {
-			t.Errorf("landing (%s): %s", lang, v)
-		}
-	}
-}
-
-// axeViolations opens url and lists axe-core's critical and serious
-// findings there.
-func axeViolations(t *testing.T, ctx context.Context, url string) []string {
+// axeViolations lists axe-core's critical and serious findings on the
+// page the tab shows (TestBrowserMainPages audits the main pages and the
+// landing page, in both languages).
+func axeViolations(t *testing.T, ctx context.Context) []string {
 	t.Helper()
-	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitReady(chromedp.CSS(`h1`)),
-		chromedp.Evaluate[chromedp.Void](axeSource)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](axeSource)); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](`axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations

@@ -137,6 +137,14 @@ func allocatorOptions(path, dir string) []chromedp.ExecAllocatorOption {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		// Tests share one Chromium, a tab each, and only one tab is in
+		// front: without these, the others' timers (htmx's swaps and
+		// settles, the pages' countdowns) ran at most once a second and
+		// their renderers were deprioritized, so parallel browser tests
+		// waited on the throttle, not on the machine.
+		chromedp.Flag("disable-background-timer-throttling", true),
+		chromedp.Flag("disable-backgrounding-occluded-windows", true),
+		chromedp.Flag("disable-renderer-backgrounding", true),
 		chromedp.WindowSize(windowWidth, windowHeight),
 	}
 }
