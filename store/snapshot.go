@@ -464,7 +464,9 @@ func (db *DB) loadAccounts(ctx context.Context, q queryer, now time.Time, s *sch
 			held[l.userID] += h
 			burn[l.userID] += b
 		}
-		stopping[l.userID] = stopping[l.userID] || l.balanceStop
+		if l.balanceStop {
+			stopping[l.userID] = true
+		}
 	}
 	if len(byUser) == 0 {
 		return nil
