@@ -406,7 +406,7 @@ func (r *ContainerRuntime) track(id string, st containerState, meta net.Listener
 	c := &containerProcess{rt: r, id: id, pid: st.Pid, meta: meta, done: make(chan struct{}),
 		gpus: max(len(strings.Split(st.Labels[labelGPUs], ",")), 1)}
 	if st.Running {
-		c.pidNS, _ = os.Readlink("/proc/" + strconv.Itoa(st.Pid) + "/ns/pid")
+		c.ns = namespaceOf(st.Pid)
 	}
 	go c.watch(st)
 	return c
@@ -425,7 +425,7 @@ type containerProcess struct {
 	rt    *ContainerRuntime
 	id    string
 	pid   int    // its init on the host
-	pidNS string // "pid:[N]": every process of the container is in it
+	ns    pidNamespace // every process of the container is in it
 	meta  net.Listener
 	gpus  int
 
@@ -443,10 +443,7 @@ func (c *containerProcess) MetadataListener() net.Listener { return c.meta }
 // command, say — ignores SIGTERM as the init of a PID namespace; the
 // program that should checkpoint is one of its children.
 func (c *containerProcess) Signal(sig syscall.Signal) error {
-	if c.pidNS == "" {
-		return nil
-	}
-	for _, pid := range pidsInNamespace(c.pidNS) {
+	for _, pid := range c.ns.pids() { // none once the container has ended
 		_ = syscall.Kill(pid, sig)
 	}
 	return nil
@@ -459,11 +456,7 @@ func (c *containerProcess) Wait() *int {
 
 // Belongs: every process of the container is in its PID namespace.
 func (c *containerProcess) Belongs(pid int) bool {
-	if c.pidNS == "" {
-		return false
-	}
-	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
-	return err == nil && ns == c.pidNS
+	return c.ns.holds(pid)
 }
 
 // ExitError says why a container ended abnormally: out of memory.

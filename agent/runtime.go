@@ -102,7 +102,7 @@ func (r ExecRuntime) Start(spec Spec) (Process, error) {
 	}
 	p := &execProcess{pid: cmd.Process.Pid, done: make(chan struct{})}
 	if r.Init != "" {
-		p.pidNS, _ = os.Readlink("/proc/" + strconv.Itoa(p.pid) + "/ns/pid")
+		p.ns = namespaceOf(p.pid)
 	}
 	go func() {
 		err := cmd.Wait()
@@ -129,10 +129,8 @@ func (ExecRuntime) Adopt(rec workloadRecord, _ string) (Process, bool) {
 		return nil, false // gone, or the pid now belongs to another process
 	}
 	p := &execProcess{pid: pid, done: make(chan struct{}), adopted: true}
-	if ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err == nil {
-		if own, err := os.Readlink("/proc/self/ns/pid"); err == nil && ns != own {
-			p.pidNS = ns // an isolated workload
-		}
+	if ns := namespaceOf(pid); ns.name != "" && ns.name != namespaceName(os.Getpid()) {
+		p.ns = ns // an isolated workload
 	}
 	go func() {
 		// Not our child: poll until it is gone.
@@ -152,7 +150,7 @@ type execProcess struct {
 	adopted bool
 	done    chan struct{}
 	code    *int
-	pidNS   string // the workload's PID namespace ("pid:[N]"), when isolated
+	ns      pidNamespace // the workload's own, when isolated
 }
 
 func (p *execProcess) ID() string { return strconv.Itoa(p.pid) }
@@ -178,10 +176,8 @@ func (p *execProcess) Wait() *int {
 // Belongs: a process of the workload's PID namespace (setsid ones too),
 // or of its process group.
 func (p *execProcess) Belongs(pid int) bool {
-	if p.pidNS != "" {
-		if ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err == nil && ns == p.pidNS {
-			return true
-		}
+	if p.ns.holds(pid) {
+		return true
 	}
 	pgid, err := syscall.Getpgid(pid)
 	return err == nil && pgid == p.pid
