@@ -9,7 +9,7 @@ import (
 
 func BenchmarkPeakWeek(b *testing.B) {
 	for b.Loop() {
-		if _, err := Run(context.Background(), Options{Scenario: Builtin["peak"], Days: 7, Dir: b.TempDir()}); err != nil {
+		if _, err := Run(context.Background(), Options{Scenario: Builtin["peak"], Days: 7}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -24,7 +24,7 @@ func BenchmarkThirtyDaysOf1000GPUs(b *testing.B) {
 		days = d
 	}
 	for b.Loop() {
-		if _, err := Run(context.Background(), Options{Scenario: Builtin["demo"].Scale(20), Days: days, Dir: b.TempDir()}); err != nil {
+		if _, err := Run(context.Background(), Options{Scenario: Builtin["demo"].Scale(20), Days: days}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -3,8 +3,6 @@ package simulate
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -27,9 +25,6 @@ type Options struct {
 	// of the site time zone after 2026-01-01, so runs compare).
 	Start    time.Time
 	Location *time.Location
-	// Dir holds the throwaway store (default: a new temporary directory,
-	// removed afterwards).
-	Dir string
 	// Progress, when set, is told the fraction done now and then.
 	Progress func(done float64)
 }
@@ -51,16 +46,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if opt.Start.IsZero() {
 		opt.Start = firstMonday(opt.Location)
 	}
-	dir := opt.Dir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "gpuportal-simulate-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	}
-	s, err := newSim(ctx, opt, filepath.Join(dir, "simulate.db"))
+	s, err := newSim(ctx, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -108,9 +94,9 @@ type sim struct {
 	reservationOf                                     map[int]int64 // booking event seq → reservation, for cancellations
 }
 
-func newSim(ctx context.Context, opt Options, path string) (*sim, error) {
+func newSim(ctx context.Context, opt Options) (*sim, error) {
 	clock := gpuportal.NewManualClock(opt.Start.Add(-time.Hour))
-	db, err := store.OpenScratch(ctx, path, clock)
+	db, err := store.OpenScratch(ctx, clock)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 
 func run(t *testing.T, s Scenario, days int, policies *gpuportal.Policies) *Report {
 	t.Helper()
-	r, err := Run(context.Background(), Options{Scenario: s, Days: days, Policies: policies, Dir: t.TempDir()})
+	r, err := Run(context.Background(), Options{Scenario: s, Days: days, Policies: policies})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestSpotDemandFollowsThePrice(t *testing.T) {
 	dearer := gpuportal.DefaultPolicies()
 	dearer.Global.SpotDiscountPercent = 50
 	runWith := func(s Scenario, reference *gpuportal.Policies) *Report {
-		r, err := Run(context.Background(), Options{Scenario: s, Days: 1, Policies: &dearer, Reference: reference, Dir: t.TempDir()})
+		r, err := Run(context.Background(), Options{Scenario: s, Days: 1, Policies: &dearer, Reference: reference})
 		if err != nil {
 			t.Fatal(err)
 		}

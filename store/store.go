@@ -86,22 +86,26 @@ func Open(ctx context.Context, dsn string, clock gpuportal.Clock) (*DB, error) {
 	return openSQLite(ctx, dsn, clock, false)
 }
 
-// OpenScratch opens a throwaway SQLite store at path, for the simulator:
-// commits do not wait for the disk (synchronous=OFF), since a crash loses
-// the whole store anyway, and so they are not grouped either (group commit
-// shares one fsync among the writes that arrive together; without the
-// fsync it would only add a goroutine handoff and a savepoint per write).
-func OpenScratch(ctx context.Context, path string, clock gpuportal.Clock) (*DB, error) {
-	return openSQLite(ctx, path, clock, true)
+// OpenScratch opens a throwaway SQLite store, for the simulator, held in
+// memory: nothing of it is ever on disk, so a write costs no system call
+// (a simulated day of 960 GPUs: 7.9 s on a WAL file, 5.2 s in memory),
+// and it is gone when closed. Without a disk to wait for, commits are not
+// grouped either (group commit shares one fsync among the writes that
+// arrive together; here it would only add a goroutine handoff and a
+// savepoint per write).
+func OpenScratch(ctx context.Context, clock gpuportal.Clock) (*DB, error) {
+	// SQLite's memdb VFS shares a database among the connections of one
+	// process that open the same name starting with "/"; each scratch
+	// store has a name of its own.
+	name := fmt.Sprintf("/gpuportal-scratch-%d", scratchStores.Add(1))
+	return openSQLite(ctx, name, clock, true)
 }
+
+var scratchStores atomic.Int64
 
 func openSQLite(ctx context.Context, path string, clock gpuportal.Clock, scratch bool) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("open sqlite: empty path")
-	}
-	synchronous := "FULL"
-	if scratch {
-		synchronous = "OFF"
 	}
 	// Pragmas are set per connection through the DSN so every pooled
 	// connection has them: WAL for concurrent readers, foreign keys on,
@@ -109,11 +113,18 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock, scratch
 	pragmas := "_pragma=" + url.QueryEscape("busy_timeout(10000)") +
 		"&_pragma=" + url.QueryEscape("journal_mode(WAL)") +
 		"&_pragma=" + url.QueryEscape("foreign_keys(ON)") +
-		"&_pragma=" + url.QueryEscape("synchronous("+synchronous+")") + // FULL: a commit is on disk before it is answered (see groupcommit.go)
+		"&_pragma=" + url.QueryEscape("synchronous(FULL)") + // a commit is on disk before it is answered (see groupcommit.go)
 		// After a checkpoint the WAL is cut back to 64 MiB: without a
 		// limit it keeps its largest size for ever, and a disk that filled
 		// once fills again at once.
 		"&_pragma=" + url.QueryEscape("journal_size_limit(67108864)")
+	if scratch {
+		// In memory there is no WAL (nor a disk to sync): the rollback
+		// journal is kept in memory too.
+		pragmas = "vfs=memdb&_pragma=" + url.QueryEscape("busy_timeout(10000)") +
+			"&_pragma=" + url.QueryEscape("journal_mode(MEMORY)") +
+			"&_pragma=" + url.QueryEscape("foreign_keys(ON)")
+	}
 	// The path is part of a URI: characters that mean something there
 	// (%, ?, #) are escaped.
 	base := "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) + "?" + pragmas
