@@ -422,12 +422,12 @@ func (r *ContainerRuntime) DecodeLog(raw string) string {
 
 // containerProcess is one running (or just ended) container.
 type containerProcess struct {
-	rt    *ContainerRuntime
-	id    string
-	pid   int    // its init on the host
-	ns    pidNamespace // every process of the container is in it
-	meta  net.Listener
-	gpus  int
+	rt   *ContainerRuntime
+	id   string
+	pid  int          // its init on the host
+	ns   pidNamespace // every process of the container is in it
+	meta net.Listener
+	gpus int
 
 	done chan struct{}
 	code *int
