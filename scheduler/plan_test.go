@@ -462,6 +462,51 @@ func TestBalanceRule(t *testing.T) {
 	}
 }
 
+// An account is clear exactly where the balance rule would do nothing
+// with the lowest balance its runs allow, and so nothing with any higher:
+// each case also runs the rule on the lowest balance and on one ¥10,000
+// higher.
+func TestAccountIsClear(t *testing.T) {
+	at := func(available, burn gpuportal.Fen) gpuportal.Balance {
+		return gpuportal.NewBalance(available, 0, 0, burn, t0)
+	}
+	for _, tc := range []struct {
+		name               string
+		lowest             gpuportal.Balance
+		lowNoted, stopping bool
+		want               bool
+	}{
+		{"lasts for days", at(1_000_000, 100), false, false, true},
+		{"nothing running costs", at(1, 0), false, false, true},
+		{"at zero", at(0, 100), false, false, false},
+		{"overdrawn", at(-50, 100), false, false, false},
+		{"runs out within the warning", at(50, 100), false, false, false},
+		{"runs out within twice the warning", at(90, 100), false, false, false},
+		{"just past twice the warning", at(102, 100), false, false, true},
+		{"a warning to reset", at(1_000_000, 100), true, false, false},
+		{"a stop to call off", at(1_000_000, 100), false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := AccountIsClear(tc.lowest, tc.lowNoted, tc.stopping, t0); got != tc.want {
+				t.Fatalf("AccountIsClear = %v, want %v", got, tc.want)
+			}
+			if !tc.want {
+				return
+			}
+			higher := tc.lowest
+			higher.Available += 1_000_000
+			higher = gpuportal.NewBalance(higher.Available, 0, 0, higher.BurnPerHour, t0)
+			for _, b := range []gpuportal.Balance{tc.lowest, higher} {
+				s := snapshotOf()
+				s.Accounts = []Account{{UserID: 3, Balance: b, LowNoted: tc.lowNoted, Stopping: tc.stopping, Stoppable: 1}}
+				if got := Plan(s, t0).Balance; len(got) != 0 {
+					t.Fatalf("a clear account (available %d) got %+v", b.Available, got)
+				}
+			}
+		})
+	}
+}
+
 // A user being stopped for lack of balance gets no new placements, and
 // their spot instances are not counted twice as victims.
 func TestStoppedUsersAreNotPlaced(t *testing.T) {

@@ -130,6 +130,19 @@ func nodeOf(pl *Pool, id int64) string {
 	return ""
 }
 
+// AccountIsClear reports whether the balance rule (balances) can do
+// nothing for an account this tick. lowest is the account's balance with
+// its runs charged at the most they can have cost: the rule only ever
+// compares the money left with thresholds, and more money never moves an
+// account across one. If even the lowest lasts past twice
+// LowBalanceWarning, the account is neither stopped nor warned; with no
+// warning to reset and no stop to call off, the rule has nothing to do,
+// and the snapshot may leave the account out (reading every run's exact
+// cost was a fifth of each tick on a fleet of a thousand GPUs).
+func AccountIsClear(lowest gpuportal.Balance, lowNoted, stopping bool, now time.Time) bool {
+	return !lowNoted && !stopping && lowest.Available > 0 && !lowest.RunsOutWithin(2*gpuportal.LowBalanceWarning, now)
+}
+
 // balances keeps running instances paid for: a user at zero is stopped
 // (reservations, paid in advance, are never touched), one who runs out
 // within LowBalanceWarning is told once, and money that arrives during a

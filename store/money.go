@@ -138,6 +138,16 @@ func (r runningCost) accrued(now time.Time) (held, burn gpuportal.Fen) {
 	return held, burn
 }
 
+// accruedAtMost bounds what runs costing burn an hour in all, none started
+// before earliest, can have cost by now: each run is charged by the minute
+// begun (accrued), and none has run more minutes than the earliest.
+func accruedAtMost(burn gpuportal.Fen, earliest sql.NullInt64, now time.Time) gpuportal.Fen {
+	if !earliest.Valid {
+		return 0
+	}
+	return gpuportal.RunCost(burn, 1, gpuportal.BillableMinutes(fromUnix(earliest.Int64), now, "", false, false, 0))
+}
+
 func runningCosts(ctx context.Context, q queryer, where string, args ...any) ([]runningCost, error) {
 	runs, err := scanAll(ctx, q, func(r *sql.Rows, c *runningCost) error {
 		return r.Scan(&c.userID, &c.kind, &c.count, &c.price, &c.started)
