@@ -444,17 +444,17 @@ func (db *DB) loadAccounts(ctx context.Context, q queryer, now time.Time, s *sch
 	}
 	sums, err := scanAll(ctx, q, func(r *sql.Rows, a *summary) error {
 		return r.Scan(&a.userID, &a.stoppable, &a.stopping, &a.burn, &a.earliest, &a.balance, &a.credit, &a.noted)
-	}, `SELECT i.user_id,
-			count(CASE WHEN i.stop_requested_at IS NULL AND i.status <> 'interrupting' THEN 1 END),
-			count(CASE WHEN i.status = 'interrupting' AND coalesce(i.interrupt_reason, '') = ? THEN 1 END) > 0,
-			CAST(coalesce(sum(CASE WHEN i.status <> 'pending' THEN i.price_fen * i.count END), 0) AS BIGINT),
-			min(CASE WHEN i.status <> 'pending' THEN i.started_at END),
+	}, `SELECT l.user_id, l.stoppable, l.stopping, l.burn, l.earliest,
 			coalesce(a.balance_fen, 0), coalesce(a.credit_limit_fen, 0), u.low_balance_noted_at IS NOT NULL
-		FROM instances i JOIN users u ON u.id = i.user_id LEFT JOIN accounts a ON a.user_id = i.user_id
-		WHERE i.kind IN ('spot', 'on_demand') AND i.status IN ('pending', 'running', 'interrupting')
-		GROUP BY i.user_id, a.balance_fen, a.credit_limit_fen, u.low_balance_noted_at
-		HAVING count(CASE WHEN i.stop_requested_at IS NULL THEN 1 END) > 0
-		ORDER BY i.user_id`, gpuportal.ReasonBalance)
+		FROM (SELECT user_id,
+				count(CASE WHEN stop_requested_at IS NULL AND status <> 'interrupting' THEN 1 END) AS stoppable,
+				count(CASE WHEN status = 'interrupting' AND coalesce(interrupt_reason, '') = ? THEN 1 END) > 0 AS stopping,
+				CAST(coalesce(sum(CASE WHEN status <> 'pending' THEN price_fen * count END), 0) AS BIGINT) AS burn,
+				min(CASE WHEN status <> 'pending' THEN started_at END) AS earliest
+			FROM instances WHERE kind IN ('spot', 'on_demand') AND status IN ('pending', 'running', 'interrupting')
+			GROUP BY user_id HAVING count(CASE WHEN stop_requested_at IS NULL THEN 1 END) > 0) l
+		JOIN users u ON u.id = l.user_id LEFT JOIN accounts a ON a.user_id = l.user_id
+		ORDER BY l.user_id`, gpuportal.ReasonBalance)
 	if err != nil {
 		return err
 	}
