@@ -108,22 +108,21 @@ func openSQLite(ctx context.Context, path string, clock gpuportal.Clock, scratch
 		return nil, errors.New("open sqlite: empty path")
 	}
 	// Pragmas are set per connection through the DSN so every pooled
-	// connection has them: WAL for concurrent readers, foreign keys on,
-	// and a busy timeout instead of instant SQLITE_BUSY errors.
+	// connection has them: foreign keys on, a busy timeout instead of
+	// instant SQLITE_BUSY errors, and WAL for concurrent readers.
 	pragmas := "_pragma=" + url.QueryEscape("busy_timeout(10000)") +
-		"&_pragma=" + url.QueryEscape("journal_mode(WAL)") +
-		"&_pragma=" + url.QueryEscape("foreign_keys(ON)") +
-		"&_pragma=" + url.QueryEscape("synchronous(FULL)") + // a commit is on disk before it is answered (see groupcommit.go)
-		// After a checkpoint the WAL is cut back to 64 MiB: without a
-		// limit it keeps its largest size for ever, and a disk that filled
-		// once fills again at once.
-		"&_pragma=" + url.QueryEscape("journal_size_limit(67108864)")
+		"&_pragma=" + url.QueryEscape("foreign_keys(ON)")
 	if scratch {
 		// In memory there is no WAL (nor a disk to sync): the rollback
 		// journal is kept in memory too.
-		pragmas = "vfs=memdb&_pragma=" + url.QueryEscape("busy_timeout(10000)") +
-			"&_pragma=" + url.QueryEscape("journal_mode(MEMORY)") +
-			"&_pragma=" + url.QueryEscape("foreign_keys(ON)")
+		pragmas = "vfs=memdb&" + pragmas + "&_pragma=" + url.QueryEscape("journal_mode(MEMORY)")
+	} else {
+		pragmas += "&_pragma=" + url.QueryEscape("journal_mode(WAL)") +
+			"&_pragma=" + url.QueryEscape("synchronous(FULL)") + // a commit is on disk before it is answered (see groupcommit.go)
+			// After a checkpoint the WAL is cut back to 64 MiB: without a
+			// limit it keeps its largest size for ever, and a disk that
+			// filled once fills again at once.
+			"&_pragma=" + url.QueryEscape("journal_size_limit(67108864)")
 	}
 	// The path is part of a URI: characters that mean something there
 	// (%, ?, #) are escaped.
