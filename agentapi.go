@@ -174,8 +174,9 @@ type AgentDesired struct {
 	Workloads        []DesiredWorkload `json:"workloads"`
 	// Sessions the agent should connect out for (each once).
 	Sessions []DesiredSession `json:"sessions,omitempty"`
-	// DeleteVolumes: volumes the agent reported that were deleted; it
-	// removes their files.
+	// DeleteVolumes: volumes whose files the agent removes — those it
+	// reported that were deleted, and its region's volumes deleted in the
+	// last minutes (a volume it does not hold is nothing to remove).
 	DeleteVolumes []int64 `json:"delete_volumes,omitempty"`
 	// RotateToken asks the agent to fetch a new node token (POST
 	// /agent/rotate-token), keep it and use it from then on.

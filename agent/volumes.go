@@ -128,10 +128,15 @@ func (a *Agent) volumeLoop(ctx context.Context) {
 	}
 }
 
-// deleteVolumes removes the files of volumes the portal deleted.
+// deleteVolumes removes the files of volumes the portal deleted. The
+// portal names a freshly deleted volume in every answer for a while, so
+// one already removed (or never here) is passed over quietly.
 func (a *Agent) deleteVolumes(ids []int64) {
 	for _, id := range ids {
 		dir := filepath.Join(a.cfg.VolumeRoot, gpuportal.VolumeDirName(id))
+		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err := os.RemoveAll(dir); err != nil {
 			a.log.Warn("cannot remove a deleted volume", "volume", id, "err", err)
 			continue

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -415,6 +416,40 @@ func (db *DB) VolumeSessionUser(ctx context.Context, volumeID int64, fingerprint
 		return nil, fmt.Errorf("volume session key: %w", err)
 	}
 	return db.UserByID(ctx, userID)
+}
+
+// volumeRemovalWindow is how long after a volume's deletion every
+// heartbeat answer of its region's nodes names it for removal: a node that
+// heartbeats in that time removes the files at once, one that does not
+// (offline, say) learns of it from its next measurement instead.
+const volumeRemovalWindow = 2 * time.Minute
+
+// VolumesToRemove is what a heartbeat's answer names for removal
+// (AgentDesired.DeleteVolumes): the volumes the node's report, when it
+// carries one (kept, RecordVolumeReport), still holds though they were
+// deleted, and its region's volumes deleted in the last
+// volumeRemovalWindow. Removing a volume the node never held is a no-op
+// on the agent.
+func (db *DB) VolumesToRemove(ctx context.Context, node string, rep *gpuportal.VolumeReport) ([]int64, error) {
+	var reported []int64
+	if rep != nil {
+		var err error
+		if reported, err = db.RecordVolumeReport(ctx, node, *rep); err != nil {
+			return nil, err
+		}
+	}
+	recent, err := scanAll(ctx, db.read, func(r *sql.Rows, id *int64) error { return r.Scan(id) },
+		`SELECT v.id FROM volumes v JOIN nodes n ON n.region_id = v.region_id
+		WHERE n.id = ? AND v.deleted_at IS NOT NULL AND v.deleted_at >= ? ORDER BY v.id`, node, unix(db.now().Add(-volumeRemovalWindow)))
+	if err != nil {
+		return nil, fmt.Errorf("recently deleted volumes: %w", err)
+	}
+	for _, id := range recent {
+		if !slices.Contains(reported, id) {
+			reported = append(reported, id)
+		}
+	}
+	return reported, nil
 }
 
 // RecordVolumeReport keeps what a node's agent measured of its volume

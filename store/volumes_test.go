@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -241,5 +242,50 @@ func TestVolumeMountsOnLaunches(t *testing.T) {
 	}
 	if err := db.DeleteVolume(ctx, u, v.ID); err != nil {
 		t.Errorf("delete after the stop: %v", err)
+	}
+}
+
+// (issue 29) A deleted volume's files are removed at the nodes' next
+// heartbeat, not at their next measurement: for a while every answer to
+// the region's nodes names it, report or no report; after that only a
+// report still holding it does.
+func TestDeletedVolumesAreNamedForRemovalAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	kept, err := db.CreateVolume(ctx, u, gpuportal.VolumeRequest{Name: "kept", Region: "cd-1", SizeGiB: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := db.CreateVolume(ctx, u, gpuportal.VolumeRequest{Name: "gone", Region: "cd-1", SizeGiB: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := db.VolumesToRemove(ctx, "n-1", nil); err != nil || len(ids) != 0 {
+		t.Fatalf("before any deletion: %v %v", ids, err)
+	}
+	if err := db.DeleteVolume(ctx, u, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"n-1", "n-2"} {
+		if ids, err := db.VolumesToRemove(ctx, node, nil); err != nil || !slices.Equal(ids, []int64{gone.ID}) {
+			t.Errorf("%s right after the deletion, no report: %v %v, want [%d]", node, ids, err, gone.ID)
+		}
+	}
+	both := &gpuportal.VolumeReport{Usage: []gpuportal.VolumeUsage{{ID: kept.ID, UsedBytes: 4096}, {ID: gone.ID, UsedBytes: 8192}}}
+	if ids, err := db.VolumesToRemove(ctx, "n-1", both); err != nil || !slices.Equal(ids, []int64{gone.ID}) {
+		t.Errorf("with a report holding it: %v %v, want it once", ids, err)
+	}
+	if v, err := db.Volume(ctx, u, kept.ID); err != nil || v.UsedBytes != 4096 {
+		t.Errorf("the kept volume's usage = %+v %v, want the report's 4096", v, err)
+	}
+	clock.Advance(10 * time.Minute)
+	if ids, err := db.VolumesToRemove(ctx, "n-2", nil); err != nil || len(ids) != 0 {
+		t.Errorf("minutes later, no report: %v %v, want none", ids, err)
+	}
+	if ids, err := db.VolumesToRemove(ctx, "n-2", both); err != nil || !slices.Equal(ids, []int64{gone.ID}) {
+		t.Errorf("minutes later, a report still holding it: %v %v, want [%d]", ids, err, gone.ID)
 	}
 }

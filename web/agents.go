@@ -82,10 +82,8 @@ func (s *Server) apiAgentHeartbeat(c echo.Context) error {
 		}
 		return err
 	}
-	if hb.Volumes != nil {
-		if desired.DeleteVolumes, err = s.db.RecordVolumeReport(ctx, node, *hb.Volumes); err != nil {
-			return err
-		}
+	if desired.DeleteVolumes, err = s.db.VolumesToRemove(ctx, node, hb.Volumes); err != nil {
+		return err
 	}
 	return c.JSON(http.StatusOK, desired)
 }
