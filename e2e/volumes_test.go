@@ -104,9 +104,9 @@ func TestVolumesSharedAcrossNodes(t *testing.T) {
 		}
 		return inst
 	}
-	a := launch(`cat /data/data/in/hello.txt > /data/data/a-read.txt && id -G >> /data/data/a-read.txt && echo from-node-a > /data/data/out.txt; `+endsOnTERM)
+	a := launch(`cat /data/data/in/hello.txt > /data/data/a-read.txt && id -G >> /data/data/a-read.txt && echo from-node-a > /data/data/out.txt; ` + endsOnTERM)
 	eventually(t, 60*time.Second, "instance A running", func() bool { return p.instance(a.ID).Status == gpuportal.InstanceRunning })
-	b := launch(`while [ ! -s /data/data/out.txt ]; do sleep 0.2; done; cat /data/data/out.txt > /data/data/b-read.txt; `+endsOnTERM)
+	b := launch(`while [ ! -s /data/data/out.txt ]; do sleep 0.2; done; cat /data/data/out.txt > /data/data/b-read.txt; ` + endsOnTERM)
 	eventually(t, 60*time.Second, "instance B running", func() bool { return p.instance(b.ID).Status == gpuportal.InstanceRunning })
 	if na, nb := p.instance(a.ID).Node, p.instance(b.ID).Node; na == nb {
 		t.Fatalf("both instances on node %s", na)
