@@ -45,7 +45,7 @@ func TestBridgeWorkloadReachesOnlyTheInternet(t *testing.T) {
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
 
-	neighbour := launchIn(t, p, 1, "exec sleep 600", false)
+	neighbour := launchIn(t, p, 1, untilTERM("sleep 600"), false)
 	var neighbourIP string
 	eventually(t, 30*time.Second, "the neighbour's container to have an address", func() bool {
 		out, _ := exec.Command("podman", "ps", "--quiet", "--filter", fmt.Sprintf("label=gpuportal.instance=%d", neighbour.ID),
@@ -75,7 +75,7 @@ if nc -w 2 "$gw" ` + strconv.Itoa(port) + ` < /dev/null > /dev/null 2>&1; then e
 ip route del default > /dev/null 2>&1 && echo changed > "$d/tampered"
 printf 'GET /latest/meta-data/instance-id HTTP/1.0\r\n\r\n' | nc -w 2 127.0.0.1 80 | tail -n 1 > "$d/instance-id"
 echo done > "$d/written"
-exec sleep 600`
+` + untilTERM("sleep 600")
 	inst := launchIn(t, p, 1, probe, false)
 	runDir := filepath.Join(ckpt, fmt.Sprintf("instance-%d", inst.ID))
 	defer func() {

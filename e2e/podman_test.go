@@ -133,6 +133,14 @@ func hostPIDWith(marker string) int {
 	return 0
 }
 
+// untilTERM runs command (a marker the host can find, say) in the
+// background and ends the workload on the stop's SIGTERM: a container's
+// first process ignores the signal unless it traps it, and the stop would
+// wait out its grace.
+func untilTERM(command string) string {
+	return command + " & trap 'kill $! 2> /dev/null; exit 0' TERM; wait"
+}
+
 func readTrim(path string) string {
 	raw, _ := os.ReadFile(path)
 	return strings.TrimSpace(string(raw))
@@ -154,7 +162,7 @@ func TestContainerIsolation(t *testing.T) {
 
 	// The neighbour: a long sleep with a marker the host can find.
 	neighbourMarker := fmt.Sprintf("sleep %d", 8000+os.Getpid()%1000)
-	neighbour := launchIn(t, p, 1, "echo secret > $GPUPORTAL_CHECKPOINT_DIR/secret; exec "+neighbourMarker, false)
+	neighbour := launchIn(t, p, 1, "echo secret > $GPUPORTAL_CHECKPOINT_DIR/secret; "+untilTERM(neighbourMarker), false)
 	eventually(t, 30*time.Second, "the neighbour to run", func() bool { return hostPIDWith(neighbourMarker) != 0 })
 	neighbourPID := hostPIDWith(neighbourMarker)
 	neighbourDir := filepath.Join(ckpt, fmt.Sprintf("instance-%d", neighbour.ID))
@@ -361,7 +369,7 @@ func TestContainerReadoptedByLabel(t *testing.T) {
 	const heartbeat = "5s"
 	ag := startPodmanAgent(t, p, state, ckpt, "--heartbeat", heartbeat)
 	marker := fmt.Sprintf("sleep %d", 10000+os.Getpid()%1000)
-	inst := launchIn(t, p, 1, "echo up; exec "+marker, false)
+	inst := launchIn(t, p, 1, "echo up; "+untilTERM(marker), false)
 	eventually(t, 30*time.Second, "the workload to run", func() bool {
 		return p.instance(inst.ID).Status == gpuportal.InstanceRunning && hostPIDWith(marker) != 0
 	})

@@ -90,11 +90,7 @@ func TestVolumesSharedAcrossNodes(t *testing.T) {
 		t.Errorf("another customer's volume = %d, want 404", st)
 	}
 
-	// Node A reads the upload and writes; node B reads what A wrote. Both
-	// then wait for their stop and end on its SIGTERM (a shell as the
-	// container's first process ignores the signal unless it traps it,
-	// and would wait out the stop's grace).
-	const endsOnTERM = `trap 'exit 0' TERM; while true; do sleep 1; done`
+	// Node A reads the upload and writes; node B reads what A wrote.
 	launch := func(command string) gpuportal.Instance {
 		body, _ := json.Marshal(map[string]any{"kind": "spot", "model": "a100-80g", "region": "cd-1", "count": 8, "command": command,
 			"image": "e2e-busybox", "volumes": []map[string]any{{"id": v.ID}}})
@@ -104,9 +100,9 @@ func TestVolumesSharedAcrossNodes(t *testing.T) {
 		}
 		return inst
 	}
-	a := launch(`cat /data/data/in/hello.txt > /data/data/a-read.txt && id -G >> /data/data/a-read.txt && echo from-node-a > /data/data/out.txt; ` + endsOnTERM)
+	a := launch(`cat /data/data/in/hello.txt > /data/data/a-read.txt && id -G >> /data/data/a-read.txt && echo from-node-a > /data/data/out.txt; ` + untilTERM("sleep 3600"))
 	eventually(t, 60*time.Second, "instance A running", func() bool { return p.instance(a.ID).Status == gpuportal.InstanceRunning })
-	b := launch(`while [ ! -s /data/data/out.txt ]; do sleep 0.2; done; cat /data/data/out.txt > /data/data/b-read.txt; ` + endsOnTERM)
+	b := launch(`while [ ! -s /data/data/out.txt ]; do sleep 0.2; done; cat /data/data/out.txt > /data/data/b-read.txt; ` + untilTERM("sleep 3600"))
 	eventually(t, 60*time.Second, "instance B running", func() bool { return p.instance(b.ID).Status == gpuportal.InstanceRunning })
 	if na, nb := p.instance(a.ID).Node, p.instance(b.ID).Node; na == nb {
 		t.Fatalf("both instances on node %s", na)
