@@ -31,6 +31,13 @@ const (
 	NoteVolumeDeleted       = "volume_deleted"       // a suspended volume was deleted after 15 days
 	NoteIdleStopped         = "idle_stopped"         // an instance stopped by its idle_stop_minutes (Missing: the minutes)
 	NoteBudgetReached       = "budget_reached"       // this month's spend reached a BudgetLevels share of the budget (Budget)
+	// NoteScheduleFailed: one of the scheduler's decisions about the
+	// user's things could not be carried out (Kind: the step, Subject:
+	// what it was about, Reason: why); the rest of the tick went on.
+	NoteScheduleFailed = "schedule_failed"
+	// NoteReservationLaunchFailed: a reservation started, but its launch
+	// spec could not run (Reason); its GPUs are the owner's all the same.
+	NoteReservationLaunchFailed = "reservation_launch_failed"
 )
 
 // NoteKinds is every notification kind: each must render in every
@@ -39,6 +46,7 @@ var NoteKinds = []string{
 	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
 	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
 	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance, NoteReservationLaunched, NoteIdleStopped, NoteBudgetReached,
+	NoteScheduleFailed, NoteReservationLaunchFailed,
 }
 
 // Notification channels.
@@ -78,6 +86,8 @@ type NoteParams struct {
 	ExtendHours int `json:"extend_hours,omitempty"`
 	// Budget is, for a budget notice, the budget and this month's spend.
 	Budget *Budget `json:"budget,omitempty"`
+	// Subject is what a failed scheduler decision was about ("reservation 12").
+	Subject string `json:"subject,omitempty"`
 	// VolumeNames names the volumes a volume notice is about.
 	VolumeNames string `json:"volume_names,omitempty"`
 	// Token is a password reset link's secret (NotePasswordReset only). It

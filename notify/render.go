@@ -126,6 +126,25 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 		m.Subject = T("Reservation #%d has started and its work is launching", p.ReservationID)
 		lines = []string{T("Reservation #%d (%s) started at %s (%s): what you asked to run is starting on its GPUs, until %s.", p.ReservationID, what, when(p.Start), zone, when(p.End))}
 		m.SMS = T("gpuportal: reservation #%d started; your work is launching on its GPUs.", p.ReservationID)
+	case gpuportal.NoteReservationLaunchFailed:
+		link += fmt.Sprintf("/reservations/%d", p.ReservationID)
+		m.Subject = T("Reservation #%d started, but its launch could not run", p.ReservationID)
+		lines = []string{T("Reservation #%d (%s) started at %s (%s) and its GPUs are yours until %s, but what you asked to run on them could not start: %s", p.ReservationID, what, when(p.Start), zone, when(p.End), T(p.Reason)),
+			T("Launch your work from the reservation's page.")}
+		m.SMS = T("gpuportal: reservation #%d started, but its launch could not run; launch it from the reservation's page.", p.ReservationID)
+	case gpuportal.NoteScheduleFailed:
+		switch {
+		case p.ReservationID != 0:
+			link += fmt.Sprintf("/reservations/%d", p.ReservationID)
+		case p.InstanceID != 0:
+			link += fmt.Sprintf("/instances/%d", p.InstanceID)
+		case p.JobID != 0:
+			link += fmt.Sprintf("/jobs/%d", p.JobID)
+		}
+		m.Subject = T("Something due for you could not be done: %s", stepWords(T, p.Kind))
+		lines = []string{T("The platform could not %s (%s): %s", stepWords(T, p.Kind), p.Subject, T(p.Reason)),
+			T("Everything else went on as usual. The operators see this failure too, and it is tried again at the next chance.")}
+		m.SMS = T("gpuportal: something due for you could not be done (%s); see the portal.", stepWords(T, p.Kind))
 	case gpuportal.NoteSpotRebalance:
 		link += "/instances"
 		m.Subject = T("Spot instance #%d: checkpoint soon", p.InstanceID)
@@ -244,3 +263,35 @@ var emailHTML = template.Must(template.New("email").Parse(`<!DOCTYPE html>
 {{range .Lines}}<p>{{.}}</p>
 {{end}}<p><a href="{{.Link}}">{{.Open}}</a></p>
 </body></html>`))
+
+// stepWords says in words what a failed scheduler step was to do (the
+// steps are gpuportal.Step*).
+func stepWords(T func(string, ...any) string, step string) string {
+	switch step {
+	case gpuportal.StepComplete:
+		return T("end your reservation")
+	case gpuportal.StepActivate:
+		return T("start your reservation")
+	case gpuportal.StepLaunch:
+		return T("launch the work of your reservation")
+	case gpuportal.StepLostWork:
+		return T("end your instance on a failed node")
+	case gpuportal.StepReplace:
+		return T("replace your reservation's failed GPUs")
+	case gpuportal.StepBalance:
+		return T("act on your balance")
+	case gpuportal.StepInterrupt:
+		return T("give your spot instance its notice")
+	case gpuportal.StepRebalance:
+		return T("recommend your spot instance checkpoint")
+	case gpuportal.StepPlace:
+		return T("start your instance")
+	case gpuportal.StepTask:
+		return T("start your job's task")
+	case gpuportal.StepWaitlist:
+		return T("act on your waitlist entry")
+	case gpuportal.StepReminder:
+		return T("remind you of your reservation")
+	}
+	return T("carry out a scheduled step")
+}

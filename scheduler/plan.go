@@ -133,6 +133,9 @@ type TickResult struct {
 	// Launched counts the instances reservations started by themselves
 	// (their launch specs); the next tick places them.
 	Launched int
+	// Failed counts the decisions that could not be carried out: each was
+	// rolled back alone and recorded, and the rest of the tick applied.
+	Failed int
 }
 
 // Result counts what a plan does.

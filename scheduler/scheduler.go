@@ -60,6 +60,64 @@ type Scheduler struct {
 	// standby is set while Run waits for another portal's leadership to
 	// end: this portal then neither ticks nor watches the fleet.
 	standby atomic.Bool
+
+	// health is how this portal's ticks have gone (/healthz, /metrics).
+	health tickHealth
+}
+
+// TickHealth is how the ticks of this portal have gone since it started:
+// what /healthz and /metrics report, so that a scheduler that keeps
+// failing is seen (a portal that serves pages but starts no reservation
+// is not healthy).
+type TickHealth struct {
+	Ticks, FailedTicks int64
+	// FailingSince is the wall time of the first of the failed ticks in a
+	// row (zero while the last tick succeeded); LastError is the last
+	// failed tick's error.
+	FailingSince time.Time
+	LastError    string
+	// FailedDecisions counts the decisions that failed alone (rolled back
+	// and recorded; their ticks applied the rest).
+	FailedDecisions int64
+	LastSuccess     time.Time
+}
+
+// FailingFor is how long ticks have failed in a row at wall time now
+// (zero while the last one succeeded).
+func (h TickHealth) FailingFor(now time.Time) time.Duration {
+	if h.FailingSince.IsZero() {
+		return 0
+	}
+	return now.Sub(h.FailingSince)
+}
+
+type tickHealth struct {
+	mu sync.Mutex
+	h  TickHealth
+}
+
+func (t *tickHealth) record(now time.Time, res TickResult, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.h.Ticks++
+	t.h.FailedDecisions += int64(res.Failed)
+	if err != nil {
+		t.h.FailedTicks++
+		t.h.LastError = err.Error()
+		if t.h.FailingSince.IsZero() {
+			t.h.FailingSince = now
+		}
+		return
+	}
+	t.h.FailingSince = time.Time{}
+	t.h.LastSuccess = now
+}
+
+// Health reports how this portal's ticks have gone.
+func (s *Scheduler) Health() TickHealth {
+	s.health.mu.Lock()
+	defer s.health.mu.Unlock()
+	return s.health.h
 }
 
 // LeaderRetry is how often a standby portal tries to take the leadership.
@@ -82,9 +140,13 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) (TickResult, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res, err := s.DB.Tick(ctx, now)
+	s.health.record(s.Wall.Now(), res, err)
 	if err != nil {
 		s.Log.Error("scheduler tick failed", "err", err)
 		return res, err
+	}
+	if res.Failed > 0 {
+		s.Log.Warn("scheduler tick: decisions failed and were skipped (see tick_failures)", "now", now.Format(time.RFC3339), "failed", res.Failed)
 	}
 	if res != (TickResult{}) {
 		s.Log.Info("scheduler tick", "now", now.Format(time.RFC3339), "activated", res.Activated, "completed", res.Completed,

@@ -26,6 +26,9 @@ type applier struct {
 	// given the stop for a balance run out, and those reservations
 	// launched by themselves.
 	balanceStops, launched int
+	// failed counts the decisions that failed, were rolled back to their
+	// savepoints and recorded (decisions.go).
+	failed int
 }
 
 // result counts what the applier did.
@@ -33,6 +36,7 @@ func (a *applier) result() scheduler.TickResult {
 	r := a.applied.Result()
 	r.Interrupted += a.balanceStops
 	r.Launched = a.launched
+	r.Failed = a.failed
 	return r
 }
 
@@ -53,7 +57,13 @@ func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, plan sch
 		{"start job tasks", a.tasks},
 		{"waitlist", a.waitlist},
 		{"reminders", a.reminders},
-		{"volumes", func(ctx context.Context, _ scheduler.Decisions) error { return a.db.billVolumes(ctx, a.tx, a.now) }},
+		{"volumes", a.bookKeeping(gpuportal.StepVolumes, a.db.billVolumes)},
+		// The books after the plan: each a decision of its own too.
+		{"expire top-ups", a.bookKeeping(gpuportal.StepTopUps, a.db.expireTopUps)},
+		{"idle stop", a.bookKeeping(gpuportal.StepIdleStop, func(ctx context.Context, tx *sql.Tx, now time.Time) error { return a.db.stopIdle(ctx, tx, now, &a.nodes) })},
+		{"sample instances", a.bookKeeping(gpuportal.StepSamples, a.db.sampleInstances)},
+		{"roll up rates", a.bookKeeping(gpuportal.StepRollup, a.db.rollup)},
+		{"budget notices", a.bookKeeping(gpuportal.StepBudgets, a.db.budgetNotices)},
 	}
 	for _, step := range steps {
 		if err := step.run(ctx, plan); err != nil {
@@ -63,38 +73,72 @@ func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, plan sch
 	return a.result(), a.nodes, nil
 }
 
+// bookKeeping makes a step over everyone's books (billing volumes, the
+// rates' roll-up) one decision: when it fails, it is recorded and the
+// rest of the tick still applies.
+func (a *applier) bookKeeping(step string, run func(context.Context, *sql.Tx, time.Time) error) func(context.Context, scheduler.Decisions) error {
+	return func(ctx context.Context, _ scheduler.Decisions) error {
+		_, err := a.each(ctx, decision{step: step, subject: step}, func() error { return run(ctx, a.tx, a.now) })
+		return err
+	}
+}
+
 func (a *applier) complete(ctx context.Context, plan scheduler.Decisions) error {
+	var done []int64
 	for _, id := range plan.Complete {
-		if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET status = 'completed' WHERE id = ?`, id); err != nil {
-			return fmt.Errorf("reservation %d: %w", id, err)
+		ok, err := a.each(ctx, a.aboutReservation(ctx, gpuportal.StepComplete, id), func() error { return a.completeOne(ctx, id) })
+		if err != nil {
+			return err
 		}
-		var userID int64
-		var gpuHours int
-		if err := a.tx.QueryRowContext(ctx, `SELECT user_id, count * (end_at - start_at) / 3600 FROM reservations WHERE id = ?`, id).Scan(&userID, &gpuHours); err != nil {
-			return fmt.Errorf("reservation %d: %w", id, err)
-		}
-		if err := a.db.bookedHours(ctx, a.tx, userID, -gpuHours); err != nil {
-			return fmt.Errorf("reservation %d: %w", id, err)
-		}
-		if err := a.db.releaseReservationGPUs(ctx, a.tx, id, a.now, &a.nodes); err != nil {
-			return fmt.Errorf("reservation %d: %w", id, err)
+		if ok {
+			done = append(done, id)
 		}
 	}
+	a.applied.Complete = done
 	return nil
 }
 
+func (a *applier) completeOne(ctx context.Context, id int64) error {
+	if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET status = 'completed' WHERE id = ?`, id); err != nil {
+		return err
+	}
+	var userID int64
+	var gpuHours int
+	if err := a.tx.QueryRowContext(ctx, `SELECT user_id, count * (end_at - start_at) / 3600 FROM reservations WHERE id = ?`, id).Scan(&userID, &gpuHours); err != nil {
+		return err
+	}
+	if err := a.db.bookedHours(ctx, a.tx, userID, -gpuHours); err != nil {
+		return err
+	}
+	return a.db.releaseReservationGPUs(ctx, a.tx, id, a.now, &a.nodes)
+}
+
+// activate starts each reservation due; its own launch spec, if any, is
+// a decision of its own: a launch that cannot run (a suspended volume, an
+// image gone) leaves the reservation started and its owner told.
 func (a *applier) activate(ctx context.Context, plan scheduler.Decisions) error {
+	var done []scheduler.Assignment
 	for _, as := range plan.Activate {
-		if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET status = 'active' WHERE id = ?`, as.ReservationID); err != nil {
-			return fmt.Errorf("reservation %d: %w", as.ReservationID, err)
+		about := a.aboutReservation(ctx, gpuportal.StepActivate, as.ReservationID)
+		ok, err := a.each(ctx, about, func() error {
+			if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET status = 'active' WHERE id = ?`, as.ReservationID); err != nil {
+				return err
+			}
+			return a.assign(ctx, as)
+		})
+		if err != nil {
+			return err
 		}
-		if err := a.assign(ctx, as); err != nil {
-			return fmt.Errorf("reservation %d: %w", as.ReservationID, err)
+		if !ok {
+			continue
 		}
-		if err := a.startLaunch(ctx, as.ReservationID); err != nil {
-			return fmt.Errorf("reservation %d: its launch: %w", as.ReservationID, err)
+		done = append(done, as)
+		about.step = gpuportal.StepLaunch
+		if _, err := a.each(ctx, about, func() error { return a.startLaunch(ctx, as.ReservationID) }); err != nil {
+			return err
 		}
 	}
+	a.applied.Activate = done
 	return nil
 }
 
@@ -116,52 +160,72 @@ func (a *applier) assign(ctx context.Context, as scheduler.Assignment) error {
 }
 
 func (a *applier) lostWork(ctx context.Context, plan scheduler.Decisions) error {
+	var done []scheduler.Outcome
 	for _, o := range plan.LostWork {
-		i, err := instanceFor(ctx, a.tx, nil, o.InstanceID)
+		ok, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepLostWork, o.InstanceID), func() error { return a.lostWorkOne(ctx, o) })
 		if err != nil {
 			return err
 		}
-		errText := "node failure: the node stopped responding"
-		if o.Status == gpuportal.InstanceInterrupted {
-			errText = "node failure"
-		}
-		if o.Notice {
-			if err := a.db.interrupt(ctx, a.tx, i, gpuportal.ReasonNodeFailure, a.now, a.now, 0); err != nil {
-				return fmt.Errorf("instance %d: %w", i.ID, err)
-			}
-		}
-		if err := a.db.finishAttempt(ctx, a.tx, i, o.Status, nil, errText, false, endNodeLost, a.now); err != nil {
-			return fmt.Errorf("instance %d: %w", i.ID, err)
-		}
-		// Restarted, it waits for its old node to confirm the old attempt
-		// gone: during a partition that attempt may still run (and write
-		// its checkpoint directory).
-		if _, err := a.tx.ExecContext(ctx, `UPDATE instances SET unconfirmed_node = ?, unconfirmed_since = ? WHERE id = ? AND status = 'pending'`,
-			i.Node, a.db.Wall.Now().Unix(), i.ID); err != nil {
-			return fmt.Errorf("instance %d: %w", i.ID, err)
+		if ok {
+			done = append(done, o)
 		}
 	}
+	a.applied.LostWork = done
 	return nil
 }
 
-func (a *applier) replace(ctx context.Context, plan scheduler.Decisions) error {
-	for _, as := range plan.Replace {
-		if _, err := a.tx.ExecContext(ctx, `DELETE FROM reservation_gpus WHERE reservation_id = ? AND gpu_uuid IN
-			(SELECT g.uuid FROM gpus g JOIN nodes nd ON nd.id = g.node_id WHERE nd.online = 0 OR g.healthy = 0)`, as.ReservationID); err != nil {
-			return fmt.Errorf("reservation %d: %w", as.ReservationID, err)
-		}
-		if err := a.assign(ctx, as); err != nil {
-			return fmt.Errorf("reservation %d: %w", as.ReservationID, err)
+func (a *applier) lostWorkOne(ctx context.Context, o scheduler.Outcome) error {
+	i, err := instanceFor(ctx, a.tx, nil, o.InstanceID)
+	if err != nil {
+		return err
+	}
+	errText := "node failure: the node stopped responding"
+	if o.Status == gpuportal.InstanceInterrupted {
+		errText = "node failure"
+	}
+	if o.Notice {
+		if err := a.db.interrupt(ctx, a.tx, i, gpuportal.ReasonNodeFailure, a.now, a.now, 0); err != nil {
+			return err
 		}
 	}
+	if err := a.db.finishAttempt(ctx, a.tx, i, o.Status, nil, errText, false, endNodeLost, a.now); err != nil {
+		return err
+	}
+	// Restarted, it waits for its old node to confirm the old attempt
+	// gone: during a partition that attempt may still run (and write
+	// its checkpoint directory).
+	_, err = a.tx.ExecContext(ctx, `UPDATE instances SET unconfirmed_node = ?, unconfirmed_since = ? WHERE id = ? AND status = 'pending'`,
+		i.Node, a.db.Wall.Now().Unix(), i.ID)
+	return err
+}
+
+func (a *applier) replace(ctx context.Context, plan scheduler.Decisions) error {
+	var done []scheduler.Assignment
+	for _, as := range plan.Replace {
+		ok, err := a.each(ctx, a.aboutReservation(ctx, gpuportal.StepReplace, as.ReservationID), func() error {
+			if _, err := a.tx.ExecContext(ctx, `DELETE FROM reservation_gpus WHERE reservation_id = ? AND gpu_uuid IN
+				(SELECT g.uuid FROM gpus g JOIN nodes nd ON nd.id = g.node_id WHERE nd.online = 0 OR g.healthy = 0)`, as.ReservationID); err != nil {
+				return err
+			}
+			return a.assign(ctx, as)
+		})
+		if err != nil {
+			return err
+		}
+		if ok {
+			done = append(done, as)
+		}
+	}
+	a.applied.Replace = done
 	return nil
 }
 
 func (a *applier) balances(ctx context.Context, plan scheduler.Decisions) error {
 	var policies gpuportal.Policies
 	for _, b := range plan.Balance {
-		if err := a.balance(ctx, b, &policies); err != nil {
-			return fmt.Errorf("user %d: %w", b.UserID, err)
+		about := decision{step: gpuportal.StepBalance, subject: fmt.Sprintf("account %d (%s)", b.UserID, b.Action), userID: b.UserID}
+		if _, err := a.each(ctx, about, func() error { return a.balance(ctx, b, &policies) }); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -209,27 +273,43 @@ func (a *applier) balance(ctx context.Context, b scheduler.BalanceAction, polici
 }
 
 func (a *applier) interrupt(ctx context.Context, plan scheduler.Decisions) error {
+	var done []scheduler.Interruption
 	for _, in := range plan.Interrupt {
-		i, err := instanceFor(ctx, a.tx, nil, in.InstanceID)
+		ok, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepInterrupt, in.InstanceID), func() error {
+			i, err := instanceFor(ctx, a.tx, nil, in.InstanceID)
+			if err != nil {
+				return err
+			}
+			if err := a.db.interrupt(ctx, a.tx, i, in.Reason, a.now, in.Deadline, in.Grace); err != nil {
+				return err
+			}
+			a.nodes = append(a.nodes, in.Node)
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		if err := a.db.interrupt(ctx, a.tx, i, in.Reason, a.now, in.Deadline, in.Grace); err != nil {
-			return fmt.Errorf("instance %d: %w", i.ID, err)
+		if ok {
+			done = append(done, in)
 		}
-		a.nodes = append(a.nodes, in.Node)
 	}
+	a.applied.Interrupt = done
 	return nil
 }
 
 func (a *applier) place(ctx context.Context, plan scheduler.Decisions) error {
 	var placed []scheduler.Placement
 	for _, pl := range plan.Place {
-		ok, err := a.placeOne(ctx, pl)
+		var fits bool
+		ok, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepPlace, pl.InstanceID), func() error {
+			var err error
+			fits, err = a.placeOne(ctx, pl)
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("instance %d: %w", pl.InstanceID, err)
+			return err
 		}
-		if ok {
+		if ok && fits {
 			placed = append(placed, pl)
 		}
 	}
@@ -304,22 +384,32 @@ func (a *applier) placeOne(ctx context.Context, pl scheduler.Placement) (bool, e
 func (a *applier) tasks(ctx context.Context, plan scheduler.Decisions) error {
 	var started []scheduler.TaskStart
 	for _, t := range plan.Tasks {
-		ok, err := a.startTask(ctx, t)
+		var fits bool
+		about := a.aboutJob(ctx, gpuportal.StepTask, t.JobID)
+		about.subject = fmt.Sprintf("task %d of job %d", t.TaskIndex, t.JobID)
+		ok, err := a.each(ctx, about, func() error {
+			var err error
+			fits, err = a.startTask(ctx, t)
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("task %d of job %d: %w", t.TaskIndex, t.JobID, err)
+			return err
 		}
-		if ok {
+		if ok && fits {
 			started = append(started, t)
 		}
 	}
 	a.applied.Tasks = started
 	for _, id := range plan.UnpaidJobs {
-		j, err := jobFor(ctx, a.tx, nil, id)
+		_, err := a.each(ctx, a.aboutJob(ctx, gpuportal.StepJobUnpaid, id), func() error {
+			j, err := jobFor(ctx, a.tx, nil, id)
+			if err != nil {
+				return err
+			}
+			return a.db.noteJobUnpaid(ctx, a.tx, j, a.now)
+		})
 		if err != nil {
 			return err
-		}
-		if err := a.db.noteJobUnpaid(ctx, a.tx, j, a.now); err != nil {
-			return fmt.Errorf("job %d: %w", id, err)
 		}
 	}
 	return nil
@@ -375,26 +465,30 @@ func (a *applier) startTask(ctx context.Context, t scheduler.TaskStart) (bool, e
 
 func (a *applier) reminders(ctx context.Context, plan scheduler.Decisions) error {
 	for _, rm := range plan.Reminders {
-		flag := "reminded_start"
-		if rm.Kind == gpuportal.NoteReservationEnds {
-			flag = "reminded_end"
-		}
-		r, err := reservationFor(ctx, a.tx, nil, rm.ReservationID)
-		if err != nil {
+		if _, err := a.each(ctx, a.aboutReservation(ctx, gpuportal.StepReminder, rm.ReservationID), func() error { return a.remind(ctx, rm) }); err != nil {
 			return err
-		}
-		if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET `+flag+` = 1 WHERE id = ?`, r.ID); err != nil {
-			return fmt.Errorf("reservation %d: %w", r.ID, err)
-		}
-		params := gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region, Count: r.Count, Start: r.Start, End: r.End}
-		if rm.Kind == gpuportal.NoteReservationEnds {
-			params.ExtendHours = a.db.extendableHours(ctx, a.tx, r)
-		}
-		if err := a.db.notify(ctx, a.tx, r.UserID, rm.Kind, params); err != nil {
-			return fmt.Errorf("reservation %d: %w", r.ID, err)
 		}
 	}
 	return nil
+}
+
+func (a *applier) remind(ctx context.Context, rm scheduler.Reminder) error {
+	flag := "reminded_start"
+	if rm.Kind == gpuportal.NoteReservationEnds {
+		flag = "reminded_end"
+	}
+	r, err := reservationFor(ctx, a.tx, nil, rm.ReservationID)
+	if err != nil {
+		return err
+	}
+	if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET `+flag+` = 1 WHERE id = ?`, r.ID); err != nil {
+		return err
+	}
+	params := gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region, Count: r.Count, Start: r.Start, End: r.End}
+	if rm.Kind == gpuportal.NoteReservationEnds {
+		params.ExtendHours = a.db.extendableHours(ctx, a.tx, r)
+	}
+	return a.db.notify(ctx, a.tx, r.UserID, rm.Kind, params)
 }
 
 // rebalance posts each recommendation once: the instance's metadata
@@ -403,26 +497,33 @@ func (a *applier) reminders(ctx context.Context, plan scheduler.Decisions) error
 // does nothing).
 func (a *applier) rebalance(ctx context.Context, plan scheduler.Decisions) error {
 	for _, r := range plan.Rebalance {
-		res, err := a.tx.ExecContext(ctx, `UPDATE instances SET rebalance_at = ? WHERE id = ? AND rebalance_at IS NULL AND status IN ('pending', 'running')`, unix(a.now), r.InstanceID)
-		if err != nil {
-			return fmt.Errorf("instance %d: %w", r.InstanceID, err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			continue
-		}
-		i, err := instanceFor(ctx, a.tx, nil, r.InstanceID)
-		if err != nil {
+		if _, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepRebalance, r.InstanceID), func() error { return a.recommendRebalance(ctx, r) }); err != nil {
 			return err
 		}
-		if i.JobID == nil {
-			if err := a.db.notifyInApp(ctx, a.tx, i.UserID, gpuportal.NoteSpotRebalance, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Kind: i.Kind}); err != nil {
-				return err
-			}
-		}
-		if err := bumpNode(ctx, a.tx, r.Node); err != nil {
-			return err
-		}
-		a.nodes = append(a.nodes, r.Node)
 	}
+	return nil
+}
+
+func (a *applier) recommendRebalance(ctx context.Context, r scheduler.Recommendation) error {
+	res, err := a.tx.ExecContext(ctx, `UPDATE instances SET rebalance_at = ? WHERE id = ? AND rebalance_at IS NULL AND status IN ('pending', 'running')`, unix(a.now), r.InstanceID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	i, err := instanceFor(ctx, a.tx, nil, r.InstanceID)
+	if err != nil {
+		return err
+	}
+	if i.JobID == nil {
+		if err := a.db.notifyInApp(ctx, a.tx, i.UserID, gpuportal.NoteSpotRebalance, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Kind: i.Kind}); err != nil {
+			return err
+		}
+	}
+	if err := bumpNode(ctx, a.tx, r.Node); err != nil {
+		return err
+	}
+	a.nodes = append(a.nodes, r.Node)
 	return nil
 }

@@ -189,3 +189,7 @@ func (db *DB) JournalSizeLimit(ctx context.Context) (int64, error) {
 
 // LeaderKey is the advisory lock key of the scheduler's leadership.
 func (db *DB) LeaderKey() int64 { return db.leaderKey }
+
+// FailDecisionsForTest makes the tick's applier fail the decisions fail
+// names (returning an error for them), as if their own writes had failed.
+func (db *DB) FailDecisionsForTest(fail func(step, subject string) error) { db.decisionFault = fail }

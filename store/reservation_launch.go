@@ -104,17 +104,18 @@ func (db *DB) launchOnReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.
 }
 
 // startLaunch runs a reservation's own launch spec at its start (the
-// tick that activates it) and tells its owner.
+// tick that activates it) and tells its owner. It is a decision of its
+// own (StepLaunch): when it fails, its owner is told why.
 func (a *applier) startLaunch(ctx context.Context, reservationID int64) error {
 	r, err := reservationFor(ctx, a.tx, nil, reservationID)
 	if err != nil || r.Launch == nil {
 		return err
 	}
+	// A launch that cannot run (the image left the catalog, a volume is
+	// suspended) fails this decision alone: the reservation has started,
+	// and its owner is told why and launches by hand (decisions.go).
 	ids, err := a.db.launchOnReservation(ctx, a.tx, r, *r.Launch)
 	if err != nil {
-		if gpuportal.ErrorCode(err) == gpuportal.EINVALID {
-			return nil // the image left the catalog since the booking: the owner launches by hand
-		}
 		return err
 	}
 	if len(ids) == 0 {

@@ -15,9 +15,11 @@ type TickResult = scheduler.TickResult
 
 // Tick does whatever is due by now, in one transaction: it loads a
 // snapshot of what may be due (loadSnapshot), lets the planner decide
-// (scheduler.Plan) and applies the decisions (applyPlan); then it keeps
-// the books (lapsed top-ups, the rates' daily roll-up, budget notices). It is idempotent:
-// a second tick at the same time does nothing.
+// (scheduler.Plan) and applies the decisions (applyPlan), which then keeps
+// the books (lapsed top-ups, the rates' daily roll-up, budget notices).
+// Each decision is applied in a savepoint of its own: one that fails is
+// recorded and the rest commits (decisions.go). It is idempotent: a
+// second tick at the same time does nothing.
 func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 	var res TickResult
 	var nodes []string
@@ -29,21 +31,6 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 		res, nodes, err = db.applyPlan(ctx, tx, now, scheduler.Plan(snap, now))
 		if err != nil {
 			return named("apply plan", err)
-		}
-		if err := db.expireTopUps(ctx, tx, now); err != nil {
-			return fmt.Errorf("expire top-ups: %w", err)
-		}
-		if err := db.stopIdle(ctx, tx, now, &nodes); err != nil {
-			return fmt.Errorf("idle stop: %w", err)
-		}
-		if err := db.sampleInstances(ctx, tx, now); err != nil {
-			return named("sample instances", err)
-		}
-		if err := db.rollup(ctx, tx, now); err != nil {
-			return fmt.Errorf("roll up rates: %w", err)
-		}
-		if err := db.budgetNotices(ctx, tx, now); err != nil {
-			return fmt.Errorf("budget notices: %w", err)
 		}
 		return nil
 	})

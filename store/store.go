@@ -71,6 +71,9 @@ type DB struct {
 
 	// gpuLists keeps the pools' usable GPUs between ticks (gpulists.go).
 	gpuLists gpuLists
+
+	// decisionFault fails chosen tick decisions (tests only; decisions.go).
+	decisionFault decisionFault
 }
 
 // Open opens the database named by dsn: a SQLite file path (created if

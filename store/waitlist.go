@@ -344,15 +344,19 @@ func everPaidIn(ctx context.Context, q queryer, userID int64) (bool, error) {
 func (a *applier) waitlist(ctx context.Context, plan scheduler.Decisions) error {
 	var done []scheduler.WaitlistAction
 	for _, act := range plan.Waitlist {
-		w, err := waitFor(ctx, a.tx, nil, act.EntryID)
+		var carried bool
+		ok, err := a.each(ctx, a.aboutWaitlistEntry(ctx, act.EntryID), func() error {
+			w, err := waitFor(ctx, a.tx, nil, act.EntryID)
+			if err != nil {
+				return err
+			}
+			carried, err = a.waitlistEntry(ctx, w, act)
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		ok, err := a.waitlistEntry(ctx, w, act)
-		if err != nil {
-			return fmt.Errorf("entry %d: %w", w.ID, err)
-		}
-		if ok {
+		if ok && carried {
 			done = append(done, act)
 		}
 	}

@@ -8,6 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"gpuportal"
+	"gpuportal/scheduler"
 )
 
 type httpMetrics struct {
@@ -65,4 +68,28 @@ func metricMethod(m string) string {
 
 func (s *Server) handleMetrics() echo.HandlerFunc {
 	return echo.WrapHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+}
+
+// registerTickMetrics exports how the scheduler's ticks go: a tick that
+// fails as a whole starts no reservation for anyone, and a decision that
+// fails alone leaves one customer's thing undone (tick_failures has it).
+func registerTickMetrics(reg *prometheus.Registry, sched Scheduler, wall gpuportal.Clock) {
+	counter := func(name, help string, read func(h scheduler.TickHealth) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(read(sched.Health())) })
+	}
+	reg.MustRegister(
+		counter("gpuportal_scheduler_ticks_total", "Scheduler ticks this portal ran.", func(h scheduler.TickHealth) int64 { return h.Ticks }),
+		counter("gpuportal_scheduler_tick_failures_total", "Scheduler ticks that failed as a whole (nothing of them applied).", func(h scheduler.TickHealth) int64 { return h.FailedTicks }),
+		counter("gpuportal_scheduler_failed_decisions_total", "Scheduler decisions that failed alone: rolled back, recorded in tick_failures, their owners told; the rest of their ticks applied.",
+			func(h scheduler.TickHealth) int64 { return h.FailedDecisions }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gpuportal_scheduler_failing_seconds", Help: "How long the scheduler's ticks have failed in a row (0 while the last one succeeded)."},
+			func() float64 { return sched.Health().FailingFor(wall.Now()).Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gpuportal_scheduler_last_success_timestamp_seconds", Help: "When the last scheduler tick succeeded (Unix time; 0: none yet)."},
+			func() float64 {
+				if at := sched.Health().LastSuccess; !at.IsZero() {
+					return float64(at.Unix())
+				}
+				return 0
+			}),
+	)
 }

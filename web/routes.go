@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -218,6 +219,7 @@ func (s *Server) routes() {
 	api.POST("/admin/users/:id/credit", s.apiAdminCredit, requireAdmin)
 	api.PUT("/admin/users/:id", s.apiUpdateAccount, requireAdmin)
 	api.GET("/admin/audit", s.apiAudit, requireAdmin)
+	api.GET("/admin/tick-failures", s.apiTickFailures, requireAdmin)
 	api.GET("/admin/nodes", s.apiNodes, requireAdmin)
 	api.POST("/admin/nodes/:id/drain", s.apiDrain, requireAdmin)
 	api.POST("/admin/nodes/:id/rotate-token", s.apiRotateNodeToken, requireAdmin)
@@ -271,21 +273,37 @@ func compress() echo.MiddlewareFunc {
 }
 
 func (s *Server) handleHealth(c echo.Context) error {
-	if err := s.db.Ping(c.Request().Context()); err != nil {
+	ctx := c.Request().Context()
+	if err := s.db.Ping(ctx); err != nil {
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 	}
-	if !s.db.WritesHealthy(c.Request().Context()) {
+	if !s.db.WritesHealthy(ctx) {
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "database": s.db.Dialect(), "reason": "writes fail: the database disk is full or failing"})
 	}
-	health := map[string]string{"status": "ok", "database": s.db.Dialect()}
+	health := map[string]any{"status": "ok", "database": s.db.Dialect()}
 	if s.cfg.Scheduler != nil {
 		health["scheduler"] = "standby" // another portal on the database runs it
 		if s.cfg.Scheduler.Leading() {
 			health["scheduler"] = "leader"
 		}
+		// Decisions that failed alone in the last hour: the platform runs,
+		// but someone's thing was left undone (GET /admin/tick-failures).
+		if failed, err := s.db.TickFailures(ctx, s.cfg.Clock.Now().Add(-time.Hour), 1000); err == nil {
+			health["failed_decisions_last_hour"] = len(failed)
+		}
+		if h := s.cfg.Scheduler.Health(); h.FailingFor(s.cfg.WallClock.Now()) >= TicksFailingUnhealthy {
+			health["status"] = "unavailable"
+			health["reason"] = "scheduler ticks fail: " + h.LastError
+			return c.JSON(http.StatusServiceUnavailable, health)
+		}
 	}
 	return c.JSON(http.StatusOK, health)
 }
+
+// TicksFailingUnhealthy is how long the scheduler's ticks may fail in a
+// row before /healthz says so (503): three of cron's minutes, so one
+// passing failure (a lost connection) is not an outage.
+var TicksFailingUnhealthy = 3 * time.Minute
 
 // securityHeaders: no framing, no sniffing, and a CSP that allows only our
 // own scripts and styles.

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"gpuportal/scheduler"
 	"log/slog"
 	"net"
 	"net/http"
@@ -91,6 +92,8 @@ type Scheduler interface {
 	// portals on PostgreSQL run one between them).
 	Leading() bool
 	Advance(ctx context.Context, clock *gpuportal.ManualClock, to time.Time) error
+	// Health is how this portal's ticks have gone (/healthz, /metrics).
+	Health() scheduler.TickHealth
 }
 
 // Server is the portal's HTTP server.
@@ -172,6 +175,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			}
 			return 0
 		}))
+		registerTickMetrics(s.registry, cfg.Scheduler, cfg.WallClock)
 	}
 	s.http = &http.Server{
 		Handler:           s,

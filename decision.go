@@ -1,0 +1,28 @@
+package gpuportal
+
+// The scheduler applies each of a tick's decisions on its own (DESIGN §8):
+// one that fails is rolled back alone, recorded and its owner told, and
+// the rest of the tick applies. These name the steps a failed decision
+// belongs to; notices render each in words.
+const (
+	StepComplete  = "complete reservation"
+	StepActivate  = "start reservation"
+	StepLaunch    = "launch on reservation"
+	StepLostWork  = "end work on a failed node"
+	StepReplace   = "replace reservation GPUs"
+	StepBalance   = "balance"
+	StepInterrupt = "interrupt"
+	StepRebalance = "rebalance recommendation"
+	StepPlace     = "place instance"
+	StepTask      = "start job task"
+	StepJobUnpaid = "job unpaid notice"
+	StepWaitlist  = "waitlist"
+	StepReminder  = "reminder"
+	StepVolumes   = "bill volumes"
+	// The book-keeping after the plan, one decision each.
+	StepTopUps   = "expire top-ups"
+	StepIdleStop = "idle stop"
+	StepSamples  = "sample instances"
+	StepRollup   = "roll up rates"
+	StepBudgets  = "budget notices"
+)
