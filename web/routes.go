@@ -15,9 +15,10 @@ import (
 func (s *Server) routes() {
 	e := s.echo
 	// Bodies are small, but for files uploaded into a volume (streamed to
-	// its storage, bounded by its free space).
+	// its storage, bounded by its free space) by a signed-in user
+	// (limitAnonymousUploads keeps the limit for anyone else).
 	bodyLimit := middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: "2M", Skipper: isVolumeUpload})
-	e.Use(s.measure, middleware.Recover(), s.logRequests, bodyLimit, s.securityHeaders, compress())
+	e.Use(removeParsedForms, s.measure, middleware.Recover(), s.logRequests, bodyLimit, s.securityHeaders, compress())
 	e.GET("/healthz", s.handleHealth)
 	e.GET("/metrics", s.handleMetrics(), s.metricsAllowed)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticFiles())))
@@ -31,7 +32,7 @@ func (s *Server) routes() {
 	e.POST("/api/v1/payments/:provider/webhook", s.apiPaymentWebhook)
 
 	// Everything below knows who is asking.
-	app := e.Group("", s.authenticate, s.checkCSRF)
+	app := e.Group("", s.authenticate, limitAnonymousUploads, s.checkCSRF)
 
 	// Pages.
 	app.GET("/", s.handleHome)

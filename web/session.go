@@ -8,6 +8,9 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"strings"
 
@@ -269,12 +272,90 @@ func (s *Server) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		want := csrfToken(c)
 		got := c.Request().Header.Get(csrfHeader)
-		if got == "" && !isAPI(c) {
+		if got == "" && !isAPI(c) && want != "" {
+			// A multipart body is never parsed here: parsing spools its
+			// files to disk before anyone knows who sent them. The file
+			// manager's upload form carries its token as its first part,
+			// which the handler checks before it reads a byte of a file
+			// (checkFormCSRF); no other form is multipart.
+			if isMultipart(c.Request()) {
+				if !isVolumeUpload(c) {
+					return errCSRF
+				}
+				c.Set(csrfPendingKey, want)
+				return next(c)
+			}
 			got = c.FormValue(csrfField)
 		}
-		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "The form has expired or did not come from this site. Please reload the page and try again.")
+		if !sameToken(got, want) {
+			return errCSRF
 		}
+		return next(c)
+	}
+}
+
+var errCSRF = gpuportal.Errorf(gpuportal.EFORBIDDEN, "The form has expired or did not come from this site. Please reload the page and try again.")
+
+// csrfPendingKey holds, for a multipart form, the session's CSRF token
+// that its first part must carry (checkFormCSRF).
+const csrfPendingKey = "csrf_pending"
+
+func sameToken(got, want string) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+func isMultipart(r *http.Request) bool {
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return strings.HasPrefix(mediaType, "multipart/")
+}
+
+// checkFormCSRF checks a multipart form whose CSRF token checkCSRF left
+// to the handler: its first part must be the token field. Read at most a
+// token's length: nothing of a file is read before the check.
+func checkFormCSRF(c echo.Context, mr *multipart.Reader) error {
+	want, pending := c.Get(csrfPendingKey).(string)
+	if !pending {
+		return nil // the header carried the token, already checked
+	}
+	part, err := mr.NextPart()
+	if err != nil || part.FormName() != csrfField {
+		return errCSRF
+	}
+	got, err := io.ReadAll(io.LimitReader(part, 256))
+	if err != nil || !sameToken(string(got), want) {
+		return errCSRF
+	}
+	return nil
+}
+
+// limitAnonymousUploads gives an upload route's body the ordinary limit
+// until the request is known to come from a user: the global body limit
+// lifts it for uploads (their files stream into volumes), and a body is
+// only worth taking from someone signed in.
+func limitAnonymousUploads(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if isVolumeUpload(c) && currentUser(c) == nil {
+			r := c.Request()
+			r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBody)
+		}
+		return next(c)
+	}
+}
+
+// maxFormBody is the body limit of every request but a signed-in user's
+// upload (routes.go).
+const maxFormBody = 2 << 20
+
+// removeParsedForms removes the temporary files of any multipart form
+// parsed while serving the request. net/http does this only for the
+// request it handed out, and the middlewares work on copies of it.
+func removeParsedForms(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		defer func() {
+			if f := c.Request().MultipartForm; f != nil {
+				_ = f.RemoveAll()
+			}
+		}()
 		return next(c)
 	}
 }

@@ -508,6 +508,9 @@ func (s *Server) handleUploadForm(c echo.Context) error {
 	if err != nil {
 		return gpuportal.Errorf(gpuportal.EINVALID, "Choose a file to upload.")
 	}
+	if err := checkFormCSRF(c, mr); err != nil {
+		return err
+	}
 	f, err := s.openVolumeFiles(c, id)
 	if err != nil {
 		return err
