@@ -60,7 +60,9 @@ func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, plan sch
 		{"volumes", a.bookKeeping(gpuportal.StepVolumes, a.db.billVolumes)},
 		// The books after the plan: each a decision of its own too.
 		{"expire top-ups", a.bookKeeping(gpuportal.StepTopUps, a.db.expireTopUps)},
-		{"idle stop", a.bookKeeping(gpuportal.StepIdleStop, func(ctx context.Context, tx *sql.Tx, now time.Time) error { return a.db.stopIdle(ctx, tx, now, &a.nodes) })},
+		{"idle stop", a.bookKeeping(gpuportal.StepIdleStop, func(ctx context.Context, tx *sql.Tx, now time.Time) error {
+			return a.db.stopIdle(ctx, tx, now, &a.nodes)
+		})},
 		{"sample instances", a.bookKeeping(gpuportal.StepSamples, a.db.sampleInstances)},
 		{"roll up rates", a.bookKeeping(gpuportal.StepRollup, a.db.rollup)},
 		{"budget notices", a.bookKeeping(gpuportal.StepBudgets, a.db.budgetNotices)},

@@ -147,7 +147,6 @@ func (db *DB) TickFailures(ctx context.Context, since time.Time, limit int) ([]T
 	}, `SELECT step, subject, user_id, error, first_at, last_at, times FROM tick_failures WHERE last_at >= ? ORDER BY last_at DESC, id DESC LIMIT ?`, unix(since), limit)
 }
 
-
 // aboutReservation names a decision about a reservation, with its owner
 // when the row can be read (a decision about a row that cannot is still
 // made, and fails on its own).
