@@ -268,7 +268,12 @@ func (db *DB) closeDownAccount(ctx context.Context, tx *sql.Tx, userID int64, no
 			return err
 		}
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'cancelled', note = 'account disabled' WHERE user_id = ? AND status IN ('waiting', 'offered')`, userID)
+	if _, err := tx.ExecContext(ctx, `UPDATE waitlist_entries SET status = 'cancelled', note = 'account disabled' WHERE user_id = ? AND status IN ('waiting', 'offered')`, userID); err != nil {
+		return err
+	}
+	// Its bookings keep their GPUs (they are paid), but run nothing by
+	// themselves at their start.
+	_, err = tx.ExecContext(ctx, `UPDATE reservations SET launch_json = NULL WHERE user_id = ? AND status IN ('confirmed', 'active') AND launch_json IS NOT NULL`, userID)
 	return err
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gpuportal"
+	"gpuportal/store"
 	"gpuportal/store/storetest"
 )
 
@@ -242,5 +243,45 @@ func TestEveryDecisionThatDoesNotFailApplies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// (issue 44, item 8) A disabled account runs nothing: its booking starts
+// (it is paid) but its launch spec does not run, and an instance of it
+// still pending (a write that raced the close-down) never places.
+func TestDisabledAccountLaunchesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreateUser(t, db, "gone@example.com", gpuportal.RoleCustomer)
+	start := storetest.Epoch.Add(2 * time.Hour)
+	r, err := db.Book(ctx, u, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 2, Start: start, End: start.Add(4 * time.Hour),
+		Launch: &gpuportal.LaunchSpec{Command: "mine"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yes := true
+	if _, err := db.UpdateAccount(ctx, &gpuportal.User{Role: gpuportal.RoleAdmin}, u.ID, store.AccountUpdate{Disabled: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.Reservation(ctx, admin, r.ID); got.Launch != nil {
+		t.Errorf("the disabled account's booking keeps its launch spec: %+v", got.Launch)
+	}
+	if res := tick(t, db, clock, start); res.Activated != 1 || res.Launched != 0 {
+		t.Errorf("the start of a disabled account's booking: %+v; want it started and nothing launched", res)
+	}
+	// An instance written as the account closed down stays pending.
+	other := storetest.MustCreateUser(t, db, "racer@example.com", gpuportal.RoleCustomer)
+	i, err := db.Launch(ctx, other, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "sleep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.MarkDisabledForTest(ctx, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, start.Add(time.Minute))
+	if got := getInstance(t, db, i.ID); got.Node != "" || got.Status != gpuportal.InstancePending {
+		t.Errorf("a disabled account's pending instance was placed: %+v", got)
 	}
 }

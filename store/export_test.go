@@ -193,3 +193,10 @@ func (db *DB) LeaderKey() int64 { return db.leaderKey }
 // FailDecisionsForTest makes the tick's applier fail the decisions fail
 // names (returning an error for them), as if their own writes had failed.
 func (db *DB) FailDecisionsForTest(fail func(step, subject string) error) { db.decisionFault = fail }
+
+// MarkDisabledForTest sets an account disabled without closing it down,
+// as a write that raced the close-down would leave it.
+func (db *DB) MarkDisabledForTest(ctx context.Context, userID int64) error {
+	_, err := db.write.ExecContext(ctx, `UPDATE users SET disabled_at = ? WHERE id = ?`, unix(db.now()), userID)
+	return err
+}

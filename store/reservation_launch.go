@@ -111,6 +111,12 @@ func (a *applier) startLaunch(ctx context.Context, reservationID int64) error {
 	if err != nil || r.Launch == nil {
 		return err
 	}
+	// A disabled account runs nothing (its launch specs were cleared when
+	// it was closed down; this holds for any set since).
+	var disabled bool
+	if err := a.tx.QueryRowContext(ctx, `SELECT disabled_at IS NOT NULL FROM users WHERE id = ?`, r.UserID).Scan(&disabled); err != nil || disabled {
+		return err
+	}
 	// A launch that cannot run (the image left the catalog, a volume is
 	// suspended) fails this decision alone: the reservation has started,
 	// and its owner is told why and launches by hand (decisions.go).

@@ -393,13 +393,15 @@ func repeatArg(n int) string {
 }
 
 // loadPending reads the instances waiting for a place: reserved ones
-// first, then on-demand, then spot, oldest first.
+// first, then on-demand, then spot, oldest first. A disabled account's
+// never place (its account was closed down; nothing of it runs).
 func (db *DB) loadPending(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
 	list, err := scanAll(ctx, q, func(r *sql.Rows, i *scheduler.PendingInstance) error {
 		return r.Scan(&i.ID, &i.UserID, &i.Kind, &i.Pool.Model, &i.Pool.Region, &i.Count, &i.ReservationID, &i.LastNode, &i.Restarts)
 	}, `SELECT id, user_id, kind, model_id, region_id, count, coalesce(reservation_id, 0), coalesce(last_node_id, ''), restarts
 		FROM instances WHERE status = 'pending' AND node_id IS NULL AND stop_requested_at IS NULL
 		AND (unconfirmed_node IS NULL OR unconfirmed_since <= ?)
+		AND NOT EXISTS (SELECT 1 FROM users u WHERE u.id = instances.user_id AND u.disabled_at IS NOT NULL)
 		ORDER BY CASE kind WHEN 'reserved' THEN 0 WHEN 'on_demand' THEN 1 ELSE 2 END, id`, db.Wall.Now().Add(-gpuportal.FenceTimeout).Unix())
 	if err != nil {
 		return err
