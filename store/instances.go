@@ -262,6 +262,17 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if err := req.ValidateIdleStop(); err != nil {
 			return err
 		}
+		// What the launch names (its image, its volumes) is checked
+		// before capacity and money: a launch that can never run says
+		// why, not "no capacity".
+		image, err := imageForLaunch(ctx, tx, req.Image)
+		if err != nil {
+			return named("find the image", err)
+		}
+		mounts, err := db.resolveMounts(ctx, tx, user.ID, req.Region, req.Volumes)
+		if err != nil {
+			return named("find the volumes", err)
+		}
 		price := policy.HourPrice(*model, req.Kind)
 		if req.Kind == gpuportal.KindSpot {
 			pl, err := db.livePool(ctx, tx, scheduler.PoolKey{Model: req.Model, Region: req.Region}, now,
@@ -296,14 +307,6 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		var resID sql.NullInt64
 		if req.ReservationID != nil {
 			resID = sql.NullInt64{Int64: *req.ReservationID, Valid: true}
-		}
-		image, err := imageForLaunch(ctx, tx, req.Image)
-		if err != nil {
-			return named("find the image", err)
-		}
-		mounts, err := db.resolveMounts(ctx, tx, user.ID, req.Region, req.Volumes)
-		if err != nil {
-			return named("find the volumes", err)
 		}
 		id, err := insertInstance(ctx, tx, user.ID, req, resID, price, image.Reference, now)
 		if err != nil {

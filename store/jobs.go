@@ -63,6 +63,15 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 		if err != nil {
 			return named("read catalog entry", err)
 		}
+		// What the job names is checked before quota and money.
+		image, err := imageForLaunch(ctx, tx, req.Image)
+		if err != nil {
+			return named("image for launch", err)
+		}
+		mounts, err := db.resolveMounts(ctx, tx, user.ID, req.Region, req.Volumes)
+		if err != nil {
+			return named("resolve mounts", err)
+		}
 		if err := db.lockAccount(ctx, tx, user.ID); err != nil {
 			return named("lock account", err)
 		}
@@ -77,14 +86,6 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 		}
 		if err := db.requireLaunchFunds(ctx, tx, user.ID, price*gpuportal.Fen(req.GPUsPerTask), db.now()); err != nil {
 			return err
-		}
-		image, err := imageForLaunch(ctx, tx, req.Image)
-		if err != nil {
-			return named("image for launch", err)
-		}
-		mounts, err := db.resolveMounts(ctx, tx, user.ID, req.Region, req.Volumes)
-		if err != nil {
-			return named("resolve mounts", err)
 		}
 		if err := tx.QueryRowContext(ctx, `INSERT INTO jobs (user_id, name, model_id, region_id, gpus_per_task, task_count, command, image, kind, max_parallel,
 			on_demand_workers, max_attempts, list_price_fen, status, created_at, volumes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) RETURNING id`,

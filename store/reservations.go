@@ -141,6 +141,22 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 	if err := gpuportal.ValidateBooking(req, policy, now.In(db.Location)); err != nil {
 		return nil, err
 	}
+	// What its launch names is checked before credit, quota and capacity:
+	// a booking whose launch can never run says so, not "full".
+	var launchJSON sql.NullString
+	if req.Launch != nil {
+		if err := req.Launch.Validate(); err != nil {
+			return nil, err
+		}
+		if _, err := imageForLaunch(ctx, tx, req.Launch.Image); err != nil {
+			return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "launch.image", "Unknown image %q; GET /api/v1/images lists them.", req.Launch.Image)
+		}
+		if _, err := db.resolveMounts(ctx, tx, userID, req.Region, req.Launch.Volumes); err != nil {
+			return nil, err
+		}
+		raw, _ := json.Marshal(req.Launch)
+		launchJSON = sql.NullString{String: string(raw), Valid: true}
+	}
 	if err := db.checkCredit(ctx, tx, userID, policy, now); err != nil {
 		return nil, err
 	}
@@ -160,20 +176,6 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 	}
 	if err := db.takeCapacity(ctx, tx, req.Model, req.Region, req.Start, req.End, req.Count, capacity, db.Location); err != nil {
 		return nil, err
-	}
-	var launchJSON sql.NullString
-	if req.Launch != nil {
-		if err := req.Launch.Validate(); err != nil {
-			return nil, err
-		}
-		if _, err := imageForLaunch(ctx, tx, req.Launch.Image); err != nil {
-			return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "launch.image", "Unknown image %q; GET /api/v1/images lists them.", req.Launch.Image)
-		}
-		if _, err := db.resolveMounts(ctx, tx, userID, req.Region, req.Launch.Volumes); err != nil {
-			return nil, err
-		}
-		raw, _ := json.Marshal(req.Launch)
-		launchJSON = sql.NullString{String: string(raw), Valid: true}
 	}
 	quote := gpuportal.QuoteFor(*model, req.Count, req.Start, req.End, policy, db.Location)
 	quoteJSON, _ := json.Marshal(quote)

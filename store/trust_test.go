@@ -446,3 +446,62 @@ func TestRevenueIsChargesLessRefunds(t *testing.T) {
 		t.Fatalf("revenue = %v, want only reservations %s", o.Revenue, kept.Price)
 	}
 }
+
+// (issue 44, item 15) A request that can never succeed says so before
+// capacity and money: another customer's volume or an unknown image in a
+// launch, a booking's launch or a job is its own error, not "no
+// capacity" or "top up".
+func TestReferencesAreCheckedBeforeCapacityAndMoney(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	owner := storetest.MustCreateUser(t, db, "owner@example.com", gpuportal.RoleCustomer)
+	vol, err := db.CreateVolume(ctx, owner, gpuportal.VolumeRequest{Name: "theirs", Region: "cd-1", SizeGiB: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The region is full.
+	if _, err := db.Launch(ctx, owner, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 8, Command: "sleep"}); err != nil {
+		t.Fatal(err)
+	}
+	rich := storetest.MustCreateUser(t, db, "rich@example.com", gpuportal.RoleCustomer)
+	poor := storetest.MustCreatePoorUser(t, db, "poor@example.com", gpuportal.RoleCustomer)
+	theirs := []gpuportal.VolumeMount{{ID: vol.ID}}
+	start := storetest.Epoch.Add(2 * time.Hour)
+	for _, tt := range []struct {
+		name string
+		do   func() error
+	}{
+		{"on-demand launch in a full region", func() error {
+			_, err := db.Launch(ctx, rich, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x", Volumes: theirs})
+			return err
+		}},
+		{"spot launch in a full region", func() error {
+			_, err := db.Launch(ctx, rich, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x", Volumes: theirs})
+			return err
+		}},
+		{"launch with no money", func() error {
+			_, err := db.Launch(ctx, poor, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x", Volumes: theirs})
+			return err
+		}},
+		{"booking of a full hour", func() error {
+			_, err := db.Book(ctx, rich, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 1, Start: start, End: start.Add(4 * time.Hour),
+				Launch: &gpuportal.LaunchSpec{Command: "x", Volumes: theirs}})
+			return err
+		}},
+		{"job with no money", func() error {
+			_, err := db.CreateJob(ctx, poor, gpuportal.JobRequest{Name: "j", Model: "a100-80g", Region: "cd-1", GPUsPerTask: 1, Tasks: 1, MaxParallel: 1, Command: "x",
+				Kind: gpuportal.JobSpot, Volumes: theirs})
+			return err
+		}},
+	} {
+		err := tt.do()
+		if gpuportal.ErrorCode(err) != gpuportal.EINVALID || !strings.HasPrefix(gpuportal.ErrorField(err), "volumes[0]") {
+			t.Errorf("%s naming another customer's volume: %v; want invalid_input on volumes[0].id", tt.name, err)
+		}
+	}
+	if _, err := db.Launch(ctx, poor, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x", Image: "no-such-image"}); gpuportal.ErrorCode(err) != gpuportal.EINVALID {
+		t.Errorf("a launch with no money in an unknown image: %v; want invalid_input", err)
+	}
+}
