@@ -23,6 +23,7 @@ import (
 type AppBackend interface {
 	SettingOrInit(ctx context.Context, key string, init func() string) (string, error)
 	RedeemAppToken(ctx context.Context, token string, instanceID int64, port int) (int64, error)
+	UserByID(ctx context.Context, id int64) (*gpuportal.User, error)
 }
 
 // Names on an app's origin.
@@ -48,6 +49,10 @@ type AppProxy struct {
 	key     []byte
 	proxy   *httputil.ReverseProxy
 	log     *slog.Logger
+	// IsHTTPS says whether a request came over HTTPS (here, or at a
+	// proxy the portal trusts): the app cookie is Secure then. Default:
+	// TLS on this connection.
+	IsHTTPS func(*http.Request) bool
 }
 
 // NewAppProxy makes the proxy for apps under domain (e.g. "localhost",
@@ -69,7 +74,8 @@ func NewAppProxy(ctx context.Context, hub *Hub, backend AppBackend, domain strin
 	if err != nil {
 		return nil, fmt.Errorf("app proxy key: %w", err)
 	}
-	p := &AppProxy{hub: hub, backend: backend, Domain: strings.ToLower(strings.Trim(domain, ".")), key: key, log: log}
+	p := &AppProxy{hub: hub, backend: backend, Domain: strings.ToLower(strings.Trim(domain, ".")), key: key, log: log,
+		IsHTTPS: func(r *http.Request) bool { return r.TLS != nil }}
 	transport := &http.Transport{
 		DialContext:         p.dial,
 		MaxIdleConnsPerHost: 4,
@@ -88,6 +94,10 @@ func NewAppProxy(ctx context.Context, hub *Hub, backend AppBackend, domain strin
 			pr.Out.Host = pr.In.Host // apps (Jupyter) check Origin against Host
 			pr.SetXForwarded()
 			stripCookie(pr.Out, appCookie)
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			ownCookiesOnly(resp.Header)
+			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			id, port, _ := p.Match(r.Host)
@@ -140,20 +150,24 @@ func (p *AppProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	if r.URL.Path == appOpenPath {
 		uid, err := p.backend.RedeemAppToken(r.Context(), r.URL.Query().Get("token"), id, port)
+		var u *gpuportal.User
+		if err == nil {
+			u, err = p.activeUser(r.Context(), uid)
+		}
 		if err != nil {
 			http.Error(w, "gpuportal: "+gpuportal.ErrorMessage(err), http.StatusForbidden)
 			return
 		}
 		exp := time.Now().Add(appCookieTTL).Unix()
-		http.SetCookie(w, &http.Cookie{Name: appCookie, Value: p.sign(uid, id, port, exp), Path: "/", HttpOnly: true,
-			SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil, MaxAge: int(appCookieTTL / time.Second)})
+		http.SetCookie(w, &http.Cookie{Name: appCookie, Value: p.sign(uid, id, port, exp, u.SessionVersion), Path: "/", HttpOnly: true,
+			SameSite: http.SameSiteLaxMode, Secure: p.IsHTTPS(r), MaxAge: int(appCookieTTL / time.Second)})
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
 	c, err := r.Cookie(appCookie)
 	uid, valid := int64(0), false
 	if err == nil {
-		uid, valid = p.verify(c.Value, id, port)
+		uid, valid = p.verify(r.Context(), c.Value, id, port)
 	}
 	if !valid {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -164,30 +178,76 @@ func (p *AppProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), appUserKey{}, uid)))
 }
 
-// sign makes the app cookie: who, which instance and port, until when.
-func (p *AppProxy) sign(uid, id int64, port int, exp int64) string {
-	msg := fmt.Sprintf("%d.%d.%d.%d", uid, id, port, exp)
+// sign makes the app cookie: who (at which session version), which
+// instance and port, until when.
+func (p *AppProxy) sign(uid, id int64, port int, exp, version int64) string {
+	msg := fmt.Sprintf("%d.%d.%d.%d.%d", uid, id, port, exp, version)
 	m := hmac.New(sha256.New, p.key)
 	m.Write([]byte(msg))
 	return msg + "." + hex.EncodeToString(m.Sum(nil))
 }
 
-func (p *AppProxy) verify(value string, id int64, port int) (int64, bool) {
+// verify checks an app cookie: signed by a portal, for this instance and
+// port, not expired — and its user still active at the session version
+// it was made at, so a password change, a logout everywhere or a
+// disabled account ends it as it ends the portal's sessions.
+func (p *AppProxy) verify(ctx context.Context, value string, id int64, port int) (int64, bool) {
 	parts := strings.Split(value, ".")
-	if len(parts) != 5 {
+	if len(parts) != 6 {
 		return 0, false
 	}
 	uid, err1 := strconv.ParseInt(parts[0], 10, 64)
 	cid, err2 := strconv.ParseInt(parts[1], 10, 64)
 	cport, err3 := strconv.Atoi(parts[2])
 	exp, err4 := strconv.ParseInt(parts[3], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || cid != id || cport != port || time.Now().Unix() > exp {
+	version, err5 := strconv.ParseInt(parts[4], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil || cid != id || cport != port || time.Now().Unix() > exp {
 		return 0, false
 	}
-	if !hmac.Equal([]byte(p.sign(uid, cid, cport, exp)), []byte(value)) {
+	if !hmac.Equal([]byte(p.sign(uid, cid, cport, exp, version)), []byte(value)) {
+		return 0, false
+	}
+	u, err := p.activeUser(ctx, uid)
+	if err != nil || u.SessionVersion != version {
 		return 0, false
 	}
 	return uid, true
+}
+
+// activeUser is the user uid, unless the account is gone or disabled.
+func (p *AppProxy) activeUser(ctx context.Context, uid int64) (*gpuportal.User, error) {
+	u, err := p.backend.UserByID(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	if u.Disabled {
+		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This account is disabled; contact support.")
+	}
+	return u, nil
+}
+
+// ownCookiesOnly keeps an app's cookies on its own host: a Set-Cookie
+// with Domain= (the proxy domain, or a parent of it) would reach every
+// other app and, where the portal shares a parent domain, the portal
+// itself — an app could sign its owner's portal pages into another
+// account. Domain goes; so does a cookie that would shadow the proxy's
+// own, and one that does not parse.
+func ownCookiesOnly(h http.Header) {
+	lines := h.Values("Set-Cookie")
+	if len(lines) == 0 {
+		return
+	}
+	h.Del("Set-Cookie")
+	for _, line := range lines {
+		c, err := http.ParseSetCookie(line)
+		if err != nil || c.Name == appCookie {
+			continue
+		}
+		c.Domain = ""
+		if v := c.String(); v != "" {
+			h.Add("Set-Cookie", v)
+		}
+	}
 }
 
 // dial opens a session to the port the pool key names.

@@ -23,6 +23,18 @@ type fakeBackend struct {
 	opened []gpuportal.SessionRequest
 	closed []string
 	seen   []string
+	// user 7, as UserByID answers it (the app proxy's checks).
+	version  int64
+	disabled bool
+}
+
+func (f *fakeBackend) UserByID(_ context.Context, id int64) (*gpuportal.User, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id != 7 {
+		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "User %d not found.", id)
+	}
+	return &gpuportal.User{ID: 7, SessionVersion: f.version, Disabled: f.disabled}, nil
 }
 
 func (f *fakeBackend) SettingOrInit(_ context.Context, _ string, init func() string) (string, error) {
@@ -153,7 +165,8 @@ func TestHubJoinsASessionToItsAgentStream(t *testing.T) {
 // The app proxy reads only its own hosts, signs cookies that name one
 // user, instance and port, and strips its cookie before the app.
 func TestAppProxyHostsAndCookies(t *testing.T) {
-	p, err := NewAppProxy(context.Background(), NewHub(&fakeBackend{}, "", nil), &fakeBackend{}, "apps.example.com", nil)
+	backend := &fakeBackend{}
+	p, err := NewAppProxy(context.Background(), NewHub(backend, "", nil), backend, "apps.example.com", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,22 +193,25 @@ func TestAppProxyHostsAndCookies(t *testing.T) {
 		t.Errorf("OpenURL = %s", got)
 	}
 	exp := time.Now().Add(time.Hour).Unix()
-	cookie := p.sign(7, 12, 8888, exp)
-	if uid, ok := p.verify(cookie, 12, 8888); !ok || uid != 7 {
+	ctx := context.Background()
+	cookie := p.sign(7, 12, 8888, exp, 0)
+	if uid, ok := p.verify(ctx, cookie, 12, 8888); !ok || uid != 7 {
 		t.Errorf("a good cookie: %d %v", uid, ok)
 	}
 	for name, bad := range map[string]string{
 		"another port":     cookie,
 		"tampered user":    strings.Replace(cookie, "7.", "8.", 1),
-		"expired":          p.sign(7, 12, 8888, time.Now().Add(-time.Minute).Unix()),
-		"another instance": p.sign(7, 13, 8888, exp),
+		"expired":          p.sign(7, 12, 8888, time.Now().Add(-time.Minute).Unix(), 0),
+		"another instance": p.sign(7, 13, 8888, exp, 0),
+		"older version":    p.sign(7, 12, 8888, exp, -1),
+		"unknown user":     p.sign(9, 12, 8888, exp, 0),
 		"garbage":          "x",
 	} {
 		port := 8888
 		if name == "another port" {
 			port = 8889
 		}
-		if _, ok := p.verify(bad, 12, port); ok {
+		if _, ok := p.verify(ctx, bad, 12, port); ok {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -214,6 +230,50 @@ func TestAppProxyHostsAndCookies(t *testing.T) {
 	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/" || !strings.Contains(set, appCookie+"=") || strings.Contains(strings.ToLower(set), "domain=") || !strings.Contains(set, "HttpOnly") {
 		t.Errorf("redeem: %d %v", rec.Code, rec.Header())
 	}
+	// (issue 44, items 10 and 11) Behind a TLS-terminating proxy the
+	// portal trusts, the cookie is Secure; a password change (the session
+	// version moves on) or a disabled account ends it.
+	p.IsHTTPS = func(r *http.Request) bool { return r.Header.Get("X-Forwarded-Proto") == "https" }
+	behindTLS := httptest.NewRequest("GET", "http://12-8888.apps.example.com/__gpuportal/open?token=good", nil)
+	behindTLS.Header.Set("X-Forwarded-Proto", "https")
+	rec = httptest.NewRecorder()
+	p.ServeHTTP(rec, behindTLS)
+	if set := rec.Header().Get("Set-Cookie"); !strings.Contains(set, "Secure") {
+		t.Errorf("behind TLS, the app cookie is not Secure: %q", set)
+	}
+	backend.mu.Lock()
+	backend.version = 1
+	backend.mu.Unlock()
+	if _, ok := p.verify(ctx, cookie, 12, 8888); ok {
+		t.Error("the app cookie outlived a password change")
+	}
+	backend.mu.Lock()
+	backend.disabled = true
+	backend.mu.Unlock()
+	if _, ok := p.verify(ctx, p.sign(7, 12, 8888, exp, 1), 12, 8888); ok {
+		t.Error("the app cookie works for a disabled account")
+	}
+	rec = httptest.NewRecorder()
+	p.ServeHTTP(rec, httptest.NewRequest("GET", "http://12-8888.apps.example.com/__gpuportal/open?token=good", nil))
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("a disabled account redeemed a token: %d", rec.Code)
+	}
+
+	// (issue 44, item 9) An app's cookies stay on its host: Domain= goes
+	// (it could reach the portal under a shared parent domain), and a
+	// cookie that would shadow the proxy's own is dropped.
+	h := http.Header{}
+	h.Add("Set-Cookie", "gpuportal_session=attacker; Domain=example.com; Path=/")
+	h.Add("Set-Cookie", "_xsrf=abc; Domain=.apps.example.com; Path=/; HttpOnly")
+	h.Add("Set-Cookie", appCookie+"=forged; Path=/")
+	h.Add("Set-Cookie", "theme=dark")
+	ownCookiesOnly(h)
+	got := strings.Join(h.Values("Set-Cookie"), "\n")
+	if strings.Contains(strings.ToLower(got), "domain") || strings.Contains(got, "forged") || !strings.Contains(got, "_xsrf=abc") || !strings.Contains(got, "theme=dark") ||
+		!strings.Contains(got, "gpuportal_session=attacker; Path=/") {
+		t.Errorf("an app's cookies after the proxy: %q", got)
+	}
+
 	req := httptest.NewRequest("GET", "/", nil)
 	req.Header.Set("Cookie", appCookie+"=secret; _xsrf=keep; theme=dark")
 	stripCookie(req, appCookie)

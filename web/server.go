@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -112,6 +113,9 @@ type Server struct {
 	stripe     *stripeProvider // nil: no Stripe
 	hub        *sessions.Hub
 	apps       *sessions.AppProxy
+	// sessionCookie is the session cookie's name (secureSessionCookie
+	// behind TLS).
+	sessionCookie string
 }
 
 // New builds the server and its routes.
@@ -150,20 +154,27 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:      cfg,
-		db:       cfg.DB,
-		log:      cfg.Logger,
-		echo:     echo.New(),
-		sessions: sessions,
-		hub:      cfg.Hub,
-		apps:     apps,
-		whatIfs:  whatIfRuns{days: cmp.Or(cfg.WhatIfDays, whatIfDays)},
-		limiter:  newLimiter(cfg.WallClock),
-		registry: prometheus.NewRegistry(),
+		cfg:           cfg,
+		db:            cfg.DB,
+		log:           cfg.Logger,
+		echo:          echo.New(),
+		sessions:      sessions,
+		hub:           cfg.Hub,
+		apps:          apps,
+		sessionCookie: sessionCookie,
+		whatIfs:       whatIfRuns{days: cmp.Or(cfg.WhatIfDays, whatIfDays)},
+		limiter:       newLimiter(cfg.WallClock),
+		registry:      prometheus.NewRegistry(),
 	}
 	if cfg.Stripe != nil {
 		s.stripe = newStripeProvider(*cfg.Stripe)
 	}
+	if strings.HasPrefix(cfg.PublicURL, "https://") {
+		s.sessionCookie = secureSessionCookie
+	}
+	// The app cookie is Secure when the request came over HTTPS, here or
+	// at a proxy this portal trusts.
+	apps.IsHTTPS = s.requestIsHTTPS
 	s.metrics = newHTTPMetrics(s.registry)
 	if cfg.Scheduler != nil {
 		s.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -24,6 +24,11 @@ import (
 
 const (
 	sessionCookie = "gpuportal_session"
+	// secureSessionCookie is its name when the portal is served over
+	// HTTPS (PublicURL): a __Host- cookie is Secure, for this host alone
+	// and path /, so no other site under the same registrable domain (an
+	// app's origin, say) can set or overwrite it.
+	secureSessionCookie = "__Host-gpuportal_session"
 	sessionMaxAge = 14 * 24 * 3600
 	csrfField     = "_csrf"
 	csrfHeader    = "X-CSRF-Token"
@@ -124,8 +129,8 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 				}
 				r.user, r.byToken = u, true
 			}
-		} else if _, err := c.Request().Cookie(sessionCookie); err == nil || !isAPI(c) {
-			sess, _ := s.sessions.cookies.Get(c.Request(), sessionCookie) // a bad cookie yields a new session
+		} else if _, err := c.Request().Cookie(s.sessionCookie); err == nil || !isAPI(c) {
+			sess, _ := s.sessions.cookies.Get(c.Request(), s.sessionCookie) // a bad cookie yields a new session
 			r.session = sess
 			if uid, ok := sess.Values["uid"].(int64); ok {
 				u, err := s.db.UserByID(ctx, uid)
@@ -188,7 +193,7 @@ func (s *Server) saveSession(c echo.Context) {
 func (s *Server) logIn(c echo.Context, u *gpuportal.User) {
 	r := reqOf(c)
 	if r.session == nil {
-		r.session, _ = s.sessions.cookies.New(c.Request(), sessionCookie)
+		r.session, _ = s.sessions.cookies.New(c.Request(), s.sessionCookie)
 	}
 	r.session.Values["uid"] = u.ID
 	r.session.Values["sv"] = u.SessionVersion
@@ -386,5 +391,10 @@ func requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 // isHTTPS reports whether the request came over HTTPS: TLS here, or a
 // trusted proxy's X-Forwarded-Proto (anyone else's is not believed).
 func (s *Server) isHTTPS(c echo.Context) bool {
-	return c.IsTLS() || (s.fromTrustedProxy(c.Request()) && c.Request().Header.Get("X-Forwarded-Proto") == "https")
+	return s.requestIsHTTPS(c.Request())
+}
+
+// requestIsHTTPS is isHTTPS for a plain request (the app proxy's).
+func (s *Server) requestIsHTTPS(r *http.Request) bool {
+	return r.TLS != nil || (s.fromTrustedProxy(r) && r.Header.Get("X-Forwarded-Proto") == "https")
 }

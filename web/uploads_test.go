@@ -2,10 +2,13 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -96,4 +99,41 @@ func TestRefusedUploadsLeaveNothingOnDisk(t *testing.T) {
 		t.Errorf("an upload with the page's token = %d, want the no-node 503", st)
 	}
 	leftovers("a signed-in upload")
+}
+
+// (issue 44, item 9) Behind TLS the portal's session cookie is a __Host-
+// cookie (Secure, this host alone, path /): no app under a shared parent
+// domain can set or overwrite it. Over plain HTTP (the demo) it keeps its
+// name.
+func TestSessionCookieIsHostOnlyBehindTLS(t *testing.T) {
+	t.Parallel()
+	db, clock := storetest.Open(t)
+	srv := httptest.NewUnstartedServer(nil)
+	s, err := New(context.Background(), Config{PublicURL: "https://" + srv.Listener.Addr().String(), DB: db, Clock: clock, WallClock: gpuportal.RealClock{},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = s
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	resp, err := srv.Client().Get(srv.URL + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	set := resp.Header.Get("Set-Cookie")
+	if !strings.HasPrefix(set, secureSessionCookie+"=") || !strings.Contains(set, "Secure") || !strings.Contains(set, "Path=/") || strings.Contains(strings.ToLower(set), "domain=") {
+		t.Errorf("the session cookie behind TLS: %q", set)
+	}
+	plain := newTestEnv(t).browser()
+	req, _ := http.NewRequest(http.MethodGet, plain.base+"/login", nil)
+	resp, err = plain.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if set := resp.Header.Get("Set-Cookie"); !strings.HasPrefix(set, sessionCookie+"=") {
+		t.Errorf("the session cookie over plain HTTP: %q", set)
+	}
 }
