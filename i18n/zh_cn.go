@@ -1447,4 +1447,5 @@ var zhCN = map[string]string{
 	"remind you of your reservation": "提醒您的预订",
 	"carry out a scheduled step": "执行一项计划中的操作",
 	"an internal error (the operators have been alerted)": "内部错误（已通知运维人员）",
+	"warning: %s is plain http:// to another machine: your password and token cross the network unencrypted. Use https://.": "警告：%s 是通往另一台机器的明文 http://：您的密码和令牌将以未加密方式在网络上传输。请使用 https://。",
 }

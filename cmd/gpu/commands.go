@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +28,7 @@ type cli struct {
 	getenv func(string) string
 	stdin  io.Reader
 	out    io.Writer
+	errOut io.Writer // warnings
 	lang   string
 	json   bool
 	http   *http.Client
@@ -183,6 +186,9 @@ func (c *cli) login(args []string) error {
 		return usageError{c.T("give the portal's --url and either --email (the password is read from stdin) or an API --token")}
 	}
 	cfg := config{URL: *url, Token: *token}
+	if plainHTTPToAnotherHost(*url) {
+		fmt.Fprintln(c.errOut, c.T("warning: %s is plain http:// to another machine: your password and token cross the network unencrypted. Use https://.", *url))
+	}
 	if *email != "" {
 		raw, _ := io.ReadAll(io.LimitReader(c.stdin, 4096))
 		password := strings.TrimRight(string(raw), "\r\n")
@@ -205,15 +211,56 @@ func (c *cli) login(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
 	raw, _ := json.MarshalIndent(cfg, "", "  ")
-	if err := os.WriteFile(p, raw, 0o600); err != nil {
+	if err := writePrivateFile(p, raw); err != nil {
 		return err
 	}
 	fmt.Fprintln(c.out, c.T("Logged in to %s as %s.", cfg.URL, me.Email))
 	return nil
+}
+
+// writePrivateFile replaces the file at p with data, readable by its
+// owner alone: written to a new 0600 file beside it and renamed over it,
+// so an existing file's wider mode is never kept and a crash leaves the
+// old file or the new one, never half of one.
+func writePrivateFile(p string, data []byte) error {
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".gpu-config-*") // 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // a no-op once renamed
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), p)
+}
+
+// plainHTTPToAnotherHost reports whether url is http:// to a host that is
+// not this machine's loopback: a login there sends the password and the
+// token in the clear.
+func plainHTTPToAnotherHost(raw string) bool {
+	u, err := neturl.Parse(raw)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
 }
 
 func (c *cli) models(args []string) error {

@@ -62,7 +62,7 @@ var commands = []command{
 }
 
 func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{getenv: getenv, stdin: stdin, out: stdout, lang: langOf(getenv)}
+	c := &cli{getenv: getenv, stdin: stdin, out: stdout, errOut: stderr, lang: langOf(getenv)}
 	// --json anywhere before "--" (after it, everything is the command's).
 	var rest []string
 	for k, a := range args {

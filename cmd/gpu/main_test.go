@@ -209,3 +209,37 @@ func TestCLIBookJobsAndVolumes(t *testing.T) {
 		t.Fatalf("completion: %+v", r)
 	}
 }
+
+// (issue 44, item 13) The kept token is the owner's alone even when the
+// config file existed with a wider mode (it is written anew and renamed
+// over it); a login over plain http:// to another machine warns.
+func TestCLIConfigStaysPrivate(t *testing.T) {
+	url := portalFor(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cli.json")
+	if err := os.WriteFile(path, []byte(`{"url":"x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"GPU_CONFIG": path, "LANG": "en_US.UTF-8"}
+	r := gpu(t, env, storetest.Password+"\n", "login", "--url", url, "--email", "alice@example.com")
+	if r.code != exitOK {
+		t.Fatalf("login: %+v", r)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the kept token over a 0644 file: %v %v", st, err)
+	}
+	if strings.Contains(r.stderr, "warning") {
+		t.Errorf("a loopback login warned: %q", r.stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("files left beside the config: %v", entries)
+	}
+	for raw, want := range map[string]bool{
+		"http://portal.example.com": true, "http://203.0.113.7:8080": true, "https://portal.example.com": false,
+		"http://127.0.0.1:8080": false, "http://localhost:8080": false, "http://[::1]:8080": false, "http://x.localhost": false,
+	} {
+		if got := plainHTTPToAnotherHost(raw); got != want {
+			t.Errorf("plainHTTPToAnotherHost(%q) = %v", raw, got)
+		}
+	}
+}
