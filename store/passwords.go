@@ -95,18 +95,34 @@ func (db *DB) RequestPasswordReset(ctx context.Context, email string) error {
 		return gpuportal.Errorf(gpuportal.ECONFLICT, "This portal cannot send email; please ask an administrator for a password reset link.")
 	}
 	u, err := db.UserByEmail(ctx, email)
-	if gpuportal.ErrorCode(err) == gpuportal.ENOTFOUND || (err == nil && !u.EmailVerified) {
-		return nil // the same answer: an unverified address is written nothing
+	if gpuportal.ErrorCode(err) == gpuportal.ENOTFOUND {
+		return nil // the same answer
 	} else if err != nil {
 		return err
 	}
+	// An address never verified gets the link too (whoever missed the
+	// first mail is not locked out; following the link verifies it), but
+	// at most PasswordResetsPerHour of them: a sign-up with somebody
+	// else's address cannot make the portal flood it.
 	return db.inTx(ctx, "request password reset", func(tx *sql.Tx) error {
+		var recent int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM notifications WHERE user_id = ? AND kind = ? AND created_at >= ?`,
+			u.ID, gpuportal.NotePasswordReset, db.Wall.Now().Add(-time.Hour).Unix()).Scan(&recent); err != nil {
+			return err
+		}
+		if recent >= PasswordResetsPerHour {
+			return nil // the same answer again
+		}
 		// Email only: the link must not sit in the in-app list or an SMS
 		// log. The row carries no secret: the dispatcher makes the link
 		// (PasswordResetLink) as it sends.
 		return db.addToOutbox(ctx, tx, u.ID, gpuportal.NotePasswordReset, "{}", gpuportal.ChannelEmail, u.Email, "pending")
 	})
 }
+
+// PasswordResetsPerHour bounds the reset links one account is emailed in
+// an hour.
+const PasswordResetsPerHour = 3
 
 // PasswordResetLink makes a one-time reset link for a user now, for the
 // dispatcher to send (its token exists only in the email).
@@ -184,6 +200,12 @@ func (db *DB) ResetPassword(ctx context.Context, token, password string) (*gpupo
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return errResetGone // a second use racing the first
+		}
+		// A link that came by email (not one an admin handed over) proves
+		// the address is theirs.
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET email_verified_at = ? WHERE id = ? AND email_verified_at IS NULL
+			AND EXISTS (SELECT 1 FROM password_resets WHERE token_hash = ? AND created_by IS NULL)`, unix(db.Wall.Now()), u.ID, gpuportal.HashSecret(token)); err != nil {
+			return err
 		}
 		// Whoever needed a reset may have lost more than the password:
 		// every API token ends too.
