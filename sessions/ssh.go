@@ -40,6 +40,9 @@ type Gateway struct {
 	// Fingerprint is the host key's, as ssh-keygen -l prints it.
 	Fingerprint string
 
+	// limits admits connections per address (sshlimits.go).
+	limits *doorLimits
+
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  map[net.Conn]struct{}
@@ -60,7 +63,8 @@ func NewGateway(ctx context.Context, hub *Hub, backend Backend, log *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("SSH host key: %w", err)
 	}
-	g := &Gateway{hub: hub, backend: backend, log: log, Fingerprint: ssh.FingerprintSHA256(signer.PublicKey()), conns: map[net.Conn]struct{}{}}
+	g := &Gateway{hub: hub, backend: backend, log: log, Fingerprint: ssh.FingerprintSHA256(signer.PublicKey()), conns: map[net.Conn]struct{}{},
+		limits: newDoorLimits(time.Now)}
 	g.config = &ssh.ServerConfig{
 		Config: ssh.Config{
 			// AES-GCM first and chacha20-poly1305 left out: OpenSSH takes
@@ -162,7 +166,12 @@ func (g *Gateway) Serve(l net.Listener) error {
 		g.mu.Unlock()
 		go func() {
 			defer g.wg.Done()
-			g.serveConn(c)
+			host := hostOf(c.RemoteAddr())
+			if handshaken, ok := g.limits.admit(host, handshakeTimeout); ok {
+				g.serveConn(c, host, handshaken)
+			} else {
+				_ = c.Close() // over its address's limits: not a byte read
+			}
 			g.mu.Lock()
 			delete(g.conns, c)
 			g.mu.Unlock()
@@ -172,6 +181,7 @@ func (g *Gateway) Serve(l net.Listener) error {
 
 // Close stops accepting and drops every connection.
 func (g *Gateway) Close() error {
+	g.limits.close()
 	g.mu.Lock()
 	g.closed = true
 	if g.ln != nil {
@@ -185,11 +195,16 @@ func (g *Gateway) Close() error {
 	return nil
 }
 
-func (g *Gateway) serveConn(c net.Conn) {
+func (g *Gateway) serveConn(c net.Conn, host string, handshaken func()) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
 	conn, chans, reqs, err := ssh.NewServerConn(c, g.config)
+	handshaken()
 	if err != nil {
+		var authErr *ssh.ServerAuthError
+		if errors.As(err, &authErr) {
+			g.limits.failed(host)
+		}
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
