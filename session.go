@@ -19,7 +19,16 @@ const (
 
 // Limits on sessions.
 const (
+	// MaxSessionsPerUser bounds a user's customer connections open at
+	// once (an SSH connection, a web terminal, an app's connections).
 	MaxSessionsPerUser = 20
+	// MaxStreamsPerConnection bounds the streams one of them holds (SSH
+	// channels and forwards: VS Code opens several; each is an agent
+	// stream and a row), so that 20 connections cannot hold thousands.
+	MaxStreamsPerConnection = 32
+	// MaxStreamsPerNode bounds the streams open into one node, whoever's:
+	// one customer's burst never takes a node's agent from the others.
+	MaxStreamsPerNode = 1024
 	// SessionConnectTimeout is how long a session waits for its node's
 	// agent to connect out for it.
 	SessionConnectTimeout = 20 * time.Second

@@ -1448,4 +1448,6 @@ var zhCN = map[string]string{
 	"carry out a scheduled step": "执行一项计划中的操作",
 	"an internal error (the operators have been alerted)": "内部错误（已通知运维人员）",
 	"warning: %s is plain http:// to another machine: your password and token cross the network unencrypted. Use https://.": "警告：%s 是通往另一台机器的明文 http://：您的密码和令牌将以未加密方式在网络上传输。请使用 https://。",
+	"This connection has %d channels open, the most at once; close one first.": "此连接已打开 %d 个通道，已达上限；请先关闭一个。",
+	"The node this runs on has too many sessions open right now; try again shortly.": "该实例所在节点当前打开的会话过多，请稍后再试。",
 }

@@ -115,6 +115,23 @@ func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID 
 		if groups >= gpuportal.MaxSessionsPerUser {
 			return gpuportal.Errorf(gpuportal.ERATELIMITED, "You have %d sessions open, the most at once; close one first.", groups)
 		}
+		// The streams of this connection, and of the node, count too.
+		stale := unix(now.Add(-gpuportal.SessionStaleAfter))
+		var inGroup, onNode int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM `+db.indexedAs("sessions", "s", "sessions_open_by_user")+` LEFT JOIN instances i ON i.id = s.instance_id
+			WHERE s.user_id = ? AND s.grp = ? AND `+sessionOpenSQL, user.ID, req.Group, stale).Scan(&inGroup); err != nil {
+			return fmt.Errorf("count the connection's streams: %w", err)
+		}
+		if inGroup >= gpuportal.MaxStreamsPerConnection {
+			return gpuportal.Errorf(gpuportal.ERATELIMITED, "This connection has %d channels open, the most at once; close one first.", inGroup)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM `+db.indexedAs("sessions", "s", "sessions_open_by_node")+` LEFT JOIN instances i ON i.id = s.instance_id
+			WHERE s.node_id = ? AND `+sessionOpenSQL, s.Node, stale).Scan(&onNode); err != nil {
+			return fmt.Errorf("count the node's streams: %w", err)
+		}
+		if onNode >= gpuportal.MaxStreamsPerNode {
+			return gpuportal.Errorf(gpuportal.EUNAVAILABLE, "The node this runs on has too many sessions open right now; try again shortly.")
+		}
 		var instance, volume sql.NullInt64
 		if req.Kind == gpuportal.SessionVolume {
 			volume = sql.NullInt64{Int64: req.VolumeID, Valid: true}

@@ -102,6 +102,17 @@ func TestSessionsBelongToTheOwnerAndItsNode(t *testing.T) {
 	if _, err := db.OpenSession(ctx, u, inst.ID, gpuportal.SessionRequest{Kind: gpuportal.SessionShell, Group: "g20"}, ""); gpuportal.ErrorCode(err) != gpuportal.ERATELIMITED {
 		t.Fatalf("a 21st session: %v", err)
 	}
+	// (issue 44, item 6) One connection holds at most
+	// MaxStreamsPerConnection streams: 60 exec channels or 100 forwards
+	// of one connection used to pass, each an agent stream and a row.
+	for k := 2; k < gpuportal.MaxStreamsPerConnection; k++ { // g3 holds 2
+		if _, err := db.OpenSession(ctx, u, inst.ID, gpuportal.SessionRequest{Kind: gpuportal.SessionTCP, Port: 8888, Group: "g3"}, ""); err != nil {
+			t.Fatalf("stream %d of a connection: %v", k+1, err)
+		}
+	}
+	if _, err := db.OpenSession(ctx, u, inst.ID, gpuportal.SessionRequest{Kind: gpuportal.SessionExec, Command: "true", Group: "g3"}, ""); gpuportal.ErrorCode(err) != gpuportal.ERATELIMITED {
+		t.Fatalf("stream %d of one connection: %v", gpuportal.MaxStreamsPerConnection+1, err)
+	}
 	if err := db.CloseSession(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
