@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -246,14 +247,27 @@ func runCommand(conn *stream.Conn, cmd *exec.Cmd, tty *gpuportal.TTY, hangUp fun
 		_, _ = conn.WriteStderr([]byte("gpuportal: cannot start the command: " + err.Error() + "\n"))
 		return 255
 	}
+	// The customer going away hangs the command up — also when its input
+	// ended long before (`ssh -n`, a script's closed stdin): the stream's
+	// closure itself is watched, not only its input. A command that ends
+	// first is not hung up after.
+	var exited atomic.Bool
 	go func() {
 		_, _ = io.Copy(stdin, conn)
 		_ = stdin.Close() // EOF for the command
-		if conn.Closed() {
-			hangUp() // the customer went away, not just its input
+		if !conn.Closed() {
+			conn.AwaitClose()
+		}
+		if !exited.Load() {
+			hangUp()
+			// The node-side half (podman exec) goes too: left waiting on
+			// what was hung up, it held node memory outside any limit.
+			_ = cmd.Process.Signal(syscall.SIGHUP)
 		}
 	}()
-	return exitCode(cmd.Wait())
+	code := exitCode(cmd.Wait())
+	exited.Store(true)
+	return code
 }
 
 func exitCode(err error) int {

@@ -160,6 +160,21 @@ func TestSSHIntoAContainer(t *testing.T) {
 	_ = gone.Process.Kill()
 	_ = gone.Wait()
 	eventually(t, 30*time.Second, "the hung-up session's sleep to end", func() bool { return hostPIDWith("sleep 7777") == 0 })
+	// (issue 44, item 5) So does a command whose input ended at once
+	// (ssh -n): before, it and its node-side podman exec outlived the
+	// client, outside the container's memory limit, and its session no
+	// longer counted toward the cap.
+	goneN := exec.Command("ssh", append(append([]string{"-p", alice.port, "-n"}, alice.opts()...), alice.target(inst.ID), "sleep 7778")...)
+	if err := goneN.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the ssh -n session's sleep inside the container", func() bool { return hostPIDWith("sleep 7778") != 0 })
+	_ = goneN.Process.Kill()
+	_ = goneN.Wait()
+	// Its podman exec names the command too: no process of it is left.
+	eventually(t, 30*time.Second, "the ssh -n session's sleep and podman exec to end", func() bool {
+		return hostPIDWith("sleep 7778") == 0 && hostPIDContaining("sleep 7778") == 0
+	})
 
 	// scp a 32 MiB file in, check it inside, sftp it back out.
 	big := make([]byte, 32<<20)
@@ -389,4 +404,21 @@ func TestFullLogDownload(t *testing.T) {
 	if st := p.api("GET", fmt.Sprintf("/api/v1/instances/%d/log", inst.ID), bob, "", nil); st != 404 {
 		t.Fatalf("another customer's log = %d", st)
 	}
+}
+
+// hostPIDContaining is a process of the node whose command line contains
+// marker anywhere (a podman exec running it, say), or 0.
+func hostPIDContaining(marker string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		raw, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if strings.Contains(strings.ReplaceAll(string(raw), "\x00", " "), marker) {
+			return pid
+		}
+	}
+	return 0
 }

@@ -106,6 +106,29 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// AwaitClose reads on after the other end's main stream ended (its EOF:
+// `ssh -n`, or input that simply ran out) until the stream itself closes
+// or ctx ends: whatever data still comes is dropped, controls (signals)
+// still reach OnControl. The agent waits on it to hang up a command whose
+// customer went away after its input ended. Call it from the goroutine
+// that reads; Closed reports true after it.
+func (c *Conn) AwaitClose() {
+	for {
+		typ, msg, err := c.ws.Read(c.ctx)
+		if err != nil {
+			c.eof, c.closed = true, true
+			return
+		}
+		if typ != websocket.MessageText || c.OnControl == nil {
+			continue
+		}
+		var ctl gpuportal.SessionControl
+		if json.Unmarshal(msg, &ctl) == nil && ctl.Exit == nil && ctl.Error == "" && !ctl.EOF {
+			c.OnControl(ctl)
+		}
+	}
+}
+
 // WriteTo copies the other end's main stream to w a message at a time
 // (io.Copy uses it: no second copy, one write per message).
 func (c *Conn) WriteTo(w io.Writer) (int64, error) {
