@@ -2,6 +2,7 @@ package gpuportal
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -167,12 +168,42 @@ type RefundRequest struct {
 // RefundPart is the share of a refund that goes back to one top-up's
 // payment.
 type RefundPart struct {
+	RefundID  int64  `json:"refund_id"`
 	TopUpID   int64  `json:"topup_id"`
 	Provider  string `json:"provider"`
 	PaymentID string `json:"payment_id"`
 	Amount    Fen    `json:"amount_fen"`
+	Status    string `json:"status"`          // RefundPart*
 	Ref       string `json:"ref,omitempty"`   // the provider's refund id, once made
-	Error     string `json:"error,omitempty"` // why the provider refused it
+	Error     string `json:"error,omitempty"` // why the provider refused it, or why its outcome is not known yet
+	Attempts  int    `json:"attempts"`
+}
+
+// IdempotencyKey is the one key every request to the provider for this
+// part carries: however often it is asked again (a timeout, a crash), the
+// provider makes one refund.
+func (p RefundPart) IdempotencyKey() string {
+	return fmt.Sprintf("gpuportal-refund-%d-topup-%d", p.RefundID, p.TopUpID)
+}
+
+// Refund part statuses. A part whose outcome is not known (the provider
+// timed out or failed) stays pending: it is asked again with the same
+// idempotency key and read back, never taken as refused — only an
+// explicit refusal puts its money back into the balance.
+const (
+	RefundPartPending = "pending"
+	RefundPartMade    = "made"
+	RefundPartRefused = "refused"
+)
+
+// RefundUpdate is what a provider says of one refund part (its webhook,
+// or reading the refund back): made, or refused with why.
+type RefundUpdate struct {
+	RefundID int64
+	TopUpID  int64
+	Ref      string
+	Status   string // RefundPartMade or RefundPartRefused
+	Error    string
 }
 
 // RefundSplit spreads amount over the payments it can go back to, newest
@@ -194,6 +225,10 @@ type PaymentEvent struct {
 	TopUpID   int64  `json:"topup_id"`
 	Amount    Fen    `json:"amount_fen"`
 	Status    string `json:"status"`
+	// CheckoutRef is the provider's reference of the checkout that was
+	// paid (a Stripe Checkout Session id), where it keeps one: the
+	// payment credits only the top-up that checkout was made for.
+	CheckoutRef string `json:"-"`
 }
 
 // Validate checks the shape of a webhook's event.

@@ -163,19 +163,27 @@ func TestMoneyAndCapacityHoldUnderRandomOperations(t *testing.T) {
 		case 8:
 			what = "refund"
 			// Unused balance back: asked, approved, and the provider
-			// refunds each share, or refuses one now and then.
+			// refunds each share, or refuses one now and then, or gives
+			// no answer at first (settled by a later word).
 			if r, err := db.RequestRefund(ctx, u, gpuportal.Fen(100*(1+rng.IntN(50))), ""); err == nil {
 				_, parts, err := db.StartRefund(ctx, boss, r.ID)
 				if err == nil {
-					for k := range parts {
+					for k, p := range parts {
+						upd := gpuportal.RefundUpdate{RefundID: p.RefundID, TopUpID: p.TopUpID, Status: gpuportal.RefundPartMade, Ref: fmt.Sprintf("re_%d_%d", r.ID, k)}
 						if rng.IntN(4) == 0 {
-							parts[k].Error = "refused"
-						} else {
-							parts[k].Ref = fmt.Sprintf("re_%d_%d", r.ID, k)
+							upd.Status, upd.Error = gpuportal.RefundPartRefused, "refused"
 						}
-					}
-					if _, err := db.FinishRefund(ctx, r.ID, parts); err != nil {
-						t.Fatal(err)
+						if rng.IntN(4) == 0 {
+							if err := db.RefundPartUnknown(ctx, p.RefundID, p.TopUpID, "timeout"); err != nil {
+								t.Fatal(err)
+							}
+						}
+						if err := db.SettleRefundPart(ctx, upd); err != nil {
+							t.Fatal(err)
+						}
+						if err := db.SettleRefundPart(ctx, upd); err != nil { // said twice (a webhook after the answer)
+							t.Fatal(err)
+						}
 					}
 					refunds++
 				} else if gpuportal.ErrorCode(err) == gpuportal.EINTERNAL {

@@ -3,21 +3,24 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"gpuportal"
 )
 
 // Refunds of unused balance: a customer asks (RequestRefund), an
 // administrator approves (StartRefund: the payout is posted to the ledger
-// and spread over the payments it came from, newest first) and the
-// provider is asked for each share (web); FinishRefund keeps what the
-// provider did — a share it refused goes back into the balance. Never more
-// than what is unused (balance less what running instances have cost so
-// far, credit not counted) or than what came in through providers.
+// and spread over the payments it came from, newest first, one kept part
+// per payment) and the provider is asked for each part (web);
+// SettleRefundPart keeps what the provider did — a part it refused goes
+// back into the balance, a part whose outcome is unknown stays pending
+// and is asked again (PendingRefundParts) until the provider says. Never
+// more than what is unused (balance less what running instances have
+// cost so far, credit not counted) or than what came in through
+// providers.
 
 const refundColumns = `id, user_id, amount_fen, note, status, created_at, decided_at, refs, error`
 
@@ -160,7 +163,12 @@ func (db *DB) StartRefund(ctx context.Context, actor *gpuportal.User, id int64) 
 				continue
 			}
 			t := topups[k]
-			parts = append(parts, gpuportal.RefundPart{TopUpID: t.ID, Provider: t.Provider, PaymentID: t.PaymentID, Amount: share})
+			part := gpuportal.RefundPart{RefundID: r.ID, TopUpID: t.ID, Provider: t.Provider, PaymentID: t.PaymentID, Amount: share, Status: gpuportal.RefundPartPending}
+			parts = append(parts, part)
+			if _, err := tx.ExecContext(ctx, `INSERT INTO refund_parts (refund_id, topup_id, provider, payment_id, amount_fen, status, updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?)`,
+				r.ID, t.ID, t.Provider, t.PaymentID, share, unix(db.Wall.Now())); err != nil {
+				return named("insert refund part", err)
+			}
 			if _, err := tx.ExecContext(ctx, `UPDATE topups SET refunded_fen = refunded_fen + ? WHERE id = ?`, share, t.ID); err != nil {
 				return named("update topups", err)
 			}
@@ -181,49 +189,112 @@ func (db *DB) StartRefund(ctx context.Context, actor *gpuportal.User, id int64) 
 	return r, parts, err
 }
 
-// FinishRefund keeps what the providers did with a refund's shares: each
-// made one is recorded; one refused goes back into the balance (and to its
-// top-up), and the request says why.
-func (db *DB) FinishRefund(ctx context.Context, id int64, parts []gpuportal.RefundPart) (*gpuportal.RefundRequest, error) {
-	err := db.inTx(ctx, "finish refund", func(tx *sql.Tx) error {
-		r, err := scanRefund(tx.QueryRowContext(ctx, `SELECT `+refundColumns+` FROM refund_requests WHERE id = ?`, id))
-		if err != nil {
-			return named("read refund_requests", err)
+// SettleRefundPart keeps what the provider did with one part of a
+// refund: made (its refund id kept), or refused (its money goes back into
+// the balance and to its top-up, and the request says why). A part is
+// settled once, whoever says first (the approval, the retry, a webhook) —
+// but a made refund the provider later reports failed is refused then
+// (its money never left). Once no part is pending the request is refunded
+// (any made) or failed (none). Settling what is settled already changes
+// nothing.
+func (db *DB) SettleRefundPart(ctx context.Context, u gpuportal.RefundUpdate) error {
+	if u.Status != gpuportal.RefundPartMade && u.Status != gpuportal.RefundPartRefused {
+		return gpuportal.Errorf(gpuportal.EINVALID, "A refund part is settled as made or refused, not %q.", u.Status)
+	}
+	return db.inTx(ctx, "settle refund part", func(tx *sql.Tx) error {
+		var p gpuportal.RefundPart
+		err := tx.QueryRowContext(ctx, `SELECT refund_id, topup_id, provider, amount_fen, status FROM refund_parts WHERE refund_id = ? AND topup_id = ?`, u.RefundID, u.TopUpID).
+			Scan(&p.RefundID, &p.TopUpID, &p.Provider, &p.Amount, &p.Status)
+		if errors.Is(err, sql.ErrNoRows) {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Refund %d has no part for top-up %d.", u.RefundID, u.TopUpID)
+		} else if err != nil {
+			return named("read refund part", err)
 		}
-		if r.Status != gpuportal.RefundRefunding {
-			return gpuportal.Errorf(gpuportal.ECONFLICT, "Refund request %d is %s.", id, r.Status)
-		}
-		var refs, errs []string
-		now := db.now()
-		for _, p := range parts {
-			if p.Error == "" {
-				refs = append(refs, p.Ref)
-				continue
+		switch {
+		case p.Status == u.Status, p.Status == gpuportal.RefundPartRefused:
+			return nil // said before
+		case u.Status == gpuportal.RefundPartMade:
+			if _, err := tx.ExecContext(ctx, `UPDATE refund_parts SET status = 'made', ref = ?, error = '', updated_at = ? WHERE refund_id = ? AND topup_id = ?`,
+				u.Ref, unix(db.Wall.Now()), p.RefundID, p.TopUpID); err != nil {
+				return named("update refund part", err)
 			}
-			errs = append(errs, fmt.Sprintf("top-up #%d: %s", p.TopUpID, p.Error))
+		default: // refused: the money stays the customer's
+			if _, err := tx.ExecContext(ctx, `UPDATE refund_parts SET status = 'refused', error = ?, updated_at = ? WHERE refund_id = ? AND topup_id = ?`,
+				u.Error, unix(db.Wall.Now()), p.RefundID, p.TopUpID); err != nil {
+				return named("update refund part", err)
+			}
 			if _, err := tx.ExecContext(ctx, `UPDATE topups SET refunded_fen = refunded_fen - ? WHERE id = ?`, p.Amount, p.TopUpID); err != nil {
 				return named("update topups", err)
 			}
+			var userID int64
+			if err := tx.QueryRowContext(ctx, `SELECT user_id FROM refund_requests WHERE id = ?`, p.RefundID).Scan(&userID); err != nil {
+				return named("read refund request", err)
+			}
 			topUpID := p.TopUpID
-			if err := db.postLedger(ctx, tx, ledgerPost{userID: r.UserID, at: now, kind: gpuportal.LedgerPayout, amount: -p.Amount, topUpID: &topUpID,
-				desc: fmt.Sprintf("Refund #%d to top-up #%d refused by %s: back in the balance", r.ID, p.TopUpID, p.Provider)}); err != nil {
+			if err := db.postLedger(ctx, tx, ledgerPost{userID: userID, at: db.now(), kind: gpuportal.LedgerPayout, amount: -p.Amount, topUpID: &topUpID,
+				desc: fmt.Sprintf("Refund #%d to top-up #%d refused by %s: back in the balance", p.RefundID, p.TopUpID, p.Provider)}); err != nil {
 				return err
 			}
 		}
-		status := gpuportal.RefundRefunded
-		if len(refs) == 0 {
-			status = gpuportal.RefundFailed
+		if err := db.audit(ctx, tx, 0, "refund.part_"+u.Status, fmt.Sprintf("refund/%d", p.RefundID), nil,
+			map[string]any{"topup_id": p.TopUpID, "ref": u.Ref, "error": u.Error}); err != nil {
+			return err
 		}
-		raw, _ := json.Marshal(parts)
-		if _, err := tx.ExecContext(ctx, `UPDATE refund_requests SET status = ?, refs = ?, error = ? WHERE id = ?`, status, strings.Join(refs, ","), strings.Join(errs, "; "), r.ID); err != nil {
-			return named("update refund_requests", err)
-		}
-		return db.audit(ctx, tx, 0, "refund.finish", fmt.Sprintf("refund/%d", r.ID), nil, json.RawMessage(raw))
+		return db.finishRefundIfSettled(ctx, tx, p.RefundID)
 	})
-	if err != nil {
-		return nil, err
+}
+
+// finishRefundIfSettled ends a request whose parts the provider has all
+// answered: refunded when any was made, failed when none was.
+func (db *DB) finishRefundIfSettled(ctx context.Context, tx *sql.Tx, id int64) error {
+	type part struct {
+		status, ref, err string
+		topUp            int64
 	}
-	return db.RefundRequest(ctx, &gpuportal.User{Role: gpuportal.RoleAdmin}, id)
+	parts, err := scanAll(ctx, tx, func(r *sql.Rows, p *part) error { return r.Scan(&p.status, &p.ref, &p.err, &p.topUp) },
+		`SELECT status, ref, error, topup_id FROM refund_parts WHERE refund_id = ? ORDER BY topup_id DESC`, id)
+	if err != nil {
+		return named("read refund parts", err)
+	}
+	var refs, errs []string
+	for _, p := range parts {
+		switch p.status {
+		case gpuportal.RefundPartPending:
+			return nil // the provider has not said for all of them yet
+		case gpuportal.RefundPartMade:
+			refs = append(refs, p.ref)
+		default:
+			errs = append(errs, fmt.Sprintf("top-up #%d: %s", p.topUp, p.err))
+		}
+	}
+	status := gpuportal.RefundRefunded
+	if len(refs) == 0 {
+		status = gpuportal.RefundFailed
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE refund_requests SET status = ?, refs = ?, error = ? WHERE id = ?`, status, strings.Join(refs, ","), strings.Join(errs, "; "), id); err != nil {
+		return named("update refund_requests", err)
+	}
+	return nil
+}
+
+// RefundPartUnknown records that asking the provider about a part gave no
+// answer (a timeout, a 5xx): the part stays pending, to be asked again.
+func (db *DB) RefundPartUnknown(ctx context.Context, refundID, topUpID int64, why string) error {
+	return db.inTx(ctx, "refund part unknown", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE refund_parts SET attempts = attempts + 1, error = ?, updated_at = ? WHERE refund_id = ? AND topup_id = ? AND status = 'pending'`,
+			why, unix(db.Wall.Now()), refundID, topUpID)
+		return err
+	})
+}
+
+// PendingRefundParts are the parts still waiting for their provider's
+// answer and not touched since before (real time): the approval that was
+// asking crashed or got no answer. Oldest first, at most limit.
+func (db *DB) PendingRefundParts(ctx context.Context, before time.Time, limit int) ([]gpuportal.RefundPart, error) {
+	return scanAll(ctx, db.read, func(r *sql.Rows, p *gpuportal.RefundPart) error {
+		return r.Scan(&p.RefundID, &p.TopUpID, &p.Provider, &p.PaymentID, &p.Amount, &p.Status, &p.Ref, &p.Error, &p.Attempts)
+	}, `SELECT refund_id, topup_id, provider, payment_id, amount_fen, status, ref, error, attempts FROM refund_parts WHERE status = 'pending' AND updated_at < ?
+		ORDER BY updated_at LIMIT ?`, unix(before), limit)
 }
 
 // RejectRefund turns a request down. Audited.

@@ -148,6 +148,11 @@ func (db *DB) ApplyPayment(ctx context.Context, provider string, ev gpuportal.Pa
 		if t.Provider != provider {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Top-up %d not found.", ev.TopUpID)
 		}
+		// A paid checkout credits the top-up it was made for, whatever
+		// its metadata claims: its reference is the top-up's own.
+		if ev.CheckoutRef != "" && ev.CheckoutRef != t.ProviderRef {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Checkout %s was not made for top-up %d; nothing is credited.", ev.CheckoutRef, t.ID)
+		}
 		if t.Status == gpuportal.TopUpPaid {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "Top-up %d was paid already, with payment %s.", t.ID, t.PaymentID)
 		}

@@ -126,10 +126,21 @@ func (s *Server) receivePayment(c echo.Context, name string, body []byte, header
 		return false, err
 	}
 	ev, err := p.Event(body, header)
-	if err != nil || ev == nil {
+	if err != nil {
 		return false, err
 	}
-	return s.db.ApplyPayment(c.Request().Context(), p.Name(), *ev)
+	ctx := c.Request().Context()
+	for _, u := range ev.Refunds {
+		// A refund of another portal's, or one this portal never asked
+		// for, names no part here: nothing to keep.
+		if err := s.db.SettleRefundPart(ctx, u); err != nil && gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+			return false, err
+		}
+	}
+	if ev.Payment == nil {
+		return false, nil
+	}
+	return s.db.ApplyPayment(ctx, p.Name(), *ev.Payment)
 }
 
 // handleTestPayPage is the built-in test provider's checkout page.

@@ -25,16 +25,34 @@ type PaymentProvider interface {
 	// to returnURL: the page, and the provider's reference for it ("" when
 	// it keeps none).
 	Checkout(ctx context.Context, t gpuportal.TopUp, returnURL string) (payURL, ref string, err error)
-	// Event checks a webhook's signature and reads the payment it
-	// reports; nil when it reports nothing the portal acts on.
-	Event(body []byte, header http.Header) (*gpuportal.PaymentEvent, error)
+	// Event checks a webhook's signature and reads what it reports: a
+	// payment, refunds' outcomes, or nothing the portal acts on.
+	Event(body []byte, header http.Header) (providerEvent, error)
 	// Lookup asks about a top-up whose webhook may have been lost: its
 	// payment, if it was paid; expired, when it never will be.
 	Lookup(ctx context.Context, t gpuportal.TopUp) (ev *gpuportal.PaymentEvent, expired bool, err error)
-	// Refund pays a share of a payment back and returns the provider's id
-	// for the refund.
+	// Refund pays a part of a payment back (with the part's idempotency
+	// key: asking again makes no second refund) and returns the
+	// provider's id for the refund. An explicit refusal is a
+	// refundRefused; any other error leaves the outcome unknown.
 	Refund(ctx context.Context, part gpuportal.RefundPart) (string, error)
+	// RefundStatus reads a part's refund back from the provider: nil when
+	// it has none for it (it was never made).
+	RefundStatus(ctx context.Context, part gpuportal.RefundPart) (*gpuportal.RefundUpdate, error)
 }
+
+// providerEvent is what one webhook reports.
+type providerEvent struct {
+	Payment *gpuportal.PaymentEvent
+	Refunds []gpuportal.RefundUpdate
+}
+
+// refundRefused is a provider saying no to a refund (the payment was
+// disputed, say): the part's money goes back into the balance. Anything
+// else that goes wrong leaves the refund's outcome unknown.
+type refundRefused struct{ error }
+
+func (r refundRefused) Unwrap() error { return r.error }
 
 // testProvider is the built-in provider: its checkout is a page of the
 // portal (/pay/test/{id}) where the payer confirms, and it signs its
@@ -58,17 +76,17 @@ func testCheckoutURL(t gpuportal.TopUp) string {
 
 // Event: X-Signature: sha256=<hex HMAC-SHA256 of the body>, then the
 // event as JSON.
-func (p testProvider) Event(body []byte, header http.Header) (*gpuportal.PaymentEvent, error) {
+func (p testProvider) Event(body []byte, header http.Header) (providerEvent, error) {
 	if !hmac.Equal([]byte(header.Get("X-Signature")), []byte(p.sign(body))) {
-		return nil, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The signature does not match.")
+		return providerEvent{}, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The signature does not match.")
 	}
 	var ev gpuportal.PaymentEvent
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&ev); err != nil {
-		return nil, gpuportal.Errorf(gpuportal.EINVALID, "The event is not valid JSON: %s.", err.Error())
+		return providerEvent{}, gpuportal.Errorf(gpuportal.EINVALID, "The event is not valid JSON: %s.", err.Error())
 	}
-	return &ev, nil
+	return providerEvent{Payment: &ev}, nil
 }
 
 // Lookup: the test provider's webhook is sent in-process; none is lost.
@@ -78,6 +96,12 @@ func (testProvider) Lookup(context.Context, gpuportal.TopUp) (*gpuportal.Payment
 
 func (testProvider) Refund(_ context.Context, part gpuportal.RefundPart) (string, error) {
 	return fmt.Sprintf("test-refund-%d-%d", part.TopUpID, part.Amount), nil
+}
+
+// RefundStatus: the test provider keeps nothing to read back; asking
+// again makes the same pretend refund.
+func (testProvider) RefundStatus(context.Context, gpuportal.RefundPart) (*gpuportal.RefundUpdate, error) {
+	return nil, nil
 }
 
 func (p testProvider) sign(body []byte) string {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"time"
@@ -127,17 +128,74 @@ func (s *Server) approveRefund(c echo.Context) (*gpuportal.RefundRequest, error)
 	// The payout is in the ledger already: its outcome must be kept even
 	// if the admin's browser goes away.
 	ctx = context.WithoutCancel(ctx)
-	for k := range parts {
-		p, err := s.provider(parts[k].Provider)
-		if err == nil {
-			parts[k].Ref, err = p.Refund(ctx, parts[k])
-		}
-		if err != nil {
-			parts[k].Error = err.Error()
-			s.log.Warn("refund refused", "refund", id, "topup", parts[k].TopUpID, "err", err)
+	for _, part := range parts {
+		if err := s.askRefund(ctx, part); err != nil {
+			return nil, err
 		}
 	}
-	return s.db.FinishRefund(ctx, id, parts)
+	return s.db.RefundRequest(ctx, currentUser(c), id)
+}
+
+// askRefund asks a part's provider to make its refund and keeps the
+// answer: made, refused (the money back in the balance), or — a timeout,
+// a 5xx, no provider here now — unknown: the part stays pending and
+// RetryRefunds asks again with the same idempotency key. Never taken as a
+// refusal: the provider may have made the refund.
+func (s *Server) askRefund(ctx context.Context, part gpuportal.RefundPart) error {
+	p, err := s.provider(part.Provider)
+	if err != nil {
+		return s.db.RefundPartUnknown(ctx, part.RefundID, part.TopUpID, err.Error())
+	}
+	ref, err := p.Refund(ctx, part)
+	var refused refundRefused
+	switch {
+	case err == nil:
+		return s.db.SettleRefundPart(ctx, gpuportal.RefundUpdate{RefundID: part.RefundID, TopUpID: part.TopUpID, Ref: ref, Status: gpuportal.RefundPartMade})
+	case errors.As(err, &refused):
+		s.log.Warn("refund refused", "refund", part.RefundID, "topup", part.TopUpID, "err", err)
+		return s.db.SettleRefundPart(ctx, gpuportal.RefundUpdate{RefundID: part.RefundID, TopUpID: part.TopUpID, Status: gpuportal.RefundPartRefused, Error: err.Error()})
+	default:
+		s.log.Warn("refund outcome unknown; it is asked again", "refund", part.RefundID, "topup", part.TopUpID, "err", err)
+		return s.db.RefundPartUnknown(ctx, part.RefundID, part.TopUpID, "outcome unknown, asked again: "+err.Error())
+	}
+}
+
+// refundRetryAfter is how long a pending part waits (since it was last
+// asked) before RetryRefunds takes it up: the approval asking it now is
+// not raced.
+const refundRetryAfter = time.Minute
+
+// RetryRefunds settles the refund parts whose outcome is not known (the
+// provider timed out or failed, or the portal died while asking): each is
+// read back from its provider first — a refund made is kept as made, one
+// failed as refused — and asked again, with the same idempotency key,
+// when the provider has none. It returns how many it settled.
+func (s *Server) RetryRefunds(ctx context.Context) (int, error) {
+	parts, err := s.db.PendingRefundParts(ctx, s.cfg.WallClock.Now().Add(-refundRetryAfter), 100)
+	if err != nil {
+		return 0, err
+	}
+	settled := 0
+	for _, part := range parts {
+		p, err := s.provider(part.Provider)
+		if err != nil {
+			continue // not this portal's provider (now): another asks
+		}
+		found, err := p.RefundStatus(ctx, part)
+		switch {
+		case err != nil:
+			err = s.db.RefundPartUnknown(ctx, part.RefundID, part.TopUpID, "outcome unknown, read back failed: "+err.Error())
+		case found != nil:
+			err = s.db.SettleRefundPart(ctx, *found)
+		default:
+			err = s.askRefund(ctx, part)
+		}
+		if err != nil {
+			return settled, err
+		}
+		settled++
+	}
+	return settled, nil
 }
 
 func (s *Server) apiApproveRefund(c echo.Context) error {

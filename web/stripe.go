@@ -108,25 +108,76 @@ func unreachable(err error) error {
 }
 
 // Event checks the Stripe-Signature header (and its age) with the
-// webhook's signing secret.
-func (p *stripeProvider) Event(body []byte, header http.Header) (*gpuportal.PaymentEvent, error) {
+// webhook's signing secret, and reads a paid Checkout Session or refunds'
+// outcomes (refund.created/updated/failed, charge.refunded).
+func (p *stripeProvider) Event(body []byte, header http.Header) (providerEvent, error) {
 	e, err := webhook.ConstructEventWithOptions(body, header.Get("Stripe-Signature"), p.secret, webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
 	if err != nil {
-		return nil, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The Stripe signature is missing, wrong or too old.")
+		return providerEvent{}, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The Stripe signature is missing, wrong or too old.")
+	}
+	if e.Data == nil {
+		return providerEvent{}, gpuportal.Errorf(gpuportal.EINVALID, "The event carries no object.")
 	}
 	switch e.Type {
 	case "checkout.session.completed", "checkout.session.async_payment_succeeded":
+	case "refund.created", "refund.updated", "refund.failed", "charge.refund.updated":
+		var r stripe.Refund
+		if json.Unmarshal(e.Data.Raw, &r) != nil {
+			return providerEvent{}, gpuportal.Errorf(gpuportal.EINVALID, "The event carries no refund.")
+		}
+		return providerEvent{Refunds: refundUpdates([]*stripe.Refund{&r})}, nil
+	case "charge.refunded":
+		var ch stripe.Charge
+		if json.Unmarshal(e.Data.Raw, &ch) != nil {
+			return providerEvent{}, gpuportal.Errorf(gpuportal.EINVALID, "The event carries no charge.")
+		}
+		if ch.Refunds == nil {
+			return providerEvent{}, nil
+		}
+		return providerEvent{Refunds: refundUpdates(ch.Refunds.Data)}, nil
 	default:
-		return nil, nil // not a payment: nothing to do
+		return providerEvent{}, nil // nothing the portal acts on
 	}
 	var cs stripe.CheckoutSession
-	if e.Data == nil || json.Unmarshal(e.Data.Raw, &cs) != nil {
-		return nil, gpuportal.Errorf(gpuportal.EINVALID, "The event carries no Checkout Session.")
+	if json.Unmarshal(e.Data.Raw, &cs) != nil {
+		return providerEvent{}, gpuportal.Errorf(gpuportal.EINVALID, "The event carries no Checkout Session.")
 	}
 	if cs.PaymentStatus != stripe.CheckoutSessionPaymentStatusPaid {
-		return nil, nil // an async method (Alipay, WeChat Pay) still on its way
+		return providerEvent{}, nil // an async method (Alipay, WeChat Pay) still on its way
 	}
-	return paymentOf(&cs)
+	ev, err := paymentOf(&cs)
+	return providerEvent{Payment: ev}, err
+}
+
+// refundUpdates are the outcomes of those refunds this portal made (its
+// metadata names the part); others are left out.
+func refundUpdates(list []*stripe.Refund) []gpuportal.RefundUpdate {
+	var out []gpuportal.RefundUpdate
+	for _, r := range list {
+		if u, ok := refundUpdate(r); ok {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// refundUpdate reads one refund: made while Stripe has it (pending and
+// requires_action included: the money is on its way), refused once it
+// failed or was canceled.
+func refundUpdate(r *stripe.Refund) (gpuportal.RefundUpdate, bool) {
+	if r == nil {
+		return gpuportal.RefundUpdate{}, false
+	}
+	refundID, err1 := strconv.ParseInt(r.Metadata["refund_id"], 10, 64)
+	topUpID, err2 := strconv.ParseInt(r.Metadata["topup_id"], 10, 64)
+	if err1 != nil || err2 != nil {
+		return gpuportal.RefundUpdate{}, false
+	}
+	u := gpuportal.RefundUpdate{RefundID: refundID, TopUpID: topUpID, Ref: r.ID, Status: gpuportal.RefundPartMade}
+	if r.Status == stripe.RefundStatusFailed || r.Status == stripe.RefundStatusCanceled {
+		u.Status, u.Error = gpuportal.RefundPartRefused, fmt.Sprintf("Stripe refund %s %s (%s)", r.ID, r.Status, r.FailureReason)
+	}
+	return u, true
 }
 
 // paymentOf is the payment a paid Checkout Session made.
@@ -142,7 +193,7 @@ func paymentOf(cs *stripe.CheckoutSession) (*gpuportal.PaymentEvent, error) {
 	if cs.PaymentIntent != nil && cs.PaymentIntent.ID != "" {
 		payment = cs.PaymentIntent.ID
 	}
-	return &gpuportal.PaymentEvent{PaymentID: payment, TopUpID: id, Amount: gpuportal.Fen(cs.AmountTotal), Status: "paid"}, nil
+	return &gpuportal.PaymentEvent{PaymentID: payment, TopUpID: id, Amount: gpuportal.Fen(cs.AmountTotal), Status: "paid", CheckoutRef: cs.ID}, nil
 }
 
 func (p *stripeProvider) Lookup(ctx context.Context, t gpuportal.TopUp) (*gpuportal.PaymentEvent, bool, error) {
@@ -160,12 +211,40 @@ func (p *stripeProvider) Lookup(ctx context.Context, t gpuportal.TopUp) (*gpupor
 	return nil, false, nil
 }
 
+// Refund asks Stripe for one part's refund, with the part's idempotency
+// key (the client's own retries and any later ask make one refund) and
+// the part in its metadata (webhooks and RefundStatus find it by that).
+// Stripe answering 4xx is a refusal — but 409 (the same key in flight)
+// and 429 (slow down) leave the outcome unknown, like a timeout or a 5xx.
 func (p *stripeProvider) Refund(ctx context.Context, part gpuportal.RefundPart) (string, error) {
 	params := &stripe.RefundCreateParams{PaymentIntent: stripe.String(part.PaymentID), Amount: stripe.Int64(int64(part.Amount))}
 	params.AddMetadata("topup_id", strconv.FormatInt(part.TopUpID, 10))
+	params.AddMetadata("refund_id", strconv.FormatInt(part.RefundID, 10))
+	params.SetIdempotencyKey(part.IdempotencyKey())
 	r, err := p.client.V1Refunds.Create(ctx, params)
 	if err != nil {
+		var se *stripe.Error
+		if errors.As(err, &se) && se.HTTPStatusCode >= 400 && se.HTTPStatusCode < 500 && se.HTTPStatusCode != http.StatusConflict && se.HTTPStatusCode != http.StatusTooManyRequests {
+			return "", refundRefused{err}
+		}
 		return "", err
 	}
+	if u, ok := refundUpdate(r); ok && u.Status == gpuportal.RefundPartRefused {
+		return "", refundRefused{errors.New(u.Error)}
+	}
 	return r.ID, nil
+}
+
+// RefundStatus lists the payment's refunds and finds the part's by its
+// metadata.
+func (p *stripeProvider) RefundStatus(ctx context.Context, part gpuportal.RefundPart) (*gpuportal.RefundUpdate, error) {
+	for r, err := range p.client.V1Refunds.List(ctx, &stripe.RefundListParams{PaymentIntent: stripe.String(part.PaymentID)}) {
+		if err != nil {
+			return nil, err
+		}
+		if u, ok := refundUpdate(r); ok && u.RefundID == part.RefundID && u.TopUpID == part.TopUpID {
+			return &u, nil
+		}
+	}
+	return nil, nil
 }

@@ -361,3 +361,183 @@ func TestRefundPages(t *testing.T) {
 		t.Fatal("the ledger does not name the payout")
 	}
 }
+
+// (issue 44, item 3) A refund whose outcome Stripe does not give (a 5xx,
+// a timeout) is never taken as refused: before, the money went back into
+// the balance while Stripe had made the refund — paid twice. It stays
+// pending, is read back and asked again with the same idempotency key
+// (one refund at Stripe however often), is settled by the refund's
+// webhooks, and a request left refunding by a crash is picked up again.
+func TestRefundWithUnknownOutcomeIsNeverPaidTwice(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	f := e.withStripe()
+	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	tok := e.tokenFor(u)
+	adminUser, admin := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
+	for _, amount := range []gpuportal.Fen{3000, 4000} {
+		top := e.stripeTopUp(tok, amount)
+		payload := f.markPaid(strings.TrimPrefix(top.PayURL, f.srv.URL+"/pay/"))
+		if st, body := f.deliver(f.webhook, payload, f.sign(payload, time.Now())); st != http.StatusOK {
+			t.Fatalf("webhook = %d %s", st, body)
+		}
+	}
+	ctx := context.Background()
+	refund := func(amount gpuportal.Fen) gpuportal.RefundRequest {
+		t.Helper()
+		var req gpuportal.RefundRequest
+		st, body := e.apiCall("POST", "/api/v1/refund-requests", tok, fmt.Sprintf(`{"amount_fen":%d}`, amount))
+		if st != http.StatusCreated {
+			t.Fatalf("refund request = %d %s", st, body)
+		}
+		decodeInto(t, body, &req)
+		return req
+	}
+	approve := func(id int64) gpuportal.RefundRequest {
+		t.Helper()
+		var req gpuportal.RefundRequest
+		st, body := e.apiCall("POST", fmt.Sprintf("/api/v1/admin/refund-requests/%d/approve", id), admin, "")
+		if st != http.StatusOK {
+			t.Fatalf("approve = %d %s", st, body)
+		}
+		decodeInto(t, body, &req)
+		return req
+	}
+	retry := func() {
+		t.Helper()
+		e.wall.Set(e.wall.Now().Add(2 * refundRetryAfter))
+		if _, err := e.web.RetryRefunds(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(id int64) string {
+		t.Helper()
+		r, err := e.db.RefundRequest(ctx, &gpuportal.User{Role: gpuportal.RoleAdmin}, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status
+	}
+
+	// Stripe makes the refund, then answers 500 (every retry too).
+	f.mu.Lock()
+	f.madeThen500 = true
+	f.mu.Unlock()
+	req := approve(refund(1000).ID)
+	if req.Status != gpuportal.RefundRefunding {
+		t.Fatalf("a refund whose outcome is unknown is %s; want it refunding, not failed", req.Status)
+	}
+	if b := e.balanceOf(tok); b.Balance != 6000 {
+		t.Fatalf("balance while the outcome is unknown = %s; want ¥60.00 (the payout stays out)", b.Balance)
+	}
+	if st, _ := e.apiCall("POST", fmt.Sprintf("/api/v1/admin/refund-requests/%d/approve", req.ID), admin, ""); st != http.StatusConflict {
+		t.Fatalf("approved again while refunding = %d", st)
+	}
+	// Still unwell: the retry reads the refund back and keeps it as made.
+	retry()
+	if got := status(req.ID); got != gpuportal.RefundRefunded {
+		t.Fatalf("after reading back: %s", got)
+	}
+	f.mu.Lock()
+	f.madeThen500 = false
+	made := len(f.refunds)
+	f.mu.Unlock()
+	if made != 1 {
+		t.Fatalf("Stripe made %d refunds for one part", made)
+	}
+	if b := e.balanceOf(tok); b.Balance != 6000 {
+		t.Fatalf("balance after the refund = %s; want ¥60.00, paid out once", b.Balance)
+	}
+	checkLedgerSum(t, e, u)
+
+	// Stripe answers 500 without making it: the retry asks again, once.
+	f.mu.Lock()
+	f.lost500 = true
+	f.mu.Unlock()
+	req = approve(refund(1000).ID)
+	if req.Status != gpuportal.RefundRefunding {
+		t.Fatalf("a lost refund is %s, want refunding", req.Status)
+	}
+	f.mu.Lock()
+	f.lost500 = false
+	f.mu.Unlock()
+	retry()
+	retry() // nothing more to do
+	if got := status(req.ID); got != gpuportal.RefundRefunded || len(f.refunds) != 2 {
+		t.Fatalf("after asking again: %s with %d refunds at Stripe", got, len(f.refunds))
+	}
+
+	// The portal dies between the approval and the ask: the request is
+	// left refunding, and the retry picks it up.
+	crashed := refund(1000)
+	if _, _, err := e.db.StartRefund(ctx, adminUser, crashed.ID); err != nil {
+		t.Fatal(err)
+	}
+	retry()
+	if got := status(crashed.ID); got != gpuportal.RefundRefunded || len(f.refunds) != 3 {
+		t.Fatalf("a crashed approval after the retry: %s with %d refunds at Stripe", got, len(f.refunds))
+	}
+	if b := e.balanceOf(tok); b.Balance != 4000 {
+		t.Fatalf("balance = %s, want ¥40.00", b.Balance)
+	}
+
+	// Stripe reports a made refund failed later (refund.failed): its money
+	// never left, so it goes back; the same event again changes nothing.
+	f.mu.Lock()
+	failed := f.refunds[2]
+	f.mu.Unlock()
+	failed.Status = "failed"
+	ev := f.refundEvent("refund.failed", failed)
+	for range 2 {
+		if st, body := f.deliver(f.webhook, ev, f.sign(ev, time.Now())); st != http.StatusOK {
+			t.Fatalf("refund.failed webhook = %d %s", st, body)
+		}
+	}
+	if got := status(crashed.ID); got != gpuportal.RefundFailed {
+		t.Fatalf("after refund.failed: %s", got)
+	}
+	if b := e.balanceOf(tok); b.Balance != 5000 {
+		t.Fatalf("balance after refund.failed = %s, want ¥50.00 (once)", b.Balance)
+	}
+	checkLedgerSum(t, e, u)
+	// A webhook settles a pending part as well (refund.updated).
+	f.mu.Lock()
+	f.madeThen500 = true
+	f.mu.Unlock()
+	req = approve(refund(1000).ID)
+	f.mu.Lock()
+	f.madeThen500 = false
+	last := f.refunds[len(f.refunds)-1]
+	f.mu.Unlock()
+	ev = f.refundEvent("refund.updated", last)
+	if st, body := f.deliver(f.webhook, ev, f.sign(ev, time.Now())); st != http.StatusOK {
+		t.Fatalf("refund.updated webhook = %d %s", st, body)
+	}
+	if got := status(req.ID); got != gpuportal.RefundRefunded {
+		t.Fatalf("after refund.updated: %s", got)
+	}
+	checkLedgerSum(t, e, u)
+}
+
+// (issue 44, item 3) A paid Checkout Session credits only the top-up it
+// was made for: one whose metadata names another top-up credits nothing.
+func TestCheckoutCreditsOnlyItsOwnTopUp(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	f := e.withStripe()
+	u := storetest.MustCreatePoorUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	tok := e.tokenFor(u)
+	small := e.stripeTopUp(tok, 1000)
+	big := e.stripeTopUp(tok, 1000)
+	id := strings.TrimPrefix(small.PayURL, f.srv.URL+"/pay/")
+	f.mu.Lock()
+	f.sessions[id].Metadata["topup_id"] = fmt.Sprint(big.ID) // the session claims the other top-up
+	f.mu.Unlock()
+	payload := f.markPaid(id)
+	if st, body := f.deliver(f.webhook, payload, f.sign(payload, time.Now())); st != http.StatusConflict {
+		t.Fatalf("a session for another top-up = %d %s", st, body)
+	}
+	if b := e.balanceOf(tok); b.Balance != 0 {
+		t.Fatalf("credited %s through another top-up's session", b.Balance)
+	}
+}

@@ -31,7 +31,11 @@ type fakeStripe struct {
 	refunds  []fakeRefund
 	created  []url.Values // the form of each session created
 	refuse   bool         // refunds fail
-	n        int
+	// Stripe unwell: answer 500 to refund requests, after making the
+	// refund (madeThen500) or without making it (lost500).
+	madeThen500, lost500 bool
+	byKey                map[string]int // idempotency key → index in refunds
+	n                    int
 }
 
 type fakeSession struct {
@@ -49,21 +53,23 @@ type fakeSession struct {
 }
 
 type fakeRefund struct {
-	ID            string `json:"id"`
-	Object        string `json:"object"`
-	Amount        int64  `json:"amount"`
-	PaymentIntent string `json:"payment_intent"`
-	Status        string `json:"status"`
+	ID            string            `json:"id"`
+	Object        string            `json:"object"`
+	Amount        int64             `json:"amount"`
+	PaymentIntent string            `json:"payment_intent"`
+	Status        string            `json:"status"`
+	Metadata      map[string]string `json:"metadata"`
 }
 
 const fakeWebhookSecret = "whsec_test_0123456789"
 
 func newFakeStripe(t testing.TB) *fakeStripe {
-	f := &fakeStripe{t: t, secret: fakeWebhookSecret, sessions: map[string]*fakeSession{}}
+	f := &fakeStripe{t: t, secret: fakeWebhookSecret, sessions: map[string]*fakeSession{}, byKey: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/checkout/sessions", f.createSession)
 	mux.HandleFunc("GET /v1/checkout/sessions/{id}", f.getSession)
 	mux.HandleFunc("POST /v1/refunds", f.createRefund)
+	mux.HandleFunc("GET /v1/refunds", f.listRefunds)
 	mux.HandleFunc("GET /pay/{id}", f.checkoutPage)
 	mux.HandleFunc("POST /pay/{id}", f.pay)
 	f.srv = httptest.NewServer(mux)
@@ -106,6 +112,8 @@ func (f *fakeStripe) getSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, s)
 }
 
+// createRefund makes a refund once per idempotency key, as Stripe does
+// (a request again with the key gets the same refund back).
 func (f *fakeStripe) createRefund(w http.ResponseWriter, r *http.Request) {
 	_ = r.ParseForm()
 	f.mu.Lock()
@@ -115,11 +123,50 @@ func (f *fakeStripe) createRefund(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"error":{"message":"The charge has been disputed.","type":"invalid_request_error"}}`))
 		return
 	}
-	amount, _ := strconv.ParseInt(r.PostForm.Get("amount"), 10, 64)
+	fail500 := func() {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(`{"error":{"message":"An unknown error occurred.","type":"api_error"}}`))
+	}
+	if f.lost500 {
+		fail500()
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	k, seen := f.byKey[key]
+	if !seen || key == "" {
+		amount, _ := strconv.ParseInt(r.PostForm.Get("amount"), 10, 64)
+		f.n++
+		f.refunds = append(f.refunds, fakeRefund{ID: fmt.Sprintf("re_test_%d", f.n), Object: "refund", Amount: amount, PaymentIntent: r.PostForm.Get("payment_intent"),
+			Status: "succeeded", Metadata: map[string]string{"topup_id": r.PostForm.Get("metadata[topup_id]"), "refund_id": r.PostForm.Get("metadata[refund_id]")}})
+		k = len(f.refunds) - 1
+		f.byKey[key] = k
+	}
+	if f.madeThen500 {
+		fail500()
+		return
+	}
+	writeJSON(w, f.refunds[k])
+}
+
+func (f *fakeStripe) listRefunds(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	data := []fakeRefund{}
+	for _, re := range f.refunds {
+		if re.PaymentIntent == r.URL.Query().Get("payment_intent") {
+			data = append(data, re)
+		}
+	}
+	writeJSON(w, map[string]any{"object": "list", "data": data, "has_more": false, "url": "/v1/refunds"})
+}
+
+// refundEvent is the event Stripe sends when a refund changes.
+func (f *fakeStripe) refundEvent(kind string, re fakeRefund) []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.n++
-	re := fakeRefund{ID: fmt.Sprintf("re_test_%d", f.n), Object: "refund", Amount: amount, PaymentIntent: r.PostForm.Get("payment_intent"), Status: "succeeded"}
-	f.refunds = append(f.refunds, re)
-	writeJSON(w, re)
+	obj, _ := json.Marshal(re)
+	return []byte(fmt.Sprintf(`{"id":"evt_%d","object":"event","api_version":"2026-02-25.clover","type":%q,"data":{"object":%s}}`, f.n, kind, obj))
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -355,7 +355,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // reconcilePayments asks the payment providers every minute about
-// top-ups whose webhook may have been lost (see web.ReconcilePayments).
+// top-ups whose webhook may have been lost (see web.ReconcilePayments)
+// and refunds whose outcome is not known yet (web.RetryRefunds).
 func reconcilePayments(ctx context.Context, srv *web.Server, log *slog.Logger) {
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
@@ -369,6 +370,11 @@ func reconcilePayments(ctx context.Context, srv *web.Server, log *slog.Logger) {
 			log.Error("payment reconciliation", "err", err)
 		} else if n > 0 {
 			log.Info("payment reconciliation credited top-ups", "count", n)
+		}
+		if n, err := srv.RetryRefunds(ctx); err != nil && ctx.Err() == nil {
+			log.Error("refund retry", "err", err)
+		} else if n > 0 {
+			log.Info("refund retry settled refund parts whose outcome was unknown", "count", n)
 		}
 	}
 }
