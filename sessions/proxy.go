@@ -81,9 +81,9 @@ func NewAppProxy(ctx context.Context, hub *Hub, backend AppBackend, domain strin
 		MaxIdleConnsPerHost: 4,
 		// A pool key is one session group: beyond the streams a group may
 		// hold, requests wait for a connection rather than fail.
-		MaxConnsPerHost: gpuportal.MaxStreamsPerConnection,
-		IdleConnTimeout:     appIdleTimeout,
-		ForceAttemptHTTP2:   false,
+		MaxConnsPerHost:   gpuportal.MaxStreamsPerConnection,
+		IdleConnTimeout:   appIdleTimeout,
+		ForceAttemptHTTP2: false,
 	}
 	p.proxy = &httputil.ReverseProxy{
 		Transport: transport,

@@ -29,9 +29,9 @@ const (
 	// and path /, so no other site under the same registrable domain (an
 	// app's origin, say) can set or overwrite it.
 	secureSessionCookie = "__Host-gpuportal_session"
-	sessionMaxAge = 14 * 24 * 3600
-	csrfField     = "_csrf"
-	csrfHeader    = "X-CSRF-Token"
+	sessionMaxAge       = 14 * 24 * 3600
+	csrfField           = "_csrf"
+	csrfHeader          = "X-CSRF-Token"
 )
 
 // sessionStore wraps gorilla's signed and encrypted cookie store. Its keys
