@@ -93,6 +93,9 @@ type DesiredSession struct {
 	// agent refuses writes past the size).
 	VolumeID      int64  `json:"volume_id,omitempty"`
 	VolumeSizeGiB int    `json:"volume_size_gib,omitempty"`
+	// VolumeReadOnly: the volume is suspended (its owner's balance ran
+	// out): its files are served for reading only.
+	VolumeReadOnly bool `json:"volume_read_only,omitempty"`
 	Kind          string `json:"kind"`
 	Command       string `json:"command,omitempty"`
 	Port          int    `json:"port,omitempty"`

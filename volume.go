@@ -110,6 +110,26 @@ func VolumeHourCost(sizeGiB int, pricePerGiBMonth Fen, carry int64) (cost Fen, n
 	return Fen(n / 720), n % 720
 }
 
+// VolumeHoursCost is hours started hours of a volume, from carry on
+// (VolumeHourCost, hour after hour).
+func VolumeHoursCost(sizeGiB int, pricePerGiBMonth Fen, carry int64, hours int) (cost Fen, nextCarry int64) {
+	for range hours {
+		var c Fen
+		c, carry = VolumeHourCost(sizeGiB, pricePerGiBMonth, carry)
+		cost += c
+	}
+	return cost, carry
+}
+
+// VolumeHoursDue is how many hours of a volume billed until billedUntil
+// have started by now (0 when billedUntil is still ahead).
+func VolumeHoursDue(billedUntil, now time.Time) int {
+	if now.Before(billedUntil) {
+		return 0
+	}
+	return int(now.Sub(billedUntil)/time.Hour) + 1
+}
+
 // VolumeCostPerHour is a volume's price per hour as shown (rounded up to
 // the fen: what an hour may cost).
 func VolumeCostPerHour(sizeGiB int, pricePerGiBMonth Fen) Fen {

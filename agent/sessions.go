@@ -121,7 +121,7 @@ func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
 	}
 	if ds.Kind == gpuportal.SessionVolume {
 		a.log.Info("volume session", "session", ds.ID, "volume", ds.VolumeID)
-		err := a.serveVolume(conn, ds.VolumeID, ds.VolumeSizeGiB)
+		err := a.serveVolume(conn, ds.VolumeID, ds.VolumeSizeGiB, ds.VolumeReadOnly)
 		// What the session wrote shows in the portal at the next
 		// heartbeat, not a minute later.
 		a.volumeReport.Store(a.measureVolumes())

@@ -149,8 +149,9 @@ func (a *Agent) deleteVolumes(ids []int64) {
 // an os.Root of its directory: neither ".." nor a symbolic link can reach
 // outside it. Writes past the volume's size fail with ENOSPC.
 type volumeFS struct {
-	root  *os.Root
-	gid   int
+	root     *os.Root
+	gid      int
+	readOnly bool // a suspended volume: every write is refused
 	limit int64        // bytes; 0: no limit known
 	used  atomic.Int64 // bytes, measured at the start, grown by writes
 }
@@ -166,8 +167,8 @@ func newVolumeFS(dir string, sizeGiB int, gid int) (*volumeFS, error) {
 }
 
 // serveVolume runs an SFTP server for volume id on rwc until the client
-// goes away.
-func (a *Agent) serveVolume(rwc io.ReadWriteCloser, id int64, sizeGiB int) error {
+// goes away (for reading only, when readOnly).
+func (a *Agent) serveVolume(rwc io.ReadWriteCloser, id int64, sizeGiB int, readOnly bool) error {
 	dir, err := a.volumeDir(id)
 	if err != nil {
 		return err
@@ -177,6 +178,7 @@ func (a *Agent) serveVolume(rwc io.ReadWriteCloser, id int64, sizeGiB int) error
 		return err
 	}
 	defer v.root.Close()
+	v.readOnly = readOnly
 	srv := sftp.NewRequestServer(rwc, sftp.Handlers{FileGet: v, FilePut: v, FileCmd: v, FileList: v})
 	defer srv.Close()
 	if err := srv.Serve(); err != nil && !errors.Is(err, io.EOF) {
@@ -193,13 +195,26 @@ func (v *volumeFS) Fileread(r *sftp.Request) (io.ReaderAt, error) {
 }
 
 func (v *volumeFS) Filewrite(r *sftp.Request) (io.WriterAt, error) {
+	if v.readOnly {
+		return nil, errReadOnly(r)
+	}
 	f, err := v.filewrite(r)
 	return f, rootErr(err)
 }
 
-func (v *volumeFS) Filecmd(r *sftp.Request) error { return rootErr(v.filecmd(r)) }
+func (v *volumeFS) Filecmd(r *sftp.Request) error {
+	if v.readOnly {
+		return errReadOnly(r)
+	}
+	return rootErr(v.filecmd(r))
+}
 
-func (v *volumeFS) PosixRename(r *sftp.Request) error { return rootErr(v.filecmd(r)) }
+func (v *volumeFS) PosixRename(r *sftp.Request) error { return v.Filecmd(r) }
+
+// errReadOnly refuses a write to a suspended volume.
+func errReadOnly(r *sftp.Request) error {
+	return &os.PathError{Op: strings.ToLower(r.Method), Path: r.Filepath, Err: syscall.EROFS}
+}
 
 func (v *volumeFS) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
 	l, err := v.filelist(r)

@@ -14,12 +14,16 @@ import (
 // volumeClient serves dir as a volume of sizeGiB over an in-memory pipe
 // and returns an SFTP client of it.
 func volumeClient(t *testing.T, dir string, limit int64) *sftp.Client {
+	return volumeClientOf(t, dir, limit, false)
+}
+
+func volumeClientOf(t *testing.T, dir string, limit int64, readOnly bool) *sftp.Client {
 	t.Helper()
 	v, err := newVolumeFS(dir, 1, os.Getgid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	v.limit = limit
+	v.limit, v.readOnly = limit, readOnly
 	server, client := net.Pipe()
 	srv := sftp.NewRequestServer(server, sftp.Handlers{FileGet: v, FilePut: v, FileCmd: v, FileList: v})
 	go func() { _ = srv.Serve(); v.root.Close() }()
@@ -91,5 +95,47 @@ func TestVolumeFileServerStaysInsideAndWithinSize(t *testing.T) {
 	}
 	if vfs, err := c.StatVFS("/"); err != nil || vfs.TotalSpace() != 1<<20 || vfs.FreeSpace() >= 1<<19 {
 		t.Errorf("statvfs = %+v, %v", vfs, err)
+	}
+}
+
+// (issue 44, item 7) A suspended volume's files are served for reading
+// only: uploads, truncation, renames, deletions and new folders are all
+// refused; what is there still downloads.
+func TestSuspendedVolumeIsReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kept.txt"), []byte("still yours"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := volumeClientOf(t, dir, 1<<30, true)
+	f, err := c.Open("/kept.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(f); string(b) != "still yours" {
+		t.Errorf("read %q", b)
+	}
+	f.Close()
+	if f, err := c.Create("/new.bin"); err == nil {
+		_, err = f.Write([]byte("x"))
+		f.Close()
+		if err == nil {
+			t.Error("wrote a new file into a suspended volume")
+		}
+	}
+	for name, err := range map[string]error{
+		"truncate": c.Truncate("/kept.txt", 1<<20),
+		"rename":   c.Rename("/kept.txt", "/moved.txt"),
+		"remove":   c.Remove("/kept.txt"),
+		"mkdir":    c.Mkdir("/folder"),
+	} {
+		if err == nil {
+			t.Errorf("%s in a suspended volume succeeded", name)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "kept.txt")); string(b) != "still yours" {
+		t.Errorf("the file is now %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new.bin")); err == nil {
+		t.Error("a file was made")
 	}
 }

@@ -164,7 +164,7 @@ func (db *DB) ClaimSession(ctx context.Context, node, id string) (gpuportal.Desi
 		var tty string
 		err := tx.QueryRowContext(ctx, `SELECT `+desiredSessionColumns+` FROM sessions s LEFT JOIN instances i ON i.id = s.instance_id LEFT JOIN volumes v ON v.id = s.volume_id
 			WHERE s.id = ? AND s.node_id = ? AND (s.kind = 'log' OR i.node_id = s.node_id OR (s.kind = 'volume' AND v.deleted_at IS NULL)) AND s.connected_at IS NULL AND `+sessionOpenSQL, id, node, unix(now.Add(-gpuportal.SessionStaleAfter))).
-			Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB)
+			Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly)
 		if errors.Is(err, sql.ErrNoRows) {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "No session %s waits for this node.", id)
 		} else if err != nil {
@@ -229,7 +229,7 @@ func (db *DB) OpenSessions(ctx context.Context, instanceID int64) ([]gpuportal.S
 
 // desiredSessionColumns are what an agent is told of a session (a
 // volume's has no instance, an instance's no volume).
-const desiredSessionColumns = `s.id, coalesce(s.instance_id, 0), coalesce(i.attempt, 0), s.kind, s.command, s.port, s.tty, s.url, coalesce(s.volume_id, 0), coalesce(v.size_gib, 0)`
+const desiredSessionColumns = `s.id, coalesce(s.instance_id, 0), coalesce(i.attempt, 0), s.kind, s.command, s.port, s.tty, s.url, coalesce(s.volume_id, 0), coalesce(v.size_gib, 0), v.suspended_at IS NOT NULL`
 
 // desiredSessions lists the sessions node's agent should connect out for:
 // opened, not yet claimed, still waiting (younger than the connect
@@ -238,7 +238,7 @@ func (db *DB) desiredSessions(ctx context.Context, node string) ([]gpuportal.Des
 	now := db.Wall.Now()
 	return scanAll(ctx, db.read, func(r *sql.Rows, d *gpuportal.DesiredSession) error {
 		var tty string
-		if err := r.Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB); err != nil {
+		if err := r.Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly); err != nil {
 			return err
 		}
 		if tty != "" {

@@ -216,12 +216,7 @@ func (db *DB) CreateVolume(ctx context.Context, user *gpuportal.User, req gpupor
 // available (a new volume); the tick's hourly charges draw the balance as
 // a running instance does.
 func (db *DB) chargeVolumeHours(ctx context.Context, tx *sql.Tx, id, userID int64, name string, sizeGiB int, carry int64, billedUntil time.Time, hours int, price gpuportal.Fen, strict bool) error {
-	var total gpuportal.Fen
-	for range hours {
-		var c gpuportal.Fen
-		c, carry = gpuportal.VolumeHourCost(sizeGiB, price, carry)
-		total += c
-	}
+	total, carry := gpuportal.VolumeHoursCost(sizeGiB, price, carry, hours)
 	until := billedUntil.Add(time.Duration(hours) * time.Hour)
 	if _, err := tx.ExecContext(ctx, `UPDATE volumes SET billed_until = ?, carry = ? WHERE id = ?`, unix(until), carry, id); err != nil {
 		return fmt.Errorf("bill volume %d: %w", id, err)
@@ -512,7 +507,7 @@ func (db *DB) billVolumes(ctx context.Context, tx *sql.Tx, now time.Time) error 
 	}
 	owners := map[int64]bool{}
 	for _, d := range list {
-		hours := int(now.Sub(fromUnix(d.billedUntil))/time.Hour) + 1
+		hours := gpuportal.VolumeHoursDue(fromUnix(d.billedUntil), now)
 		if err := db.chargeVolumeHours(ctx, tx, d.id, d.user, d.name, d.size, d.carry, fromUnix(d.billedUntil), hours, price, false); err != nil {
 			return err
 		}
@@ -539,25 +534,41 @@ func (db *DB) billVolumes(ctx context.Context, tx *sql.Tx, now time.Time) error 
 			}
 		}
 	}
-	// Suspended volumes: lifted when the balance is back, warned, deleted.
+	// Suspended volumes: lifted once the balance pays what they owe,
+	// warned, deleted.
 	type suspended struct {
-		id, user  int64
-		name      string
-		at        int64
-		warned    bool
-		spendable gpuportal.Fen
+		id, user    int64
+		name        string
+		at          int64
+		warned      bool
+		size        int
+		carry       int64
+		billedUntil int64
 	}
 	susp, err := scanAll(ctx, tx, func(r *sql.Rows, s *suspended) error {
-		return r.Scan(&s.id, &s.user, &s.name, &s.at, &s.warned, &s.spendable)
-	}, `SELECT v.id, v.user_id, v.name, v.suspended_at, v.warned_at IS NOT NULL, a.balance_fen + a.credit_limit_fen FROM volumes v JOIN accounts a ON a.user_id = v.user_id
-		WHERE v.deleted_at IS NULL AND v.suspended_at IS NOT NULL ORDER BY v.id`)
+		return r.Scan(&s.id, &s.user, &s.name, &s.at, &s.warned, &s.size, &s.carry, &s.billedUntil)
+	}, `SELECT id, user_id, name, suspended_at, warned_at IS NOT NULL, size_gib, carry, billed_until FROM volumes
+		WHERE deleted_at IS NULL AND suspended_at IS NOT NULL ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("suspended volumes: %w", err)
 	}
 	for _, s := range susp {
-		if s.spendable > 0 {
-			// Topped up: billing resumes from this hour on.
-			if _, err := tx.ExecContext(ctx, `UPDATE volumes SET suspended_at = NULL, warned_at = NULL, billed_until = ? WHERE id = ?`, unix(now), s.id); err != nil {
+		// A suspended volume was kept all along: its hours since it was
+		// last paid (its arrears) are owed. It is lifted only when the
+		// balance pays them, which it then does; a top-up that does not
+		// cover them (a fen) lifts nothing, so the 15 days keep counting
+		// from the first unpaid hour.
+		hours := gpuportal.VolumeHoursDue(fromUnix(s.billedUntil), now)
+		arrears, _ := gpuportal.VolumeHoursCost(s.size, price, s.carry, hours)
+		var spendable gpuportal.Fen
+		if err := tx.QueryRowContext(ctx, `SELECT balance_fen + credit_limit_fen FROM accounts WHERE user_id = ?`, s.user).Scan(&spendable); err != nil {
+			return err
+		}
+		if spendable > 0 && spendable >= arrears {
+			if err := db.chargeVolumeHours(ctx, tx, s.id, s.user, s.name, s.size, s.carry, fromUnix(s.billedUntil), hours, price, false); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE volumes SET suspended_at = NULL, warned_at = NULL WHERE id = ?`, s.id); err != nil {
 				return err
 			}
 			continue

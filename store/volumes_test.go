@@ -289,3 +289,74 @@ func TestDeletedVolumesAreNamedForRemovalAtOnce(t *testing.T) {
 		t.Errorf("minutes later, a report still holding it: %v %v, want [%d]", ids, err, gone.ID)
 	}
 }
+
+// (issue 44, item 7) Suspended volumes are not free storage: a top-up
+// that does not pay what the volume owes since its balance ran out lifts
+// nothing and restarts no clock (2 TiB kept 14 days for ¥2.56 before);
+// one that does is charged those hours, and the volume is lifted.
+func TestSuspendedVolumeOwesItsArrears(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreatePoorUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	admin := &gpuportal.User{Role: gpuportal.RoleAdmin}
+	credit := func(amount gpuportal.Fen) {
+		t.Helper()
+		if _, err := db.Credit(ctx, admin, u.ID, gpuportal.CreditRequest{Amount: amount, Note: "top-up"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	credit(100)
+	v, err := db.CreateVolume(ctx, u, gpuportal.VolumeRequest{Name: "data", Region: "cd-1", SizeGiB: 2048}) // about 85 fen an hour
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := func(at time.Time) {
+		t.Helper()
+		clock.Set(at)
+		if _, err := db.Tick(ctx, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := clock.Now()
+	tick(start.Add(time.Hour))
+	got, _ := db.Volume(ctx, u, v.ID)
+	if got.Status != gpuportal.VolumeSuspended || got.DeleteAfter == nil {
+		t.Fatalf("after the balance ran out: %+v", got)
+	}
+	deleteAt := *got.DeleteAfter
+	charged, _ := volumeCharges(t, db, u.ID)
+
+	// Ten days on, a fen: nothing lifted, the deadline unchanged.
+	tick(start.Add(10 * 24 * time.Hour))
+	b, _ := db.Balance(ctx, u)
+	credit(-b.Balance + 1) // the balance at one fen
+	tick(start.Add(10*24*time.Hour + time.Minute))
+	tick(start.Add(10*24*time.Hour + 2*time.Hour))
+	got, _ = db.Volume(ctx, u, v.ID)
+	if got.Status != gpuportal.VolumeSuspended || got.DeleteAfter == nil || !got.DeleteAfter.Equal(deleteAt) {
+		t.Fatalf("after a 1-fen top-up: %+v; want it suspended, to be deleted at %s still", got, deleteAt)
+	}
+	if now, _ := volumeCharges(t, db, u.ID); now != charged {
+		t.Errorf("charged %d fen while suspended", now-charged)
+	}
+	// Enough to pay its arrears: charged for every hour it was kept, lifted.
+	credit(50_000)
+	at := start.Add(10*24*time.Hour + 3*time.Hour)
+	tick(at)
+	got, _ = db.Volume(ctx, u, v.ID)
+	if got.Status == gpuportal.VolumeSuspended || got.DeleteAfter != nil {
+		t.Fatalf("after paying: %+v", got)
+	}
+	hours := int(at.Sub(start.Add(time.Hour))/time.Hour) + 1
+	owed, _ := gpuportal.VolumeHoursCost(2048, 30, 0, hours)
+	if now, _ := volumeCharges(t, db, u.ID); now-charged < owed-gpuportal.VolumeCostPerHour(2048, 30)*2 {
+		t.Errorf("arrears charged %d fen; the %d hours it was kept cost about %d", now-charged, hours, owed)
+	}
+	if sum, err := db.LedgerSum(ctx, u.ID); err != nil {
+		t.Fatal(err)
+	} else if b, _ := db.Balance(ctx, u); b.Balance != sum {
+		t.Errorf("balance %s, ledger %s", b.Balance, sum)
+	}
+}

@@ -137,3 +137,41 @@ func TestSessionCookieIsHostOnlyBehindTLS(t *testing.T) {
 		t.Errorf("the session cookie over plain HTTP: %q", set)
 	}
 }
+
+// (issue 44, item 7) A suspended volume is read-only: uploads and
+// deletions are 402 with why (before any node is asked); reading stays.
+func TestSuspendedVolumeRefusesWrites(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	e.web.hub.ConnectTimeout = 200 * time.Millisecond // no agent runs here
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	ctx := context.Background()
+	u := storetest.MustCreatePoorUser(t, e.db, "poor@example.com", gpuportal.RoleCustomer)
+	if _, err := e.db.Credit(ctx, nil, u.ID, gpuportal.CreditRequest{Amount: 100, Note: "a little"}); err != nil {
+		t.Fatal(err)
+	}
+	tok := e.tokenFor(u)
+	st, body := e.apiCall("POST", "/api/v1/volumes", tok, `{"name":"data","region":"cd-1","size_gib":2000}`)
+	if st != http.StatusCreated {
+		t.Fatalf("create volume = %d %s", st, body)
+	}
+	id := int64(decodeObject(t, body)["id"].(float64))
+	at := e.clock.Now().Add(2 * time.Hour)
+	e.clock.Set(at)
+	if _, err := e.db.Tick(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := e.apiCall("GET", fmt.Sprintf("/api/v1/volumes/%d", id), tok, ""); !strings.Contains(body, `"status":"suspended"`) {
+		t.Fatalf("the volume is not suspended: %s", body)
+	}
+	if st, body := e.apiCall("PUT", fmt.Sprintf("/api/v1/volumes/%d/files/content?path=a.txt", id), tok, "hello"); st != http.StatusPaymentRequired || !strings.Contains(body, "read-only") {
+		t.Errorf("an upload into a suspended volume = %d %s", st, body)
+	}
+	if st, body := e.apiCall("DELETE", fmt.Sprintf("/api/v1/volumes/%d/files?path=a.txt", id), tok, ""); st != http.StatusPaymentRequired {
+		t.Errorf("a deletion in a suspended volume = %d %s", st, body)
+	}
+	// Reading goes to the node (none here: 503, not 402).
+	if st, _ := e.apiCall("GET", fmt.Sprintf("/api/v1/volumes/%d/files", id), tok, ""); st != http.StatusServiceUnavailable {
+		t.Errorf("listing a suspended volume = %d, want it to reach for the node", st)
+	}
+}

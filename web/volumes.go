@@ -114,11 +114,18 @@ func (f *volumeFiles) Close() {
 	f.done()
 }
 
-func (s *Server) openVolumeFiles(c echo.Context, id int64) (*volumeFiles, error) {
+// openVolumeFiles opens a volume's files for reading, or for writing
+// too (write): a suspended volume is read-only until its owner pays what
+// it owes (its node refuses writes as well).
+func (s *Server) openVolumeFiles(c echo.Context, id int64, write bool) (*volumeFiles, error) {
 	user := currentUser(c)
 	// The volume first: another's (or none) is 404 before any node is asked.
-	if _, err := s.db.Volume(c.Request().Context(), user, id); err != nil {
+	v, err := s.db.Volume(c.Request().Context(), user, id)
+	if err != nil {
 		return nil, err
+	}
+	if write && v.Status == gpuportal.VolumeSuspended {
+		return nil, gpuportal.Errorf(gpuportal.EFUNDS, "Volume %s is suspended: it is read-only until your balance pays what it owes.", v.Name)
 	}
 	conn, done, err := s.hub.Open(c.Request().Context(), user, 0, gpuportal.SessionRequest{Kind: gpuportal.SessionVolume, VolumeID: id, Group: gpuportal.NewSessionID()})
 	if err != nil {
@@ -184,7 +191,7 @@ func listVolumeDir(f *volumeFiles, p string) ([]gpuportal.VolumeFile, error) {
 
 // volumeFilesAt opens the files of the route's volume, with its ?path=
 // checked first (no node is asked for a path that leaves the volume).
-func (s *Server) volumeFilesAt(c echo.Context) (*volumeFiles, string, error) {
+func (s *Server) volumeFilesAt(c echo.Context, write bool) (*volumeFiles, string, error) {
 	id, err := pathID(c)
 	if err != nil {
 		return nil, "", err
@@ -193,12 +200,12 @@ func (s *Server) volumeFilesAt(c echo.Context) (*volumeFiles, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	f, err := s.openVolumeFiles(c, id)
+	f, err := s.openVolumeFiles(c, id, write)
 	return f, p, err
 }
 
 func (s *Server) apiVolumeFiles(c echo.Context) error {
-	f, p, err := s.volumeFilesAt(c)
+	f, p, err := s.volumeFilesAt(c, false)
 	if err != nil {
 		return err
 	}
@@ -212,7 +219,7 @@ func (s *Server) apiVolumeFiles(c echo.Context) error {
 
 // apiVolumeDownload streams a file of the volume.
 func (s *Server) apiVolumeDownload(c echo.Context) error {
-	f, p, err := s.volumeFilesAt(c)
+	f, p, err := s.volumeFilesAt(c, false)
 	if err != nil {
 		return err
 	}
@@ -244,7 +251,7 @@ func (s *Server) apiVolumeUpload(c echo.Context) error {
 	if c.QueryParam("path") == "" {
 		return gpuportal.FieldErrorf(gpuportal.EINVALID, "path", "Name the file to write, such as data/train.csv.")
 	}
-	f, p, err := s.volumeFilesAt(c)
+	f, p, err := s.volumeFilesAt(c, true)
 	if err != nil {
 		return err
 	}
@@ -315,7 +322,7 @@ func (s *Server) deleteVolumeFile(c echo.Context, id int64, p string) error {
 	if p == "." {
 		return gpuportal.FieldErrorf(gpuportal.EINVALID, "path", "Name the file or folder to delete; to delete the volume, delete it on its page.")
 	}
-	f, err := s.openVolumeFiles(c, id)
+	f, err := s.openVolumeFiles(c, id, true)
 	if err != nil {
 		return err
 	}
@@ -476,7 +483,7 @@ func (s *Server) handleVolumePage(c echo.Context) error {
 	if err == nil {
 		page.Path = p
 		var f *volumeFiles
-		if f, err = s.openVolumeFiles(c, id); err == nil {
+		if f, err = s.openVolumeFiles(c, id, false); err == nil {
 			page.Files, err = listVolumeDir(f, p)
 			f.Close()
 		}
@@ -511,7 +518,7 @@ func (s *Server) handleUploadForm(c echo.Context) error {
 	if err := checkFormCSRF(c, mr); err != nil {
 		return err
 	}
-	f, err := s.openVolumeFiles(c, id)
+	f, err := s.openVolumeFiles(c, id, true)
 	if err != nil {
 		return err
 	}
