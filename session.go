@@ -91,15 +91,15 @@ type DesiredSession struct {
 	Attempt    int    `json:"attempt"`
 	// VolumeID and VolumeSizeGiB: a session into a volume's files (the
 	// agent refuses writes past the size).
-	VolumeID      int64  `json:"volume_id,omitempty"`
-	VolumeSizeGiB int    `json:"volume_size_gib,omitempty"`
+	VolumeID      int64 `json:"volume_id,omitempty"`
+	VolumeSizeGiB int   `json:"volume_size_gib,omitempty"`
 	// VolumeReadOnly: the volume is suspended (its owner's balance ran
 	// out): its files are served for reading only.
-	VolumeReadOnly bool `json:"volume_read_only,omitempty"`
-	Kind          string `json:"kind"`
-	Command       string `json:"command,omitempty"`
-	Port          int    `json:"port,omitempty"`
-	TTY           *TTY   `json:"tty,omitempty"`
+	VolumeReadOnly bool   `json:"volume_read_only,omitempty"`
+	Kind           string `json:"kind"`
+	Command        string `json:"command,omitempty"`
+	Port           int    `json:"port,omitempty"`
+	TTY            *TTY   `json:"tty,omitempty"`
 	// URL is the portal that holds the customer's end ("" = the agent's
 	// own portal): with several portals, the agent connects to that one.
 	URL string `json:"url,omitempty"`

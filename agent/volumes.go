@@ -151,9 +151,9 @@ func (a *Agent) deleteVolumes(ids []int64) {
 type volumeFS struct {
 	root     *os.Root
 	gid      int
-	readOnly bool // a suspended volume: every write is refused
-	limit int64        // bytes; 0: no limit known
-	used  atomic.Int64 // bytes, measured at the start, grown by writes
+	readOnly bool         // a suspended volume: every write is refused
+	limit    int64        // bytes; 0: no limit known
+	used     atomic.Int64 // bytes, measured at the start, grown by writes
 }
 
 func newVolumeFS(dir string, sizeGiB int, gid int) (*volumeFS, error) {
