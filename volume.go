@@ -211,6 +211,8 @@ type InstanceVolume struct {
 	ID        int64  `json:"id"`
 	Name      string `json:"name"`
 	MountPath string `json:"mount_path"`
+	// SizeGiB is the volume's size now: the agent limits writes to it.
+	SizeGiB int `json:"size_gib"`
 }
 
 // VolumeReport is what an agent says of its volume root (in a heartbeat,

@@ -79,6 +79,12 @@ type Agent struct {
 	// volumeReport is the latest measurement of the volume root not yet
 	// sent (the next heartbeat carries it).
 	volumeReport atomic.Pointer[gpuportal.VolumeReport]
+	// quotas enforces volume sizes where the volume root can (nil: it
+	// cannot, for quotaNote's reason); volumeAccounts count what the
+	// file server's sessions write into each volume (volumes.go).
+	quotas         *projectQuotas
+	quotaNote      string
+	volumeAccounts volumeAccounts
 
 	wake     chan struct{} // re-check interruption deadlines
 	push     chan struct{} // report workload changes now
@@ -172,6 +178,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.metrics = newGPUMetrics(a.registry)
 	a.meta = newMetadataServer(a.metadataView, a.workloadReport)
+	a.quotas, a.quotaNote = detectProjectQuotas(cfg.VolumeRoot)
 	return a, nil
 }
 

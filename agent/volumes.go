@@ -56,11 +56,11 @@ func (a *Agent) volumeHostGID() int {
 }
 
 // volumeEnforcement says whether the volume root fails writes past a
-// volume's size. Sizes need project quotas on the root (XFS prjquota or
-// ext4 with the project feature), which this agent does not set up; it
-// says so, and the portal shows usage as measured.
+// volume's size: an XFS root with project quotas does (volumequota.go);
+// elsewhere the agent says why not, its own file server still refuses
+// writes past the size, and the portal shows usage as measured.
 func (a *Agent) volumeEnforcement() (bool, string) {
-	return false, "volume sizes are measured, not enforced: the agent's volume root has no project quotas set up"
+	return a.quotas != nil, a.quotaNote
 }
 
 // measureVolumes reports each volume directory's usage.
@@ -151,9 +151,67 @@ func (a *Agent) deleteVolumes(ids []int64) {
 type volumeFS struct {
 	root     *os.Root
 	gid      int
-	readOnly bool         // a suspended volume: every write is refused
-	limit    int64        // bytes; 0: no limit known
-	used     atomic.Int64 // bytes, measured at the start, grown by writes
+	readOnly bool // a suspended volume: every write is refused
+	limit    int64 // bytes; 0: no limit known
+	acct     *volumeAccount
+}
+
+// volumeAccount is what one volume holds, as every session of the file
+// server on this node writes into it: one account per volume, shared by
+// all its sessions (parallel uploads and SFTP clients included), counted
+// in blocks allocated (as du counts), not apparent sizes, so a file
+// extended by truncation and then written inside is counted as it fills.
+type volumeAccount struct {
+	used atomic.Int64 // bytes
+	open int          // sessions on it now (under volumeAccounts.mu)
+}
+
+// volumeAccounts are the accounts of the volumes this node serves now.
+type volumeAccounts struct {
+	mu   sync.Mutex
+	byID map[int64]*volumeAccount
+}
+
+// open is volume id's account for a session: measured afresh when no
+// other session of it is open here (others — instances, other nodes — may
+// have written since), shared while one is. close when the session ends.
+func (va *volumeAccounts) open(id int64, dir string) *volumeAccount {
+	va.mu.Lock()
+	defer va.mu.Unlock()
+	if va.byID == nil {
+		va.byID = map[int64]*volumeAccount{}
+	}
+	acct := va.byID[id]
+	if acct == nil {
+		acct = &volumeAccount{}
+		va.byID[id] = acct
+	}
+	if acct.open == 0 {
+		acct.used.Store(diskUsage(dir))
+	}
+	acct.open++
+	return acct
+}
+
+func (va *volumeAccounts) close(id int64) {
+	va.mu.Lock()
+	defer va.mu.Unlock()
+	if acct := va.byID[id]; acct != nil {
+		if acct.open--; acct.open <= 0 {
+			delete(va.byID, id)
+		}
+	}
+}
+
+// reserve takes n bytes of the volume's room, or fails with ENOSPC past
+// limit (0: none known); what the write did not take is given back with
+// settle.
+func (acct *volumeAccount) reserve(n, limit int64, name string) error {
+	if acct.used.Add(n) > limit && limit > 0 {
+		acct.used.Add(-n)
+		return &os.PathError{Op: "write", Path: name, Err: syscall.ENOSPC}
+	}
+	return nil
 }
 
 func newVolumeFS(dir string, sizeGiB int, gid int) (*volumeFS, error) {
@@ -161,8 +219,8 @@ func newVolumeFS(dir string, sizeGiB int, gid int) (*volumeFS, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &volumeFS{root: root, gid: gid, limit: int64(sizeGiB) << 30}
-	v.used.Store(diskUsage(dir))
+	v := &volumeFS{root: root, gid: gid, limit: int64(sizeGiB) << 30, acct: &volumeAccount{}}
+	v.acct.used.Store(diskUsage(dir))
 	return v, nil
 }
 
@@ -173,12 +231,17 @@ func (a *Agent) serveVolume(rwc io.ReadWriteCloser, id int64, sizeGiB int, readO
 	if err != nil {
 		return err
 	}
+	if err := a.limitVolume(dir, id, sizeGiB); err != nil {
+		return err
+	}
 	v, err := newVolumeFS(dir, sizeGiB, a.volumeHostGID())
 	if err != nil {
 		return err
 	}
 	defer v.root.Close()
 	v.readOnly = readOnly
+	v.acct = a.volumeAccounts.open(id, dir)
+	defer a.volumeAccounts.close(id)
 	srv := sftp.NewRequestServer(rwc, sftp.Handlers{FileGet: v, FilePut: v, FileCmd: v, FileList: v})
 	defer srv.Close()
 	if err := srv.Serve(); err != nil && !errors.Is(err, io.EOF) {
@@ -267,34 +330,54 @@ func (v *volumeFS) filewrite(r *sftp.Request) (io.WriterAt, error) {
 		return nil, err
 	}
 	_ = v.root.Lchown(name, -1, v.gid)
-	info, err := f.Stat()
+	allocated, err := allocatedBytes(f)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &sizedWriter{f: f, fs: v, size: info.Size()}, nil
+	return &sizedWriter{f: f, fs: v, allocated: allocated}, nil
 }
 
-// sizedWriter counts what a write adds to the volume against its size.
+// allocatedBytes is what f takes on disk (its blocks).
+func allocatedBytes(f *os.File) (int64, error) {
+	info, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512, nil
+	}
+	return info.Size(), nil
+}
+
+// blockSize rounds what a write may allocate.
+const blockSize = 4096
+
+// sizedWriter counts what a write adds to the volume against its size:
+// before it writes, it reserves the most the write could allocate (its
+// blocks, and one more for a partial one), so writers in parallel never
+// pass the size together; after, what the file really took is counted.
 type sizedWriter struct {
-	mu   sync.Mutex
-	f    *os.File
-	fs   *volumeFS
-	size int64
+	mu        sync.Mutex
+	f         *os.File
+	fs        *volumeFS
+	allocated int64 // bytes the file takes on disk, as last seen
 }
 
 func (w *sizedWriter) WriteAt(p []byte, off int64) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	grow := max(off+int64(len(p))-w.size, 0)
-	if w.fs.limit > 0 && w.fs.used.Load()+grow > w.fs.limit {
-		return 0, &os.PathError{Op: "write", Path: w.f.Name(), Err: syscall.ENOSPC}
+	worst := (int64(len(p))+blockSize-1)/blockSize*blockSize + blockSize
+	if err := w.fs.acct.reserve(worst, w.fs.limit, w.f.Name()); err != nil {
+		return 0, err
 	}
 	n, err := w.f.WriteAt(p, off)
-	if end := off + int64(n); end > w.size {
-		w.fs.used.Add(end - w.size)
-		w.size = end
+	now, statErr := allocatedBytes(w.f)
+	if statErr != nil {
+		now = w.allocated + worst // keep the reservation: never count less than it might be
 	}
+	w.fs.acct.used.Add(now - w.allocated - worst)
+	w.allocated = now
 	return n, err
 }
 
@@ -306,12 +389,28 @@ func (v *volumeFS) filecmd(r *sftp.Request) error {
 	case "Setstat":
 		attrs := r.AttrFlags()
 		if attrs.Size {
+			// No file grows past the volume's size, not even as a sparse
+			// one; what a truncation frees (or takes) is counted.
+			size := int64(r.Attributes().Size)
+			if v.limit > 0 && size > v.limit {
+				return &os.PathError{Op: "truncate", Path: name, Err: syscall.EFBIG}
+			}
 			f, err := v.root.OpenFile(name, os.O_WRONLY, 0)
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			return f.Truncate(int64(r.Attributes().Size))
+			before, err := allocatedBytes(f)
+			if err != nil {
+				return err
+			}
+			if err := f.Truncate(size); err != nil {
+				return err
+			}
+			if after, err := allocatedBytes(f); err == nil {
+				v.acct.used.Add(after - before)
+			}
+			return nil
 		}
 		if attrs.Permissions {
 			return v.root.Chmod(name, r.Attributes().FileMode().Perm())
@@ -322,7 +421,17 @@ func (v *volumeFS) filecmd(r *sftp.Request) error {
 	case "Rmdir":
 		return v.root.Remove(name)
 	case "Remove":
-		return v.root.Remove(name)
+		var freed int64
+		if info, err := v.root.Lstat(name); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink <= 1 {
+				freed = st.Blocks * 512
+			}
+		}
+		if err := v.root.Remove(name); err != nil {
+			return err
+		}
+		v.acct.used.Add(-freed)
+		return nil
 	case "Mkdir":
 		if err := v.root.Mkdir(name, 0o775); err != nil {
 			return err
@@ -342,7 +451,7 @@ func (v *volumeFS) filecmd(r *sftp.Request) error {
 func (v *volumeFS) StatVFS(*sftp.Request) (*sftp.StatVFS, error) {
 	const bsize = 4096
 	blocks := uint64(v.limit / bsize)
-	used := uint64(max(v.used.Load(), 0) / bsize)
+	used := uint64(max(v.acct.used.Load(), 0) / bsize)
 	free := uint64(0)
 	if blocks > used {
 		free = blocks - used

@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pkg/sftp"
@@ -137,5 +139,99 @@ func TestSuspendedVolumeIsReadOnly(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "new.bin")); err == nil {
 		t.Error("a file was made")
+	}
+}
+
+// (issue 44, item 2) Every session writing into a volume shares one
+// account of it, counted in blocks: parallel uploads cannot pass its size
+// together (3 × 450 MB went into 1 GiB before), and a file extended by
+// truncation and then written inside is counted as it fills (2 GiB went
+// into 1 GiB); no file is truncated past the size.
+func TestVolumeSessionsShareOneAccount(t *testing.T) {
+	dir := t.TempDir()
+	const limit = 4 << 20
+	var accounts volumeAccounts
+	client := func() *sftp.Client {
+		v, err := newVolumeFS(dir, 1, os.Getgid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.limit, v.acct = limit, accounts.open(1, dir)
+		server, client := net.Pipe()
+		srv := sftp.NewRequestServer(server, sftp.Handlers{FileGet: v, FilePut: v, FileCmd: v, FileList: v})
+		go func() { _ = srv.Serve(); v.root.Close(); accounts.close(1) }()
+		c, err := sftp.NewClientPipe(client, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(); srv.Close() })
+		return c
+	}
+	// Three sessions upload 1.5 MiB each at once into 4 MiB.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	written := 0
+	for k := range 3 {
+		c := client()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f, err := c.Create(fmt.Sprintf("/part-%d", k))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer f.Close()
+			block := make([]byte, 64<<10)
+			for range 24 { // 1.5 MiB
+				if _, err := f.Write(block); err != nil {
+					return // no space: expected for one of them
+				}
+				mu.Lock()
+				written += len(block)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if used := diskUsage(dir); used > limit {
+		t.Errorf("parallel sessions stored %d bytes in a %d-byte volume", used, limit)
+	}
+	if written == 3*24*(64<<10) {
+		t.Error("every parallel upload was taken whole")
+	}
+
+	// Extend by truncation, then write inside: counted as it fills.
+	c := client()
+	if err := c.Truncate("/part-0", 2*limit); err == nil {
+		t.Error("a file was truncated past the volume's size")
+	}
+	if err := c.Remove("/part-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove("/part-2"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.Create("/sparse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Truncate("/sparse", limit); err != nil {
+		t.Fatalf("a sparse file of the volume's size: %v", err)
+	}
+	block := make([]byte, 64<<10)
+	var failed bool
+	for off := int64(0); off < limit; off += int64(len(block)) {
+		if _, err := f.WriteAt(block, off); err != nil {
+			failed = true
+			break
+		}
+	}
+	f.Close()
+	if !failed {
+		t.Error("writing inside a truncated file filled it past what the volume has room for")
+	}
+	if used := diskUsage(dir); used > limit {
+		t.Errorf("the volume holds %d bytes, past its %d", used, limit)
 	}
 }

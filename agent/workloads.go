@@ -191,6 +191,9 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	var volumeEnv []string
 	for _, v := range dw.Volumes {
 		dir, err := a.volumeDir(v.ID)
+		if err == nil {
+			err = a.limitVolume(dir, v.ID, v.SizeGiB) // where the root enforces sizes
+		}
 		if err != nil {
 			a.closeMetadataLocked(w)
 			fail(fmt.Errorf("volume %s: %w", v.Name, err))

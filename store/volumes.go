@@ -366,8 +366,8 @@ func (db *DB) instanceVolumes(ctx context.Context, q queryer, list []*gpuportal.
 		instance int64
 		m        gpuportal.InstanceVolume
 	}
-	rows, err := scanAll(ctx, q, func(r *sql.Rows, x *row) error { return r.Scan(&x.instance, &x.m.ID, &x.m.Name, &x.m.MountPath) },
-		`SELECT iv.instance_id, iv.volume_id, v.name, iv.mount_path FROM instance_volumes iv JOIN volumes v ON v.id = iv.volume_id
+	rows, err := scanAll(ctx, q, func(r *sql.Rows, x *row) error { return r.Scan(&x.instance, &x.m.ID, &x.m.Name, &x.m.MountPath, &x.m.SizeGiB) },
+		`SELECT iv.instance_id, iv.volume_id, v.name, iv.mount_path, v.size_gib FROM instance_volumes iv JOIN volumes v ON v.id = iv.volume_id
 		WHERE iv.instance_id IN (?`+strings.Repeat(", ?", len(args)-1)+`) ORDER BY iv.instance_id, iv.mount_path`, args...)
 	if err != nil {
 		return fmt.Errorf("instance volumes: %w", err)
@@ -380,8 +380,10 @@ func (db *DB) instanceVolumes(ctx context.Context, q queryer, list []*gpuportal.
 }
 
 // volumeTarget is the node a session into one of the user's volumes goes
-// through: an online agent of its region, the one with the fewest open
-// sessions.
+// through: an online agent of its region — the one that serves the volume
+// now, if one does (its sessions share one account of what the volume
+// holds, so writers in parallel cannot pass its size together), else the
+// one with the fewest open sessions.
 func (db *DB) volumeTarget(ctx context.Context, tx *sql.Tx, user *gpuportal.User, volumeID int64) (string, error) {
 	v, err := volumeFor(ctx, tx, user.ID, volumeID)
 	if err != nil {
@@ -389,7 +391,9 @@ func (db *DB) volumeTarget(ctx context.Context, tx *sql.Tx, user *gpuportal.User
 	}
 	var node string
 	err = tx.QueryRowContext(ctx, `SELECT n.id FROM nodes n WHERE n.region_id = ? AND n.online = 1 AND n.token_revoked_at IS NULL
-		ORDER BY (SELECT count(*) FROM sessions s WHERE s.node_id = n.id AND s.closed_at IS NULL), n.id LIMIT 1`, v.Region).Scan(&node)
+		ORDER BY (SELECT count(*) FROM sessions s WHERE s.node_id = n.id AND s.volume_id = ? AND s.closed_at IS NULL AND s.seen_at >= ?) DESC,
+		(SELECT count(*) FROM sessions s WHERE s.node_id = n.id AND s.closed_at IS NULL), n.id LIMIT 1`,
+		v.Region, v.ID, unix(db.Wall.Now().Add(-gpuportal.SessionStaleAfter))).Scan(&node)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", gpuportal.Errorf(gpuportal.EUNAVAILABLE, "No node of region %s is online to reach volume %s; try again shortly.", v.Region, v.Name)
 	}

@@ -360,3 +360,38 @@ func TestSuspendedVolumeOwesItsArrears(t *testing.T) {
 		t.Errorf("balance %s, ledger %s", b.Balance, sum)
 	}
 }
+
+// (issue 44, item 2) The sessions into one volume go through one node
+// while any is open: their writes share that node's account of the
+// volume, so uploads in parallel cannot pass its size together. Another
+// volume's go where there is least to do.
+func TestVolumeSessionsMeetOnOneNode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	a, err := db.CreateVolume(ctx, u, gpuportal.VolumeRequest{Name: "a", Region: "cd-1", SizeGiB: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := db.CreateVolume(ctx, u, gpuportal.VolumeRequest{Name: "b", Region: "cd-1", SizeGiB: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(v *gpuportal.Volume, group string) string {
+		t.Helper()
+		s, err := db.OpenSession(ctx, u, 0, gpuportal.SessionRequest{Kind: gpuportal.SessionVolume, VolumeID: v.ID, Group: group}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Node
+	}
+	first := open(a, "g1")
+	if second := open(a, "g2"); second != first {
+		t.Errorf("a second session of volume a went to %s, the first to %s", second, first)
+	}
+	if other := open(b, "g3"); other == first {
+		t.Errorf("volume b's session went to the busy node %s too", other)
+	}
+}

@@ -105,7 +105,7 @@ func TestVolumePagesAndAPI(t *testing.T) {
 		t.Fatalf("launch with a volume = %d %s", p.status, p.body)
 	}
 	_, body = e.apiCall("GET", "/api/v1/instances", alice, "")
-	if !strings.Contains(body, `"volumes":[{"id":`+fmt.Sprint(id)+`,"name":"data","mount_path":"/data/data"}]`) {
+	if !strings.Contains(body, `"volumes":[{"id":`+fmt.Sprint(id)+`,"name":"data","mount_path":"/data/data","size_gib":200}]`) {
 		t.Errorf("the launch did not mount the volume: %s", body)
 	}
 	if st, body := e.apiCall("DELETE", fmt.Sprintf("/api/v1/volumes/%d", id), alice, ""); st != http.StatusConflict {
