@@ -151,7 +151,7 @@ func (a *Agent) deleteVolumes(ids []int64) {
 type volumeFS struct {
 	root     *os.Root
 	gid      int
-	readOnly bool // a suspended volume: every write is refused
+	readOnly bool  // a suspended volume: every write is refused
 	limit    int64 // bytes; 0: no limit known
 	acct     *volumeAccount
 }

@@ -366,7 +366,9 @@ func (db *DB) instanceVolumes(ctx context.Context, q queryer, list []*gpuportal.
 		instance int64
 		m        gpuportal.InstanceVolume
 	}
-	rows, err := scanAll(ctx, q, func(r *sql.Rows, x *row) error { return r.Scan(&x.instance, &x.m.ID, &x.m.Name, &x.m.MountPath, &x.m.SizeGiB) },
+	rows, err := scanAll(ctx, q, func(r *sql.Rows, x *row) error {
+		return r.Scan(&x.instance, &x.m.ID, &x.m.Name, &x.m.MountPath, &x.m.SizeGiB)
+	},
 		`SELECT iv.instance_id, iv.volume_id, v.name, iv.mount_path, v.size_gib FROM instance_volumes iv JOIN volumes v ON v.id = iv.volume_id
 		WHERE iv.instance_id IN (?`+strings.Repeat(", ?", len(args)-1)+`) ORDER BY iv.instance_id, iv.mount_path`, args...)
 	if err != nil {
