@@ -1450,4 +1450,11 @@ var zhCN = map[string]string{
 	"warning: %s is plain http:// to another machine: your password and token cross the network unencrypted. Use https://.": "警告：%s 是通往另一台机器的明文 http://：您的密码和令牌将以未加密方式在网络上传输。请使用 https://。",
 	"This connection has %d channels open, the most at once; close one first.":                                              "此连接已打开 %d 个通道，已达上限；请先关闭一个。",
 	"The node this runs on has too many sessions open right now; try again shortly.":                                        "该实例所在节点当前打开的会话过多，请稍后再试。",
+	"A refund part is settled as made or refused, not %q.":                                                                  "退款部分只能结算为已退款或被拒绝，而不是 %q。",
+	"Refund %d has no part for top-up %d.":                                                                                  "退款 #%d 没有对应充值 #%d 的部分。",
+	"Checkout %s was not made for top-up %d; nothing is credited.":                                                          "支付会话 %s 不是为充值 #%d 创建的；未入账任何金额。",
+	"The event carries no object.":                                                                                          "该事件不含任何对象。",
+	"The event carries no refund.":                                                                                          "该事件不含退款。",
+	"The event carries no charge.":                                                                                          "该事件不含扣款。",
+	"Volume %s is suspended: it is read-only until your balance pays what it owes.":                                         "数据盘 %s 已暂停：在余额付清所欠费用之前，它是只读的。",
 }
