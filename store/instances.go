@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"gpuportal/scheduler"
-	"strings"
 	"time"
 
 	"gpuportal"
@@ -146,27 +145,21 @@ func (db *DB) InstanceList(ctx context.Context, user *gpuportal.User, f Instance
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 200
 	}
-	where, args := []string{"1 = 1"}, []any{}
-	if !user.IsAdmin() {
-		where, args = append(where, "user_id = ?"), append(args, user.ID)
-	}
-	if f.UserID != 0 {
-		where, args = append(where, "user_id = ?"), append(args, f.UserID)
-	}
+	q := visibleTo(user, "instances").ofUser(f.UserID)
 	switch f.Tab {
 	case "":
 	case TabActive:
-		where = append(where, "status IN ('pending', 'running', 'interrupting')")
+		q.and("status IN ('pending', 'running', 'interrupting')")
 	case TabEnded:
-		where = append(where, "status IN ('interrupted', 'stopped', 'failed')")
+		q.and("status IN ('interrupted', 'stopped', 'failed')")
 	default:
 		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "tab", "Unknown list %q: active or ended.", f.Tab)
 	}
-	if err := db.count(ctx, Page{Total: f.Total}, "instances", strings.Join(where, " AND "), args...); err != nil {
+	query, args, err := q.page(ctx, db, Page{Limit: f.Limit, Offset: f.Offset, Total: f.Total}, instanceColumns, "id DESC")
+	if err != nil {
 		return nil, err
 	}
-	list, err := scanEach(ctx, db.read, scanOneInstance, `SELECT `+instanceColumns+` FROM instances WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT ? OFFSET ?`,
-		append(args, f.Limit, max(0, f.Offset))...)
+	list, err := scanEach(ctx, db.read, scanOneInstance, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}

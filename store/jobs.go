@@ -124,17 +124,20 @@ func (db *DB) Job(ctx context.Context, user *gpuportal.User, id int64) (*gpuport
 	return &j.Job, nil
 }
 
-// Jobs lists a user's jobs, newest first, a page at a time.
+// Jobs lists a user's jobs (an admin's: everybody's), newest first, a
+// page at a time.
 func (db *DB) Jobs(ctx context.Context, user *gpuportal.User, limit, offset int) ([]gpuportal.Job, error) {
 	return db.JobPage(ctx, user, Page{Limit: limit, Offset: offset})
 }
 
-// JobPage is a page of the user's jobs, newest first.
+// JobPage is a page of the user's jobs (an admin's: everybody's, as
+// every list), newest first.
 func (db *DB) JobPage(ctx context.Context, user *gpuportal.User, p Page) ([]gpuportal.Job, error) {
-	if err := db.count(ctx, p, "jobs", "user_id = ?", user.ID); err != nil {
+	query, args, err := visibleTo(user, "jobs").page(ctx, db, p, jobColumns, "id DESC")
+	if err != nil {
 		return nil, err
 	}
-	list, err := scanEach(ctx, db.read, scanJob, `SELECT `+jobColumns+` FROM jobs WHERE user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?`, user.ID, p.Limit, max(p.Offset, 0))
+	list, err := scanEach(ctx, db.read, scanJob, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

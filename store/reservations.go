@@ -374,39 +374,34 @@ func (db *DB) Reservations(ctx context.Context, user *gpuportal.User, f Reservat
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 200
 	}
-	where, args := []string{"1 = 1"}, []any{}
-	if !user.IsAdmin() {
-		where, args = append(where, "user_id = ?"), append(args, user.ID)
-	}
-	if f.UserID != 0 {
-		where, args = append(where, "user_id = ?"), append(args, f.UserID)
-	}
+	q := visibleTo(user, "reservations").ofUser(f.UserID)
 	if f.Status != "" {
 		switch f.Status {
 		case gpuportal.ReservationConfirmed, gpuportal.ReservationActive, gpuportal.ReservationCompleted, gpuportal.ReservationCancelled:
 		default:
 			return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "status", "Unknown status %q.", f.Status)
 		}
-		where, args = append(where, "status = ?"), append(args, f.Status)
+		q.and("status = ?", f.Status)
 	}
 	if !f.StartAt.IsZero() {
-		where, args = append(where, "start_at = ?"), append(args, unix(f.StartAt))
+		q.and("start_at = ?", unix(f.StartAt))
 	}
 	order := "start_at DESC, id DESC"
 	switch f.Tab {
 	case "":
 	case TabUpcoming:
-		where, order = append(where, "status IN ('confirmed', 'active')"), "start_at, id"
+		q.and("status IN ('confirmed', 'active')")
+		order = "start_at, id"
 	case TabPast:
-		where = append(where, "status IN ('completed', 'cancelled')")
+		q.and("status IN ('completed', 'cancelled')")
 	default:
 		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "tab", "Unknown list %q: upcoming or past.", f.Tab)
 	}
-	if err := db.count(ctx, Page{Total: f.Total}, "reservations", strings.Join(where, " AND "), args...); err != nil {
+	query, args, err := q.page(ctx, db, Page{Limit: f.Limit, Offset: f.Offset, Total: f.Total}, reservationColumns, order)
+	if err != nil {
 		return nil, err
 	}
-	list, err := scanEach(ctx, db.read, scanReservation, `SELECT `+reservationColumns+` FROM reservations WHERE `+strings.Join(where, " AND ")+
-		` ORDER BY `+order+` LIMIT ? OFFSET ?`, append(args, f.Limit, max(0, f.Offset))...)
+	list, err := scanEach(ctx, db.read, scanReservation, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list reservations: %w", err)
 	}

@@ -187,14 +187,11 @@ func (db *DB) Waitlist(ctx context.Context, user *gpuportal.User) ([]gpuportal.W
 // WaitlistPage is a page of the user's entries (an admin's: everybody's),
 // newest first.
 func (db *DB) WaitlistPage(ctx context.Context, user *gpuportal.User, p Page) ([]gpuportal.WaitlistEntry, error) {
-	where, args := "1 = 1", []any{}
-	if !user.IsAdmin() {
-		where, args = "user_id = ?", []any{user.ID}
-	}
-	if err := db.count(ctx, p, "waitlist_entries", where, args...); err != nil {
+	query, args, err := visibleTo(user, "waitlist_entries").page(ctx, db, p, "id", "id DESC")
+	if err != nil {
 		return nil, err
 	}
-	ids, err := queryIDs(ctx, db.read, `SELECT id FROM waitlist_entries WHERE `+where+` ORDER BY id DESC LIMIT ? OFFSET ?`, append(args, p.Limit, max(p.Offset, 0))...)
+	ids, err := queryIDs(ctx, db.read, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list waitlist: %w", err)
 	}
