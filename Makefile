@@ -3,7 +3,7 @@ GO ?= go
 # go-nvml's cgo prologue uses deprecated NVML calls; keep the build quiet.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: run test check lint-openapi build generate vendor-assets bench screenshots clean
+.PHONY: run test check lint-openapi build generate vendor-assets bench fuzz screenshots clean
 
 ## run: the portal with a demo fleet (6 simulated DGX nodes) at http://127.0.0.1:8080 (logins printed);
 ## make run PORTAL_DB=postgres://… runs it on PostgreSQL instead of data/portal.db
@@ -60,6 +60,15 @@ generate:
 ## bench: the speed targets of DESIGN §7
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+## fuzz: each parser's fuzz target for FUZZTIME (DESIGN §8; make test runs their seeds)
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSSHKey$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzCleanVolumePath$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzParseBookingJSON$$' -fuzztime $(FUZZTIME) ./web
+	$(GO) test -run '^$$' -fuzz '^FuzzAgentProtocolJSON$$' -fuzztime $(FUZZTIME) ./web
+	$(GO) test -run '^$$' -fuzz '^FuzzStreamFrames$$' -fuzztime $(FUZZTIME) ./sessions/stream
 
 ## screenshots: the main pages at 1280 and 390 px, in English and Chinese, into tmp/screenshots (needs Chromium)
 screenshots:

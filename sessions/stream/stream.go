@@ -73,33 +73,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 			}
 			return 0, err
 		}
-		if typ == websocket.MessageText {
-			var ctl gpuportal.SessionControl
-			if json.Unmarshal(msg, &ctl) != nil {
-				continue
-			}
-			switch {
-			case ctl.Exit != nil:
-				c.exit, c.eof = ctl.Exit, true
-			case ctl.Error != "":
-				c.fail, c.eof = ctl.Error, true
-			case ctl.EOF:
-				c.eof = true
-			case c.OnControl != nil:
-				c.OnControl(ctl)
-			}
-			continue
+		if err := c.take(typ == websocket.MessageText, msg); err != nil {
+			return 0, err
 		}
-		if len(msg) == 0 {
-			continue
-		}
-		if msg[0] == gpuportal.StreamStderr {
-			if _, err := c.Stderr.Write(msg[1:]); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		c.buf = msg[1:]
 	}
 	n := copy(p, c.buf) // none with an empty p: WriteTo only fills buf
 	c.buf = c.buf[n:]
@@ -127,6 +103,39 @@ func (c *Conn) AwaitClose() {
 			c.OnControl(ctl)
 		}
 	}
+}
+
+// take is one message from the other end: a control (text: JSON), or
+// bytes of its main stream (kept in buf) or of its error output (to
+// Stderr), by the first byte. What it cannot read it drops: the other end
+// is a node or a customer, and nothing it sends may crash this one.
+func (c *Conn) take(text bool, msg []byte) error {
+	if text {
+		var ctl gpuportal.SessionControl
+		if json.Unmarshal(msg, &ctl) != nil {
+			return nil
+		}
+		switch {
+		case ctl.Exit != nil:
+			c.exit, c.eof = ctl.Exit, true
+		case ctl.Error != "":
+			c.fail, c.eof = ctl.Error, true
+		case ctl.EOF:
+			c.eof = true
+		case c.OnControl != nil:
+			c.OnControl(ctl)
+		}
+		return nil
+	}
+	if len(msg) == 0 {
+		return nil
+	}
+	if msg[0] == gpuportal.StreamStderr {
+		_, err := c.Stderr.Write(msg[1:])
+		return err
+	}
+	c.buf = msg[1:]
+	return nil
 }
 
 // WriteTo copies the other end's main stream to w a message at a time
