@@ -1,6 +1,7 @@
-// Package scheduler decides what is due and does it: Tick(now) is
-// level-triggered and idempotent (reservations start and end, spot notices,
-// placement — see Plan); robfig/cron only calls it every minute, and
+// Package scheduler runs the ticks: Tick(now) is level-triggered and
+// idempotent (reservations start and end, spot notices, placement — the
+// decisions are package plan's, applied by the store); robfig/cron only
+// calls it every minute, and
 // every store change that makes something due kicks it at once. A fleet monitor
 // marks nodes offline after three missed heartbeats, in real time.
 //
@@ -21,13 +22,15 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"gpuportal"
+	"gpuportal/plan"
+	"gpuportal/store"
 )
 
 // Store is what the scheduler needs of the store: a tick that loads a
 // snapshot, plans over it (Plan) and applies the plan in one transaction;
 // the leader lock; kicks; node liveness.
 type Store interface {
-	Tick(ctx context.Context, now time.Time) (TickResult, error)
+	Tick(ctx context.Context, now time.Time) (plan.TickResult, error)
 	Lead(ctx context.Context) (*Leadership, bool, error)
 	Kicks() <-chan struct{}
 	MarkStaleNodesOffline(ctx context.Context, now, listeningSince time.Time) ([]string, error)
@@ -35,13 +38,7 @@ type Store interface {
 }
 
 // Leadership is this portal's turn at running the scheduler.
-type Leadership struct {
-	// Lost is closed when the leadership ends without Release (the
-	// connection holding the lock broke: another portal may lead now).
-	Lost <-chan struct{}
-	// Release gives the leadership up.
-	Release func()
-}
+type Leadership = store.Leadership
 
 // Scheduler runs the portal's scheduled work.
 type Scheduler struct {
@@ -96,7 +93,7 @@ type tickHealth struct {
 	h  TickHealth
 }
 
-func (t *tickHealth) record(now time.Time, res TickResult, err error) {
+func (t *tickHealth) record(now time.Time, res plan.TickResult, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.h.Ticks++
@@ -136,7 +133,7 @@ func New(db Store, clock, wall gpuportal.Clock, log *slog.Logger) *Scheduler {
 }
 
 // Tick does everything due by now.
-func (s *Scheduler) Tick(ctx context.Context, now time.Time) (TickResult, error) {
+func (s *Scheduler) Tick(ctx context.Context, now time.Time) (plan.TickResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res, err := s.DB.Tick(ctx, now)
@@ -148,7 +145,7 @@ func (s *Scheduler) Tick(ctx context.Context, now time.Time) (TickResult, error)
 	if res.Failed > 0 {
 		s.Log.Warn("scheduler tick: decisions failed and were skipped (see tick_failures)", "now", now.Format(time.RFC3339), "failed", res.Failed)
 	}
-	if res != (TickResult{}) {
+	if res != (plan.TickResult{}) {
 		s.Log.Info("scheduler tick", "now", now.Format(time.RFC3339), "activated", res.Activated, "completed", res.Completed,
 			"interrupted", res.Interrupted, "placed", res.Placed, "node_failures", res.NodeFailures)
 	}

@@ -1,5 +1,5 @@
 // Package simulate replays generated demand through the real scheduler
-// (store + scheduler.Plan) on a throwaway store with simulated nodes that
+// (store + plan.Plan) on a throwaway store with simulated nodes that
 // obey their desired state at once, and reports what happened: how the
 // GPU-hours were used, how much spot demand was served, whether
 // reservations started on time, interruptions, revenue and customers'

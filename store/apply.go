@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"gpuportal"
-	"gpuportal/scheduler"
+	"gpuportal/plan"
 )
 
-// applier carries out a plan (scheduler.Decisions) inside the tick's
+// applier carries out a plan (plan.Decisions) inside the tick's
 // transaction, in the order of the plan's fields, collecting the nodes
 // whose agents must hear of it at once.
 type applier struct {
@@ -21,7 +21,7 @@ type applier struct {
 	// applied is what of the plan was written: all of it, less the starts
 	// the transaction's own check turned down (they wait for a later
 	// tick). The tick's counts are read from it.
-	applied scheduler.Decisions
+	applied plan.Decisions
 	// Done beside the plan's decisions, and counted with them: instances
 	// given the stop for a balance run out, and those reservations
 	// launched by themselves.
@@ -32,7 +32,7 @@ type applier struct {
 }
 
 // result counts what the applier did.
-func (a *applier) result() scheduler.TickResult {
+func (a *applier) result() plan.TickResult {
 	r := a.applied.Result()
 	r.Interrupted += a.balanceStops
 	r.Launched = a.launched
@@ -40,11 +40,11 @@ func (a *applier) result() scheduler.TickResult {
 	return r
 }
 
-func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, plan scheduler.Decisions) (scheduler.TickResult, []string, error) {
-	a := &applier{db: db, tx: tx, now: now, applied: plan}
+func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, decisions plan.Decisions) (plan.TickResult, []string, error) {
+	a := &applier{db: db, tx: tx, now: now, applied: decisions}
 	steps := []struct {
 		name string
-		run  func(context.Context, scheduler.Decisions) error
+		run  func(context.Context, plan.Decisions) error
 	}{
 		{"complete reservations", a.complete},
 		{"activate reservations", a.activate},
@@ -68,7 +68,7 @@ func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, plan sch
 		{"budget notices", a.bookKeeping(gpuportal.StepBudgets, a.db.budgetNotices)},
 	}
 	for _, step := range steps {
-		if err := step.run(ctx, plan); err != nil {
+		if err := step.run(ctx, decisions); err != nil {
 			return a.result(), nil, fmt.Errorf("%s: %w", step.name, err)
 		}
 	}
@@ -78,16 +78,16 @@ func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, plan sch
 // bookKeeping makes a step over everyone's books (billing volumes, the
 // rates' roll-up) one decision: when it fails, it is recorded and the
 // rest of the tick still applies.
-func (a *applier) bookKeeping(step string, run func(context.Context, *sql.Tx, time.Time) error) func(context.Context, scheduler.Decisions) error {
-	return func(ctx context.Context, _ scheduler.Decisions) error {
+func (a *applier) bookKeeping(step string, run func(context.Context, *sql.Tx, time.Time) error) func(context.Context, plan.Decisions) error {
+	return func(ctx context.Context, _ plan.Decisions) error {
 		_, err := a.each(ctx, decision{step: step, subject: step}, func() error { return run(ctx, a.tx, a.now) })
 		return err
 	}
 }
 
-func (a *applier) complete(ctx context.Context, plan scheduler.Decisions) error {
+func (a *applier) complete(ctx context.Context, decisions plan.Decisions) error {
 	var done []int64
-	for _, id := range plan.Complete {
+	for _, id := range decisions.Complete {
 		ok, err := a.each(ctx, a.aboutReservation(ctx, gpuportal.StepComplete, id), func() error { return a.completeOne(ctx, id) })
 		if err != nil {
 			return err
@@ -118,9 +118,9 @@ func (a *applier) completeOne(ctx context.Context, id int64) error {
 // activate starts each reservation due; its own launch spec, if any, is
 // a decision of its own: a launch that cannot run (a suspended volume, an
 // image gone) leaves the reservation started and its owner told.
-func (a *applier) activate(ctx context.Context, plan scheduler.Decisions) error {
-	var done []scheduler.Assignment
-	for _, as := range plan.Activate {
+func (a *applier) activate(ctx context.Context, decisions plan.Decisions) error {
+	var done []plan.Assignment
+	for _, as := range decisions.Activate {
 		about := a.aboutReservation(ctx, gpuportal.StepActivate, as.ReservationID)
 		ok, err := a.each(ctx, about, func() error {
 			if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET status = 'active' WHERE id = ?`, as.ReservationID); err != nil {
@@ -145,7 +145,7 @@ func (a *applier) activate(ctx context.Context, plan scheduler.Decisions) error 
 }
 
 // assign records a reservation's GPUs; what could not be found is refunded.
-func (a *applier) assign(ctx context.Context, as scheduler.Assignment) error {
+func (a *applier) assign(ctx context.Context, as plan.Assignment) error {
 	for _, g := range as.GPUs {
 		if _, err := a.tx.ExecContext(ctx, `INSERT INTO reservation_gpus (gpu_uuid, reservation_id) VALUES (?, ?)`, g, as.ReservationID); err != nil {
 			return err
@@ -161,9 +161,9 @@ func (a *applier) assign(ctx context.Context, as scheduler.Assignment) error {
 	return a.db.shortReservation(ctx, a.tx, r, as.Missing, as.Cause, a.now)
 }
 
-func (a *applier) lostWork(ctx context.Context, plan scheduler.Decisions) error {
-	var done []scheduler.Outcome
-	for _, o := range plan.LostWork {
+func (a *applier) lostWork(ctx context.Context, decisions plan.Decisions) error {
+	var done []plan.Outcome
+	for _, o := range decisions.LostWork {
 		ok, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepLostWork, o.InstanceID), func() error { return a.lostWorkOne(ctx, o) })
 		if err != nil {
 			return err
@@ -176,7 +176,7 @@ func (a *applier) lostWork(ctx context.Context, plan scheduler.Decisions) error 
 	return nil
 }
 
-func (a *applier) lostWorkOne(ctx context.Context, o scheduler.Outcome) error {
+func (a *applier) lostWorkOne(ctx context.Context, o plan.Outcome) error {
 	i, err := instanceFor(ctx, a.tx, nil, o.InstanceID)
 	if err != nil {
 		return err
@@ -201,9 +201,9 @@ func (a *applier) lostWorkOne(ctx context.Context, o scheduler.Outcome) error {
 	return err
 }
 
-func (a *applier) replace(ctx context.Context, plan scheduler.Decisions) error {
-	var done []scheduler.Assignment
-	for _, as := range plan.Replace {
+func (a *applier) replace(ctx context.Context, decisions plan.Decisions) error {
+	var done []plan.Assignment
+	for _, as := range decisions.Replace {
 		ok, err := a.each(ctx, a.aboutReservation(ctx, gpuportal.StepReplace, as.ReservationID), func() error {
 			if _, err := a.tx.ExecContext(ctx, `DELETE FROM reservation_gpus WHERE reservation_id = ? AND gpu_uuid IN
 				(SELECT g.uuid FROM gpus g JOIN nodes nd ON nd.id = g.node_id WHERE nd.online = 0 OR g.healthy = 0)`, as.ReservationID); err != nil {
@@ -222,9 +222,9 @@ func (a *applier) replace(ctx context.Context, plan scheduler.Decisions) error {
 	return nil
 }
 
-func (a *applier) balances(ctx context.Context, plan scheduler.Decisions) error {
+func (a *applier) balances(ctx context.Context, decisions plan.Decisions) error {
 	var policies gpuportal.Policies
-	for _, b := range plan.Balance {
+	for _, b := range decisions.Balance {
 		about := decision{step: gpuportal.StepBalance, subject: fmt.Sprintf("account %d (%s)", b.UserID, b.Action), userID: b.UserID}
 		if _, err := a.each(ctx, about, func() error { return a.balance(ctx, b, &policies) }); err != nil {
 			return err
@@ -233,11 +233,11 @@ func (a *applier) balances(ctx context.Context, plan scheduler.Decisions) error 
 	return nil
 }
 
-func (a *applier) balance(ctx context.Context, b scheduler.BalanceAction, policies *gpuportal.Policies) error {
+func (a *applier) balance(ctx context.Context, b plan.BalanceAction, policies *gpuportal.Policies) error {
 	switch b.Action {
-	case scheduler.BalanceCallOff:
+	case plan.BalanceCallOff:
 		return a.db.callOffBalanceStops(ctx, a.tx, b.UserID, &a.nodes)
-	case scheduler.BalanceStop:
+	case plan.BalanceStop:
 		if policies.Global.SpotNoticeSeconds == 0 {
 			p, err := a.db.policies(ctx, a.tx)
 			if err != nil {
@@ -255,7 +255,7 @@ func (a *applier) balance(ctx context.Context, b scheduler.BalanceAction, polici
 			return err
 		}
 		return a.db.notify(ctx, a.tx, b.UserID, gpuportal.NoteBalanceStop, gpuportal.NoteParams{Count: stopped, Available: bal.Available})
-	case scheduler.BalanceWarn:
+	case plan.BalanceWarn:
 		bal, err := a.db.balanceIn(ctx, a.tx, b.UserID, a.now)
 		if err != nil {
 			return err
@@ -267,16 +267,16 @@ func (a *applier) balance(ctx context.Context, b scheduler.BalanceAction, polici
 			return err
 		}
 		return a.db.notify(ctx, a.tx, b.UserID, gpuportal.NoteBalanceLow, gpuportal.NoteParams{Available: bal.Available, RunsOutAt: *bal.RunsOutAt})
-	case scheduler.BalanceClear:
+	case plan.BalanceClear:
 		_, err := a.tx.ExecContext(ctx, `UPDATE users SET low_balance_noted_at = NULL WHERE id = ?`, b.UserID)
 		return err
 	}
 	return fmt.Errorf("unknown balance action %q", b.Action)
 }
 
-func (a *applier) interrupt(ctx context.Context, plan scheduler.Decisions) error {
-	var done []scheduler.Interruption
-	for _, in := range plan.Interrupt {
+func (a *applier) interrupt(ctx context.Context, decisions plan.Decisions) error {
+	var done []plan.Interruption
+	for _, in := range decisions.Interrupt {
 		ok, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepInterrupt, in.InstanceID), func() error {
 			i, err := instanceFor(ctx, a.tx, nil, in.InstanceID)
 			if err != nil {
@@ -299,9 +299,9 @@ func (a *applier) interrupt(ctx context.Context, plan scheduler.Decisions) error
 	return nil
 }
 
-func (a *applier) place(ctx context.Context, plan scheduler.Decisions) error {
-	var placed []scheduler.Placement
-	for _, pl := range plan.Place {
+func (a *applier) place(ctx context.Context, decisions plan.Decisions) error {
+	var placed []plan.Placement
+	for _, pl := range decisions.Place {
 		var fits bool
 		ok, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepPlace, pl.InstanceID), func() error {
 			var err error
@@ -337,7 +337,7 @@ func (a *applier) onDemandStillFits(ctx context.Context, model, region string, c
 
 // placeOne writes a placement, unless an on-demand start no longer fits
 // (false: it waits).
-func (a *applier) placeOne(ctx context.Context, pl scheduler.Placement) (bool, error) {
+func (a *applier) placeOne(ctx context.Context, pl plan.Placement) (bool, error) {
 	var kind, model, region string
 	if err := a.tx.QueryRowContext(ctx, `SELECT kind, model_id, region_id FROM instances WHERE id = ?`, pl.InstanceID).Scan(&kind, &model, &region); err != nil {
 		return false, err
@@ -383,9 +383,9 @@ func (a *applier) placeOne(ctx context.Context, pl scheduler.Placement) (bool, e
 	return true, nil
 }
 
-func (a *applier) tasks(ctx context.Context, plan scheduler.Decisions) error {
-	var started []scheduler.TaskStart
-	for _, t := range plan.Tasks {
+func (a *applier) tasks(ctx context.Context, decisions plan.Decisions) error {
+	var started []plan.TaskStart
+	for _, t := range decisions.Tasks {
 		var fits bool
 		about := a.aboutJob(ctx, gpuportal.StepTask, t.JobID)
 		about.subject = fmt.Sprintf("task %d of job %d", t.TaskIndex, t.JobID)
@@ -402,7 +402,7 @@ func (a *applier) tasks(ctx context.Context, plan scheduler.Decisions) error {
 		}
 	}
 	a.applied.Tasks = started
-	for _, id := range plan.UnpaidJobs {
+	for _, id := range decisions.UnpaidJobs {
 		_, err := a.each(ctx, a.aboutJob(ctx, gpuportal.StepJobUnpaid, id), func() error {
 			j, err := jobFor(ctx, a.tx, nil, id)
 			if err != nil {
@@ -419,7 +419,7 @@ func (a *applier) tasks(ctx context.Context, plan scheduler.Decisions) error {
 
 // startTask creates the instance attempt of a job's task on its GPUs,
 // unless an on-demand task no longer fits (false: it stays queued).
-func (a *applier) startTask(ctx context.Context, t scheduler.TaskStart) (bool, error) {
+func (a *applier) startTask(ctx context.Context, t plan.TaskStart) (bool, error) {
 	j, err := jobFor(ctx, a.tx, nil, t.JobID)
 	if err != nil {
 		return false, err
@@ -465,8 +465,8 @@ func (a *applier) startTask(ctx context.Context, t scheduler.TaskStart) (bool, e
 	return true, nil
 }
 
-func (a *applier) reminders(ctx context.Context, plan scheduler.Decisions) error {
-	for _, rm := range plan.Reminders {
+func (a *applier) reminders(ctx context.Context, decisions plan.Decisions) error {
+	for _, rm := range decisions.Reminders {
 		if _, err := a.each(ctx, a.aboutReservation(ctx, gpuportal.StepReminder, rm.ReservationID), func() error { return a.remind(ctx, rm) }); err != nil {
 			return err
 		}
@@ -474,7 +474,7 @@ func (a *applier) reminders(ctx context.Context, plan scheduler.Decisions) error
 	return nil
 }
 
-func (a *applier) remind(ctx context.Context, rm scheduler.Reminder) error {
+func (a *applier) remind(ctx context.Context, rm plan.Reminder) error {
 	flag := "reminded_start"
 	if rm.Kind == gpuportal.NoteReservationEnds {
 		flag = "reminded_end"
@@ -497,8 +497,8 @@ func (a *applier) remind(ctx context.Context, rm scheduler.Reminder) error {
 // answers events/recommendations/rebalance from now on, and its owner is
 // told in the portal (its notice still comes as before if the workload
 // does nothing).
-func (a *applier) rebalance(ctx context.Context, plan scheduler.Decisions) error {
-	for _, r := range plan.Rebalance {
+func (a *applier) rebalance(ctx context.Context, decisions plan.Decisions) error {
+	for _, r := range decisions.Rebalance {
 		if _, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepRebalance, r.InstanceID), func() error { return a.recommendRebalance(ctx, r) }); err != nil {
 			return err
 		}
@@ -506,7 +506,7 @@ func (a *applier) rebalance(ctx context.Context, plan scheduler.Decisions) error
 	return nil
 }
 
-func (a *applier) recommendRebalance(ctx context.Context, r scheduler.Recommendation) error {
+func (a *applier) recommendRebalance(ctx context.Context, r plan.Recommendation) error {
 	res, err := a.tx.ExecContext(ctx, `UPDATE instances SET rebalance_at = ? WHERE id = ? AND rebalance_at IS NULL AND status IN ('pending', 'running')`, unix(a.now), r.InstanceID)
 	if err != nil {
 		return err

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sync"
 
-	"gpuportal/scheduler"
+	"gpuportal/plan"
 )
 
 // gpuLists keeps each pool's usable GPUs between ticks: the list changes
@@ -17,7 +17,7 @@ import (
 type gpuLists struct {
 	mu       sync.Mutex
 	revision int64
-	pools    map[scheduler.PoolKey][]scheduler.GPU
+	pools    map[plan.PoolKey][]plan.GPU
 }
 
 // fleetRevision reads the name of the fleet's current state (0 when the
@@ -39,7 +39,7 @@ func fleetRevision(ctx context.Context, q queryer) (int64, error) {
 // again only when the fleet changed since it was kept, and keeps it only
 // when the fleet did not change while it read (on PostgreSQL each
 // statement may see a later commit).
-func (db *DB) poolGPUs(ctx context.Context, q queryer, key scheduler.PoolKey) ([]scheduler.GPU, error) {
+func (db *DB) poolGPUs(ctx context.Context, q queryer, key plan.PoolKey) ([]plan.GPU, error) {
 	before, err := fleetRevision(ctx, q)
 	if err != nil {
 		return nil, err
@@ -52,7 +52,7 @@ func (db *DB) poolGPUs(ctx context.Context, q queryer, key scheduler.PoolKey) ([
 	if ok {
 		return slices.Clone(list), nil
 	}
-	list, err = scanAll(ctx, q, func(r *sql.Rows, g *scheduler.GPU) error { return r.Scan(&g.UUID, &g.Node) }, `SELECT g.uuid, g.node_id FROM gpus g JOIN nodes n ON n.id = g.node_id
+	list, err = scanAll(ctx, q, func(r *sql.Rows, g *plan.GPU) error { return r.Scan(&g.UUID, &g.Node) }, `SELECT g.uuid, g.node_id FROM gpus g JOIN nodes n ON n.id = g.node_id
 		WHERE g.model_id = ? AND n.region_id = ? AND g.healthy = 1 AND n.online = 1 AND n.drain = 0 ORDER BY g.node_id, g.idx`, key.Model, key.Region)
 	if err != nil {
 		return nil, err
@@ -64,7 +64,7 @@ func (db *DB) poolGPUs(ctx context.Context, q queryer, key scheduler.PoolKey) ([
 	if after == before && before != 0 {
 		kept.mu.Lock()
 		if kept.revision != before || kept.pools == nil {
-			kept.revision, kept.pools = before, map[scheduler.PoolKey][]scheduler.GPU{}
+			kept.revision, kept.pools = before, map[plan.PoolKey][]plan.GPU{}
 		}
 		kept.pools[key] = slices.Clone(list)
 		kept.mu.Unlock()

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"gpuportal/scheduler"
+	"gpuportal/plan"
 	"time"
 
 	"gpuportal"
@@ -268,16 +268,16 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		}
 		price := policy.HourPrice(*model, req.Kind)
 		if req.Kind == gpuportal.KindSpot {
-			pl, err := db.livePool(ctx, tx, scheduler.PoolKey{Model: req.Model, Region: req.Region}, now,
-				func(pl *scheduler.Pool) bool { return scheduler.SpotLaunchNeedsDetail(pl, req.Count, now) })
+			pl, err := db.livePool(ctx, tx, plan.PoolKey{Model: req.Model, Region: req.Region}, now,
+				func(pl *plan.Pool) bool { return plan.SpotLaunchNeedsDetail(pl, req.Count, now) })
 			if err != nil {
 				return fmt.Errorf("read the pool: %w", err)
 			}
 			// Job tasks give their GPUs to a spot launch (the scheduler
 			// gives them notice and they queue again).
-			if !scheduler.SpotLaunchFits(pl, req.Count, now) {
+			if !plan.SpotLaunchFits(pl, req.Count, now) {
 				return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for.",
-					req.Model, scheduler.SpotRoom(pl, now), req.Count)
+					req.Model, plan.SpotRoom(pl, now), req.Count)
 			}
 		}
 		if req.Kind != gpuportal.KindReserved {

@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"gpuportal/scheduler"
 	"hash/fnv"
 	"io"
 	"log/slog"
@@ -329,7 +328,13 @@ func (db *DB) Kick(ctx context.Context) {
 func (db *DB) Kicks() <-chan struct{} { return db.kicks }
 
 // Leadership is this portal's turn at running the scheduler.
-type Leadership = scheduler.Leadership
+type Leadership struct {
+	// Lost is closed when the leadership ends without Release (the
+	// connection holding the lock broke: another portal may lead now).
+	Lost <-chan struct{}
+	// Release gives the leadership up.
+	Release func()
+}
 
 // Lead makes this portal the scheduler's leader if none is: on PostgreSQL
 // it takes a session advisory lock on a connection of its own, which the

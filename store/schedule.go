@@ -4,18 +4,18 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"gpuportal/scheduler"
+	"gpuportal/plan"
 	"time"
 
 	"gpuportal"
 )
 
 // TickResult counts what one scheduler tick did.
-type TickResult = scheduler.TickResult
+type TickResult = plan.TickResult
 
 // Tick does whatever is due by now, in one transaction: it loads a
 // snapshot of what may be due (loadSnapshot), lets the planner decide
-// (scheduler.Plan) and applies the decisions (applyPlan), which then keeps
+// (plan.Plan) and applies the decisions (applyPlan), which then keeps
 // the books (lapsed top-ups, the rates' daily roll-up, budget notices).
 // Each decision is applied in a savepoint of its own: one that fails is
 // recorded and the rest commits (decisions.go). It is idempotent: a
@@ -28,7 +28,7 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 		if err != nil {
 			return named("load snapshot", err)
 		}
-		res, nodes, err = db.applyPlan(ctx, tx, now, scheduler.Plan(snap, now))
+		res, nodes, err = db.applyPlan(ctx, tx, now, db.planner()(snap, now))
 		if err != nil {
 			return named("apply plan", err)
 		}
@@ -42,6 +42,17 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 		db.Kick(ctx) // place the instances reservations launched by themselves
 	}
 	return res, nil
+}
+
+// Planner decides a tick over its snapshot: plan.Plan unless set
+// (simulations and what-ifs may pass another planner to compare).
+type Planner func(plan.Snapshot, time.Time) plan.Decisions
+
+func (db *DB) planner() Planner {
+	if db.Planner != nil {
+		return db.Planner
+	}
+	return plan.Plan
 }
 
 func queryIDs(ctx context.Context, q queryer, query string, args ...any) ([]int64, error) {

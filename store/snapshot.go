@@ -9,21 +9,21 @@ import (
 	"time"
 
 	"gpuportal"
-	"gpuportal/scheduler"
+	"gpuportal/plan"
 )
 
-// loadSnapshot reads what the planner decides over (scheduler.Snapshot):
+// loadSnapshot reads what the planner decides over (plan.Snapshot):
 // every pool's counts, the reservations, instances, accounts, jobs and
 // waitlist entries something may be due for, and the GPUs of the pools
-// the planner will look into (scheduler.DetailNeeded). With nothing due it
+// the planner will look into (plan.DetailNeeded). With nothing due it
 // reads a handful of small aggregates.
-func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (scheduler.Snapshot, error) {
+func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (plan.Snapshot, error) {
 	q := tx
-	s := scheduler.Snapshot{Pools: map[scheduler.PoolKey]*scheduler.Pool{}, Owners: map[int64]scheduler.Owner{},
-		JobGPUs: map[scheduler.UserPool]int{}, FreeHours: map[scheduler.PoolKey]map[int64]int{}, Location: db.Location, VictimRule: db.VictimRule}
+	s := plan.Snapshot{Pools: map[plan.PoolKey]*plan.Pool{}, Owners: map[int64]plan.Owner{},
+		JobGPUs: map[plan.UserPool]int{}, FreeHours: map[plan.PoolKey]map[int64]int{}, Location: db.Location, VictimRule: db.VictimRule}
 	steps := []struct {
 		name string
-		load func(context.Context, queryer, time.Time, *scheduler.Snapshot) error
+		load func(context.Context, queryer, time.Time, *plan.Snapshot) error
 	}{
 		{"pools", db.loadPoolCounts},
 		{"reservations", db.loadDueReservations},
@@ -39,7 +39,7 @@ func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (sche
 		}
 	}
 	var held heldGPUs
-	for key, detail := range scheduler.DetailNeeded(s, now) {
+	for key, detail := range plan.DetailNeeded(s, now) {
 		if err := db.loadPoolDetail(ctx, q, s.Pools[key], detail, &held); err != nil {
 			return s, fmt.Errorf("load pool %s/%s: %w", key.Model, key.Region, err)
 		}
@@ -49,7 +49,7 @@ func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (sche
 
 // poolOf returns the snapshot's pool for key, reading its model, policy
 // and booked hours the first time.
-func (db *DB) poolOf(ctx context.Context, q queryer, s *scheduler.Snapshot, key scheduler.PoolKey, now time.Time) (*scheduler.Pool, error) {
+func (db *DB) poolOf(ctx context.Context, q queryer, s *plan.Snapshot, key plan.PoolKey, now time.Time) (*plan.Pool, error) {
 	if pl := s.Pools[key]; pl != nil {
 		return pl, nil
 	}
@@ -61,13 +61,13 @@ func (db *DB) poolOf(ctx context.Context, q queryer, s *scheduler.Snapshot, key 
 	return pl, nil
 }
 
-// loadPool reads one pool's counts (scheduler.Pool without its detail).
-func (db *DB) loadPool(ctx context.Context, q queryer, key scheduler.PoolKey, now time.Time) (*scheduler.Pool, error) {
+// loadPool reads one pool's counts (plan.Pool without its detail).
+func (db *DB) loadPool(ctx context.Context, q queryer, key plan.PoolKey, now time.Time) (*plan.Pool, error) {
 	m, policy, err := db.catalogEntry(ctx, q, key.Model, key.Region)
 	if err != nil {
 		return nil, err
 	}
-	pl := &scheduler.Pool{Key: key, Model: *m, Policy: policy}
+	pl := &plan.Pool{Key: key, Model: *m, Policy: policy}
 	if pl.Healthy, err = db.healthyGPUs(ctx, q, key.Model, key.Region); err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (db *DB) loadPool(ctx context.Context, q queryer, key scheduler.PoolKey, no
 	}
 	booked, err := scanAll(ctx, q, func(r *sql.Rows, h *hour) error { return r.Scan(&h.at, &h.reserved) },
 		`SELECT hour, reserved FROM hourly_usage WHERE model_id = ? AND region_id = ? AND hour >= ? AND hour <= ? AND reserved > 0`,
-		key.Model, key.Region, unix(now.Truncate(time.Hour)), unix(now.Add(scheduler.BookedAhead)))
+		key.Model, key.Region, unix(now.Truncate(time.Hour)), unix(now.Add(plan.BookedAhead)))
 	if err != nil {
 		return nil, err
 	}
@@ -93,8 +93,8 @@ func (db *DB) loadPool(ctx context.Context, q queryer, key scheduler.PoolKey, no
 
 // loadPoolCounts reads every pool with GPUs or instances, and what its
 // instances hold and wait for (one aggregate over the live instances).
-func (db *DB) loadPoolCounts(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
-	keys, err := scanAll(ctx, q, func(r *sql.Rows, k *scheduler.PoolKey) error {
+func (db *DB) loadPoolCounts(ctx context.Context, q queryer, now time.Time, s *plan.Snapshot) error {
+	keys, err := scanAll(ctx, q, func(r *sql.Rows, k *plan.PoolKey) error {
 		return r.Scan(&k.Model, &k.Region)
 	}, `SELECT model_id, region_id FROM capacity`)
 	if err != nil {
@@ -142,7 +142,7 @@ func (db *DB) loadPoolCounts(ctx context.Context, q queryer, now time.Time, s *s
 }
 
 type longestNotice struct {
-	key     scheduler.PoolKey
+	key     plan.PoolKey
 	seconds int
 }
 
@@ -156,8 +156,8 @@ func (db *DB) longestNotices(ctx context.Context, q queryer, where string, args 
 }
 
 type leavingInstance struct {
-	key scheduler.PoolKey
-	scheduler.Leaving
+	key plan.PoolKey
+	plan.Leaving
 }
 
 // leavingInstances lists the placed instances with notice and when their
@@ -174,7 +174,7 @@ func leavingInstances(ctx context.Context, q queryer, where string, args ...any)
 
 // livePool reads one pool, and its detail when detail says the counts call
 // for it (a spot launch's check).
-func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key scheduler.PoolKey, now time.Time, detail func(*scheduler.Pool) bool) (*scheduler.Pool, error) {
+func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key plan.PoolKey, now time.Time, detail func(*plan.Pool) bool) (*plan.Pool, error) {
 	q := tx
 	pl, err := db.loadPool(ctx, q, key, now)
 	if err != nil {
@@ -204,13 +204,13 @@ func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key scheduler.PoolKey, n
 	if !detail(pl) {
 		return pl, nil
 	}
-	return pl, db.loadPoolDetail(ctx, q, pl, scheduler.DetailFree, &heldGPUs{})
+	return pl, db.loadPoolDetail(ctx, q, pl, plan.DetailFree, &heldGPUs{})
 }
 
 // instanceCount is the GPUs of live instances of one kind and status in
 // a pool: placed, waiting, and waiting outside any job.
 type instanceCount struct {
-	key                                          scheduler.PoolKey
+	key                                          plan.PoolKey
 	kind, status                                 string
 	placed, placedTasks, waiting, waitingPlainly int
 }
@@ -226,7 +226,7 @@ func instanceCounts(ctx context.Context, q queryer, where string, args ...any) (
 
 // addTo counts c into its pool: what placed instances hold, and what
 // on-demand and spot instances without notice hold or wait for.
-func (c instanceCount) addTo(pl *scheduler.Pool) {
+func (c instanceCount) addTo(pl *plan.Pool) {
 	pl.Held += c.placed
 	if c.status == gpuportal.InstanceInterrupting {
 		return
@@ -247,7 +247,7 @@ func (c instanceCount) addTo(pl *scheduler.Pool) {
 // notice (DetailFull); or only the GPUs nobody holds (DetailFree). The
 // GPUs themselves come from the list kept between ticks (poolGPUs); who
 // holds them from the small table of live assignments.
-func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool, detail scheduler.Detail, held *heldGPUs) error {
+func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *plan.Pool, detail plan.Detail, held *heldGPUs) error {
 	all, err := db.poolGPUs(ctx, q, pl.Key)
 	if err != nil {
 		return err
@@ -259,7 +259,7 @@ func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool,
 	}
 	gpus := all
 	var holders []owner
-	if detail == scheduler.DetailFull {
+	if detail == plan.DetailFull {
 		// Driven from the small tables of live assignments (CROSS JOIN
 		// keeps SQLite from starting at the ever-growing instances).
 		if holders, err = scanAll(ctx, q, func(r *sql.Rows, o *owner) error { return r.Scan(&o.gpu, &o.id, &o.leaving) },
@@ -272,7 +272,7 @@ func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool,
 		if err != nil {
 			return err
 		}
-		gpus = slices.DeleteFunc(all, func(g scheduler.GPU) bool { return isHeld[g.UUID] })
+		gpus = slices.DeleteFunc(all, func(g plan.GPU) bool { return isHeld[g.UUID] })
 	}
 	reserved, err := scanAll(ctx, q, func(r *sql.Rows, o *owner) error { return r.Scan(&o.gpu, &o.id, &o.leaving) },
 		`SELECT rg.gpu_uuid, rg.reservation_id, 0 FROM reservation_gpus rg CROSS JOIN gpus g
@@ -294,9 +294,9 @@ func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *scheduler.Pool,
 			gpus[k].Reservation = o.id
 		}
 	}
-	var spots []scheduler.Spot
-	if detail == scheduler.DetailFull {
-		if spots, err = scanAll(ctx, q, func(r *sql.Rows, s *scheduler.Spot) error {
+	var spots []plan.Spot
+	if detail == plan.DetailFull {
+		if spots, err = scanAll(ctx, q, func(r *sql.Rows, s *plan.Spot) error {
 			var started, checkpoint int64
 			err := r.Scan(&s.ID, &s.UserID, &s.Count, &s.Node, &started, &s.JobTask, &checkpoint, &s.Rebalanced, &s.NoticeSeconds)
 			s.StartedAt = fromUnix(started)
@@ -338,7 +338,7 @@ func (h *heldGPUs) load(ctx context.Context, q queryer) (map[string]bool, error)
 
 // loadDueReservations reads the reservations the planner may act on:
 // ending, starting, short of GPUs failed nodes held, or near a reminder.
-func (db *DB) loadDueReservations(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
+func (db *DB) loadDueReservations(ctx context.Context, q queryer, now time.Time, s *plan.Snapshot) error {
 	lost := map[int64]int{}
 	type lostRow struct {
 		id int64
@@ -358,13 +358,13 @@ func (db *DB) loadDueReservations(ctx context.Context, q queryer, now time.Time,
 	query := `SELECT id, user_id, model_id, region_id, count, start_at, end_at, status, reminded_start, reminded_end FROM reservations
 		WHERE status IN ('confirmed', 'active') AND (end_at <= ? OR (status = 'confirmed' AND start_at <= ?)
 		OR (reminded_start = 0 AND start_at > ? AND start_at <= ?) OR (reminded_end = 0 AND end_at > ? AND end_at <= ?)`
-	args := []any{unix(now), unix(now), unix(now), unix(now.Add(scheduler.StartReminderLead)), unix(now), unix(now.Add(scheduler.EndReminderLead))}
+	args := []any{unix(now), unix(now), unix(now), unix(now.Add(plan.StartReminderLead)), unix(now), unix(now.Add(plan.EndReminderLead))}
 	if len(lostIDs) > 0 {
 		query += ` OR id IN (?` + repeatArg(len(lostIDs)-1) + `)`
 		args = append(args, lostIDs...)
 	}
 	query += `) ORDER BY start_at, id`
-	list, err := scanAll(ctx, q, func(r *sql.Rows, res *scheduler.Reservation) error {
+	list, err := scanAll(ctx, q, func(r *sql.Rows, res *plan.Reservation) error {
 		var start, end int64
 		err := r.Scan(&res.ID, &res.UserID, &res.Pool.Model, &res.Pool.Region, &res.Count, &start, &end, &res.Status, &res.RemindedStart, &res.RemindedEnd)
 		res.Start, res.End = fromUnix(start), fromUnix(end)
@@ -395,8 +395,8 @@ func repeatArg(n int) string {
 // loadPending reads the instances waiting for a place: reserved ones
 // first, then on-demand, then spot, oldest first. A disabled account's
 // never place (its account was closed down; nothing of it runs).
-func (db *DB) loadPending(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
-	list, err := scanAll(ctx, q, func(r *sql.Rows, i *scheduler.PendingInstance) error {
+func (db *DB) loadPending(ctx context.Context, q queryer, now time.Time, s *plan.Snapshot) error {
+	list, err := scanAll(ctx, q, func(r *sql.Rows, i *plan.PendingInstance) error {
 		return r.Scan(&i.ID, &i.UserID, &i.Kind, &i.Pool.Model, &i.Pool.Region, &i.Count, &i.ReservationID, &i.LastNode, &i.Restarts)
 	}, `SELECT id, user_id, kind, model_id, region_id, count, coalesce(reservation_id, 0), coalesce(last_node_id, ''), restarts
 		FROM instances WHERE status = 'pending' AND node_id IS NULL AND stop_requested_at IS NULL
@@ -416,9 +416,9 @@ func (db *DB) loadPending(ctx context.Context, q queryer, now time.Time, s *sche
 }
 
 // loadLost reads the live instances of offline nodes.
-func (db *DB) loadLost(ctx context.Context, q queryer, _ time.Time, s *scheduler.Snapshot) error {
+func (db *DB) loadLost(ctx context.Context, q queryer, _ time.Time, s *plan.Snapshot) error {
 	var err error
-	s.Lost, err = scanAll(ctx, q, func(r *sql.Rows, i *scheduler.LostInstance) error { return r.Scan(&i.ID, &i.Kind, &i.Interrupting) }, `SELECT id, kind, status = 'interrupting' FROM instances WHERE status IN ('pending', 'running', 'interrupting')
+	s.Lost, err = scanAll(ctx, q, func(r *sql.Rows, i *plan.LostInstance) error { return r.Scan(&i.ID, &i.Kind, &i.Interrupting) }, `SELECT id, kind, status = 'interrupting' FROM instances WHERE status IN ('pending', 'running', 'interrupting')
 		AND node_id IN (SELECT id FROM nodes WHERE online = 0) ORDER BY id`)
 	return err
 }
@@ -434,7 +434,7 @@ func (db *DB) loadLost(ctx context.Context, q queryer, _ time.Time, s *scheduler
 // well beyond the warning: most accounts, most of the time. Only for the
 // others is each run's exact cost read. (Reading every run's cost for
 // every account was a fifth of a simulated fleet's ticks.)
-func (db *DB) loadAccounts(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
+func (db *DB) loadAccounts(ctx context.Context, q queryer, now time.Time, s *plan.Snapshot) error {
 	type summary struct {
 		userID          int64
 		stoppable       int
@@ -463,7 +463,7 @@ func (db *DB) loadAccounts(ctx context.Context, q queryer, now time.Time, s *sch
 	var unclear []summary
 	for _, a := range sums {
 		lowest := gpuportal.NewBalance(a.balance, accruedAtMost(a.burn, a.earliest, now), a.credit, a.burn, now)
-		if !scheduler.AccountIsClear(lowest, a.noted, a.stopping, now) {
+		if !plan.AccountIsClear(lowest, a.noted, a.stopping, now) {
 			unclear = append(unclear, a)
 		}
 	}
@@ -483,9 +483,9 @@ func (db *DB) loadAccounts(ctx context.Context, q queryer, now time.Time, s *sch
 		h, _ := r.accrued(now)
 		held[r.userID] += h
 	}
-	s.Accounts = make([]scheduler.Account, 0, len(unclear))
+	s.Accounts = make([]plan.Account, 0, len(unclear))
 	for _, a := range unclear {
-		s.Accounts = append(s.Accounts, scheduler.Account{UserID: a.userID,
+		s.Accounts = append(s.Accounts, plan.Account{UserID: a.userID,
 			Balance:  gpuportal.NewBalance(a.balance, held[a.userID], a.credit, a.burn, now),
 			LowNoted: a.noted, Stoppable: a.stoppable, Stopping: a.stopping})
 	}
@@ -495,7 +495,7 @@ func (db *DB) loadAccounts(ctx context.Context, q queryer, now time.Time, s *sch
 // loadJobs reads the jobs with queued tasks and, for those whose pool has
 // a GPU idle at all, their live attempts, next queued tasks and what their
 // owners may still start.
-func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
+func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *plan.Snapshot) error {
 	// Only pools with a GPU nobody holds can start a task: a full fleet
 	// (the common case) reads no job at all, however many are queued.
 	var where []string
@@ -509,7 +509,7 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *schedul
 	if len(where) == 0 {
 		return nil
 	}
-	jobs, err := scanAll(ctx, q, func(r *sql.Rows, j *scheduler.JobQueue) error {
+	jobs, err := scanAll(ctx, q, func(r *sql.Rows, j *plan.JobQueue) error {
 		return r.Scan(&j.ID, &j.UserID, &j.Pool.Model, &j.Pool.Region, &j.Kind, &j.GPUsPerTask, &j.MaxParallel, &j.OnDemandWorkers, &j.UnpaidNoted)
 	}, `SELECT id, user_id, model_id, region_id, kind, gpus_per_task, max_parallel, on_demand_workers, unpaid_noted_at IS NOT NULL
 		FROM jobs WHERE status IN ('queued', 'running') AND (`+strings.Join(where, " OR ")+`)
@@ -517,13 +517,13 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *schedul
 	if err != nil {
 		return err
 	}
-	var startable []scheduler.JobQueue
+	var startable []plan.JobQueue
 	for _, j := range jobs {
 		pl, err := db.poolOf(ctx, q, s, j.Pool, now)
 		if err != nil {
 			return err
 		}
-		if scheduler.JobMayStart(pl, j, now) {
+		if plan.JobMayStart(pl, j, now) {
 			startable = append(startable, j)
 		}
 	}
@@ -533,7 +533,7 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *schedul
 	type live struct {
 		job, user int64
 		kind      string
-		pool      scheduler.PoolKey
+		pool      plan.PoolKey
 		n, gpus   int
 	}
 	lives, err := scanAll(ctx, q, func(r *sql.Rows, l *live) error {
@@ -544,7 +544,7 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *schedul
 		return err
 	}
 	for _, l := range lives {
-		s.JobGPUs[scheduler.UserPool{User: l.user, Pool: l.pool}] += l.gpus
+		s.JobGPUs[plan.UserPool{User: l.user, Pool: l.pool}] += l.gpus
 		for k := range startable {
 			if startable[k].ID != l.job {
 				continue
@@ -562,7 +562,7 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *schedul
 		if room <= 0 {
 			continue
 		}
-		if j.Queued, err = scanAll(ctx, q, func(r *sql.Rows, q *scheduler.QueuedTask) error { return r.Scan(&q.Index, &q.LastNode) }, `SELECT t.task_index, coalesce(i.node_id, '') FROM job_tasks t LEFT JOIN instances i ON i.id = t.instance_id
+		if j.Queued, err = scanAll(ctx, q, func(r *sql.Rows, q *plan.QueuedTask) error { return r.Scan(&q.Index, &q.LastNode) }, `SELECT t.task_index, coalesce(i.node_id, '') FROM job_tasks t LEFT JOIN instances i ON i.id = t.instance_id
 			WHERE t.job_id = ? AND t.status = 'queued' ORDER BY t.task_index LIMIT ?`, j.ID, room); err != nil {
 			return err
 		}
@@ -583,7 +583,7 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *schedul
 		if err != nil {
 			return err
 		}
-		s.Owners[j.UserID] = scheduler.Owner{Available: money, GPURoom: quotas.MaxRunningGPUs - running}
+		s.Owners[j.UserID] = plan.Owner{Available: money, GPURoom: quotas.MaxRunningGPUs - running}
 	}
 	s.Jobs = startable
 	return nil
@@ -591,8 +591,8 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *schedul
 
 // loadWaitlist reads the entries waiting or holding an offer that has
 // lapsed, and the free reservable GPUs of every hour they ask for.
-func (db *DB) loadWaitlist(ctx context.Context, q queryer, now time.Time, s *scheduler.Snapshot) error {
-	entries, err := scanAll(ctx, q, func(r *sql.Rows, w *scheduler.WaitEntry) error {
+func (db *DB) loadWaitlist(ctx context.Context, q queryer, now time.Time, s *plan.Snapshot) error {
+	entries, err := scanAll(ctx, q, func(r *sql.Rows, w *plan.WaitEntry) error {
 		var start, end, expires int64
 		err := r.Scan(&w.ID, &w.UserID, &w.Pool.Model, &w.Pool.Region, &w.Count, &start, &end, &w.Status, &expires, &w.AutoBook, &w.DurationHours)
 		w.Start, w.End, w.OfferExpires = fromUnix(start), fromUnix(end), fromUnix(expires)
@@ -602,7 +602,7 @@ func (db *DB) loadWaitlist(ctx context.Context, q queryer, now time.Time, s *sch
 	if err != nil {
 		return err
 	}
-	span := map[scheduler.PoolKey][2]time.Time{}
+	span := map[plan.PoolKey][2]time.Time{}
 	for _, w := range entries {
 		sp, seen := span[w.Pool]
 		if !seen || w.Start.Before(sp[0]) {
@@ -623,7 +623,7 @@ func (db *DB) loadWaitlist(ctx context.Context, q queryer, now time.Time, s *sch
 			return err
 		}
 		free := map[int64]int{}
-		for _, h := range scheduler.Hours(sp[0], sp[1]) {
+		for _, h := range plan.Hours(sp[0], sp[1]) {
 			free[h.Unix()] = capacity
 		}
 		reserved, err := reservedByHour(ctx, q, key.Model, key.Region, sp[0], sp[1])

@@ -34,6 +34,8 @@ type DB struct {
 	Clock gpuportal.Clock
 	// Location is the site time zone (off-peak windows are local hours).
 	Location *time.Location
+	// Planner decides each tick (plan.Plan when nil).
+	Planner Planner
 	// VictimRule is how the scheduler picks spot instances to interrupt
 	// (gpuportal.VictimsByWorkLost when empty); `portal simulate` sets it
 	// to compare the rules.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"gpuportal"
-	"gpuportal/scheduler"
+	"gpuportal/plan"
 )
 
 const waitColumns = `id, user_id, model_id, region_id, count, start_at, end_at, auto_book, status, created_at, offer_expires_at, reservation_id, note, duration_hours`
@@ -338,9 +338,9 @@ func everPaidIn(ctx context.Context, q queryer, userID int64) (bool, error) {
 
 // waitlist carries out the planner's waitlist decisions: expiries, offers
 // (the capacity is held for the claim window) and auto_book bookings.
-func (a *applier) waitlist(ctx context.Context, plan scheduler.Decisions) error {
-	var done []scheduler.WaitlistAction
-	for _, act := range plan.Waitlist {
+func (a *applier) waitlist(ctx context.Context, decisions plan.Decisions) error {
+	var done []plan.WaitlistAction
+	for _, act := range decisions.Waitlist {
 		var carried bool
 		ok, err := a.each(ctx, a.aboutWaitlistEntry(ctx, act.EntryID), func() error {
 			w, err := waitFor(ctx, a.tx, nil, act.EntryID)
@@ -363,13 +363,13 @@ func (a *applier) waitlist(ctx context.Context, plan scheduler.Decisions) error 
 
 // waitlistEntry carries out one decision; false: it was not, for a
 // reason found in the transaction (the entry stays as it was).
-func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry, act scheduler.WaitlistAction) (bool, error) {
+func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry, act plan.WaitlistAction) (bool, error) {
 	db, tx, now := a.db, a.tx, a.now
 	params := gpuportal.NoteParams{EntryID: w.ID, Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End}
 	switch act.Action {
-	case scheduler.WaitlistExpireOffer:
+	case plan.WaitlistExpireOffer:
 		return true, db.expireOffer(ctx, tx, w)
-	case scheduler.WaitlistExpireEntry:
+	case plan.WaitlistExpireEntry:
 		note := "the window started"
 		if w.Flexible {
 			note = "no window of its length can start in its range any more"
@@ -378,7 +378,7 @@ func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry,
 			return true, err
 		}
 		return true, db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistExpired, params)
-	case scheduler.WaitlistBook:
+	case plan.WaitlistBook:
 		var r *gpuportal.Reservation
 		err := inSavepoint(ctx, tx, func() error {
 			var err error
@@ -405,9 +405,9 @@ func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry,
 		}
 		params.ReservationID, params.Price, params.Start, params.End = r.ID, r.Price, r.Start, r.End
 		return true, db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistBooked, params)
-	case scheduler.WaitlistUnpaid:
+	case plan.WaitlistUnpaid:
 		return true, db.noteAutoBookUnpaid(ctx, tx, w, params)
-	case scheduler.WaitlistOffer:
+	case plan.WaitlistOffer:
 		_, policy, err := db.catalogEntry(ctx, tx, w.Model, w.Region)
 		if err != nil {
 			return true, err

@@ -1,4 +1,4 @@
-package scheduler
+package plan
 
 // Preemption, in one place: which spot instances give their GPUs back
 // and when (preempt: for reservations, for on-demand demand, for waiting
