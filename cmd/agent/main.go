@@ -49,139 +49,177 @@ func envOr(getenv func(string) string, key, fallback string) string {
 	return fallback
 }
 
+// The agent in named steps, like `portal serve`: read and check the flags
+// (parseFlags), open the GPUs (openGPUs), make the runtime (newRuntime),
+// then run the agent until the context ends.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	portal := fs.String("portal", envOr(getenv, "AGENT_PORTAL", ""), "portal URL, e.g. http://127.0.0.1:8080 (env AGENT_PORTAL)")
-	enroll := fs.String("enroll-token", getenv("AGENT_ENROLL_TOKEN"), "one-time enrollment token (env AGENT_ENROLL_TOKEN); needed only the first time")
-	stateDir := fs.String("state-dir", envOr(getenv, "AGENT_STATE_DIR", "/var/lib/gpuportal-agent"), "node credentials, workload state and logs")
-	volumeRoot := fs.String("volume-root", getenv("AGENT_VOLUME_ROOT"), "where volumes live (default <state-dir>/volumes): the region's shared filesystem (NFS, CephFS) so every node of the region sees the same files")
-	checkpointRoot := fs.String("checkpoint-root", getenv("AGENT_CHECKPOINT_ROOT"), "where instances' checkpoint directories live (default <state-dir>/checkpoints; share it between nodes so auto-restarted instances find their checkpoints)")
-	region := fs.String("region", envOr(getenv, "AGENT_REGION", ""), "the node's region, e.g. cd-1 (must match the enrollment token)")
-	nvmlBackend := fs.String("nvml", "real", "GPU source: real, "+nvidia.MockDGXA100+" or "+nvidia.MockDGXH100)
-	runtimeName := fs.String("runtime", envOr(getenv, "AGENT_RUNTIME", "podman"), "workload runtime: podman (rootful, the production default), docker, or exec (a trusted single-tenant node or a laptop demo only) (env AGENT_RUNTIME)")
-	ociRuntime := fs.String("oci-runtime", "runc", "with --runtime podman: the OCI runtime (runc; crun refuses hybrid cgroups)")
-	cdiKind := fs.String("cdi-kind", "nvidia.com/gpu", "containers: the CDI kind of GPU devices, named by UUID (the spec `nvidia-ctk cdi generate` writes)")
-	cdiSpecDir := fs.String("cdi-spec-dir", "/var/run/cdi", "with a mock: NVML backend and containers: where the simulated GPUs' CDI spec is written")
-	defaultImage := fs.String("default-image", "docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04", "containers: the image of instances launched without one (preloaded; nodes never pull)")
-	network := fs.String("workload-network", "none", "containers: none (no network but the metadata endpoint) or bridge (egress to the internet only: never the node, other containers or private, link-local and reserved ranges)")
-	egressAllow := fs.String("workload-egress-allow", "", "with --workload-network bridge: comma-separated CIDRs in those ranges workloads may reach all the same, e.g. a package mirror (the container's DNS servers always are, unless they are the node)")
-	uidBase := fs.Int("workload-uid-base", 20000, "containers: each workload runs as UID:GID base+index of its first GPU")
-	usernsBase := fs.Int("userns-base", 0, "containers: run every container in a user namespace mapping its UIDs/GIDs 0-65535 to the node's N onwards (e.g. 1000000), so no workload UID is a real user of the node; 0: off. Needs GPU device nodes the mapped users may open (NVIDIA's are 0666; the mock: backends' are not) and copies an image's layers at its first start under the mapping")
-	cpusPerGPU := fs.Float64("cpus-per-gpu", 0, "containers: CPUs per GPU of an instance (0: the node's CPUs ÷ its GPUs)")
-	memoryPerGPU := fs.String("memory-per-gpu", "", "containers: memory per GPU of an instance, e.g. 60g (default: 90% of the node's memory ÷ its GPUs)")
-	shmPerGPU := fs.String("shm-size", "", "containers: /dev/shm per GPU of an instance (default: a quarter of --memory-per-gpu)")
-	pidsPerGPU := fs.Int("pids-per-gpu", 4096, "containers: processes per GPU of an instance")
-	noFile := fs.Int("nofile", 0, "containers: open files per process (default: the agent's own hard limit, at most 1048576)")
-	tmpPerGPU := fs.String("tmp-per-gpu", "4g", "containers: size of /tmp (and of /var/tmp) per GPU of an instance; the root filesystem is read-only, so this and the checkpoint directory are all a workload writes")
-	logMax := fs.String("log-max", "64m", "the most output one instance's log keeps (the earliest is dropped past it)")
-	retention := fs.Duration("retention", agent.DefaultRetention, "how long the logs and checkpoint directories of instances that ended stay on the node")
-	execUser := fs.String("exec-user", "", "with --runtime exec: the user workloads run as (name or UID[:GID]; default the agent's own)")
-	execAllowRoot := fs.Bool("exec-allow-root", false, "with --runtime exec: allow workloads to run as root (a trusted single-tenant node or a laptop demo only)")
-	metadataAddr := fs.String("metadata-addr", "127.0.0.1:0", "HOST:0 where each instance's own EC2-style metadata endpoint listens, on a port of its own (each bound address is logged)")
-	sftpHelper := fs.String("sftp-helper", defaultSFTPHelper(), "the static SFTP server (gpuportal-sftp, built with CGO_ENABLED=0) sessions run for sftp and scp; mounted read-only into every container (default: gpuportal-sftp beside this binary; empty: no SFTP)")
-	heartbeat := fs.Duration("heartbeat", 10*time.Second, "heartbeat interval")
-	metricsAddr := fs.String("metrics-addr", "", "listen address for Prometheus metrics (dcgm-exporter names); empty: none")
-	hostname := fs.String("hostname", "", "the node's name in the portal (default: the machine's hostname)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	o, err := parseFlags(args, getenv, stderr)
+	if err != nil {
 		return err
 	}
-	// Absolute: container engines read a relative path as a volume name,
-	// and conmon writes logs from a directory of its own.
-	for _, dir := range []*string{stateDir, checkpointRoot, volumeRoot} {
-		if *dir != "" {
-			abs, err := filepath.Abs(*dir)
-			if err != nil {
-				return err
-			}
-			*dir = abs
-		}
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-
-	var gpus *nvidia.Source
-	var err error
-	if *nvmlBackend == "real" {
-		gpus, err = nvidia.OpenReal(log)
-	} else {
-		gpus, err = nvidia.OpenMock(*nvmlBackend, *stateDir, log)
-	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	gpus, err := openGPUs(o, log)
 	if err != nil {
 		return err
 	}
 	defer gpus.Close()
-
-	logCap, err := parseSize(*logMax)
+	rt, err := newRuntime(o, gpus, log)
 	if err != nil {
-		return fmt.Errorf("--log-max: %w", err)
-	}
-	tmp, err := parseSize(*tmpPerGPU)
-	if err != nil {
-		return fmt.Errorf("--tmp-per-gpu: %w", err)
-	}
-	if *usernsBase < 0 || (*usernsBase > 0 && *usernsBase < 65536) {
-		return errors.New("--userns-base: 0 (off), or 65536 and up (above every real user of the node)")
-	}
-	allow, err := parseCIDRs(*egressAllow)
-	if err != nil {
-		return fmt.Errorf("--workload-egress-allow: %w", err)
-	}
-	if len(allow) > 0 && *network != "bridge" {
-		return errors.New("--workload-egress-allow: only with --workload-network bridge")
-	}
-	if *retention < time.Hour {
-		return errors.New("--retention: at least 1h")
-	}
-	var rt agent.Runtime
-	switch *runtimeName {
-	case "exec":
-		var r agent.ExecRuntime
-		if r, err = execRuntime(*execUser, *execAllowRoot, log); err != nil {
-			return err
-		}
-		r.SFTPHelper = *sftpHelper
-		rt = r
-	case "podman", "docker":
-		c := &agent.ContainerRuntime{CLI: *runtimeName, CDIKind: *cdiKind, DefaultImage: *defaultImage, Network: *network, UIDBase: *uidBase,
-			CPUsPerGPU: *cpusPerGPU, PidsPerGPU: *pidsPerGPU, NoFile: *noFile, TmpPerGPU: tmp, LogMax: logCap, UserNSBase: *usernsBase, Log: log,
-			SFTPHelper: *sftpHelper, EgressAllow: allow}
-		if *runtimeName == "podman" {
-			c.OCIRuntime = *ociRuntime
-		}
-		if err := sizeContainers(c, len(gpus.Devices()), *memoryPerGPU, *shmPerGPU); err != nil {
-			return err
-		}
-		if err := c.CheckEngine(); err != nil {
-			return fmt.Errorf("--runtime %s: %w (install it, or run a trusted demo node with --runtime exec)", *runtimeName, err)
-		}
-		if *nvmlBackend != "real" {
-			path, err := agent.WriteMockCDISpec(*cdiSpecDir, *stateDir, *cdiKind, gpus.Devices())
-			if err != nil {
-				return fmt.Errorf("CDI spec of the simulated GPUs: %w", err)
-			}
-			log.Info("simulated GPUs' CDI spec written", "path", path)
-		}
-		c.OOMs = agent.WatchOOMKills(log)
-		log.Info("container runtime", "cli", c.CLI, "cpus_per_gpu", c.CPUsPerGPU, "memory_per_gpu", c.MemoryPerGPU, "shm_per_gpu", c.ShmPerGPU,
-			"pids_per_gpu", c.PidsPerGPU, "network", c.Network, "tmp_per_gpu", c.TmpPerGPU, "log_max", c.LogMax)
-		rt = c
-	default:
-		return fmt.Errorf("--runtime %q: want podman, docker or exec", *runtimeName)
+		return err
 	}
 	a, err := agent.New(agent.Config{
-		Portal: *portal, EnrollToken: *enroll, StateDir: *stateDir, CheckpointRoot: *checkpointRoot, VolumeRoot: *volumeRoot,
-		Region: *region, Hostname: *hostname, Heartbeat: *heartbeat, MetadataAddr: *metadataAddr,
-		MetricsAddr: *metricsAddr, GPUs: gpus, Runtime: rt, Log: log, Out: stdout, LogCap: logCap, Retention: *retention,
+		Portal: o.portal, EnrollToken: o.enroll, StateDir: o.stateDir, CheckpointRoot: o.checkpointRoot, VolumeRoot: o.volumeRoot,
+		Region: o.region, Hostname: o.hostname, Heartbeat: o.heartbeat, MetadataAddr: o.metadataAddr,
+		MetricsAddr: o.metricsAddr, GPUs: gpus, Runtime: rt, Log: log, Out: stdout, LogCap: o.logCap, Retention: o.retention,
 	})
 	if err != nil {
 		return err
 	}
 	return a.Run(ctx)
+}
+
+// options are the agent's flags once read and checked: nothing below
+// needs a flag or getenv again.
+type options struct {
+	portal, enroll, stateDir, volumeRoot, checkpointRoot, region string
+	nvml, runtime, ociRuntime, cdiKind, cdiSpecDir, defaultImage string
+	network                                                      string
+	egressAllow                                                  []netip.Prefix
+	uidBase, usernsBase, pidsPerGPU, noFile                      int
+	cpusPerGPU                                                   float64
+	memoryPerGPU, shmPerGPU                                      string
+	tmpPerGPU, logCap                                            int64
+	retention, heartbeat                                         time.Duration
+	execUser                                                     string
+	execAllowRoot                                                bool
+	metadataAddr, sftpHelper, metricsAddr, hostname              string
+	logLevel                                                     slog.Level
+}
+
+// parseFlags reads the agent's flags and environment and checks them all
+// before anything starts.
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.portal, "portal", envOr(getenv, "AGENT_PORTAL", ""), "portal URL, e.g. http://127.0.0.1:8080 (env AGENT_PORTAL)")
+	fs.StringVar(&o.enroll, "enroll-token", getenv("AGENT_ENROLL_TOKEN"), "one-time enrollment token (env AGENT_ENROLL_TOKEN); needed only the first time")
+	fs.StringVar(&o.stateDir, "state-dir", envOr(getenv, "AGENT_STATE_DIR", "/var/lib/gpuportal-agent"), "node credentials, workload state and logs")
+	fs.StringVar(&o.volumeRoot, "volume-root", getenv("AGENT_VOLUME_ROOT"), "where volumes live (default <state-dir>/volumes): the region's shared filesystem (NFS, CephFS) so every node of the region sees the same files; on XFS mounted with prjquota each volume's size holds inside instances too (docs/nodes.md)")
+	fs.StringVar(&o.checkpointRoot, "checkpoint-root", getenv("AGENT_CHECKPOINT_ROOT"), "where instances' checkpoint directories live (default <state-dir>/checkpoints; share it between nodes so auto-restarted instances find their checkpoints)")
+	fs.StringVar(&o.region, "region", envOr(getenv, "AGENT_REGION", ""), "the node's region, e.g. cd-1 (must match the enrollment token)")
+	fs.StringVar(&o.nvml, "nvml", "real", "GPU source: real, "+nvidia.MockDGXA100+" or "+nvidia.MockDGXH100)
+	fs.StringVar(&o.runtime, "runtime", envOr(getenv, "AGENT_RUNTIME", "podman"), "workload runtime: podman (rootful, the production default), docker, or exec (a trusted single-tenant node or a laptop demo only) (env AGENT_RUNTIME)")
+	fs.StringVar(&o.ociRuntime, "oci-runtime", "runc", "with --runtime podman: the OCI runtime (runc; crun refuses hybrid cgroups)")
+	fs.StringVar(&o.cdiKind, "cdi-kind", "nvidia.com/gpu", "containers: the CDI kind of GPU devices, named by UUID (the spec `nvidia-ctk cdi generate` writes)")
+	fs.StringVar(&o.cdiSpecDir, "cdi-spec-dir", "/var/run/cdi", "with a mock: NVML backend and containers: where the simulated GPUs' CDI spec is written")
+	fs.StringVar(&o.defaultImage, "default-image", "docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04", "containers: the image of instances launched without one (preloaded; nodes never pull)")
+	fs.StringVar(&o.network, "workload-network", "none", "containers: none (no network but the metadata endpoint) or bridge (egress to the internet only: never the node, other containers or private, link-local and reserved ranges)")
+	egressAllow := fs.String("workload-egress-allow", "", "with --workload-network bridge: comma-separated CIDRs in those ranges workloads may reach all the same, e.g. a package mirror (the container's DNS servers always are, unless they are the node)")
+	fs.IntVar(&o.uidBase, "workload-uid-base", 20000, "containers: each workload runs as UID:GID base+index of its first GPU")
+	fs.IntVar(&o.usernsBase, "userns-base", 0, "containers: run every container in a user namespace mapping its UIDs/GIDs 0-65535 to the node's N onwards (e.g. 1000000), so no workload UID is a real user of the node; 0: off. Needs GPU device nodes the mapped users may open (NVIDIA's are 0666; the mock: backends' are not) and copies an image's layers at its first start under the mapping")
+	fs.Float64Var(&o.cpusPerGPU, "cpus-per-gpu", 0, "containers: CPUs per GPU of an instance (0: the node's CPUs ÷ its GPUs)")
+	fs.StringVar(&o.memoryPerGPU, "memory-per-gpu", "", "containers: memory per GPU of an instance, e.g. 60g (default: 90% of the node's memory ÷ its GPUs)")
+	fs.StringVar(&o.shmPerGPU, "shm-size", "", "containers: /dev/shm per GPU of an instance (default: a quarter of --memory-per-gpu)")
+	fs.IntVar(&o.pidsPerGPU, "pids-per-gpu", 4096, "containers: processes per GPU of an instance")
+	fs.IntVar(&o.noFile, "nofile", 0, "containers: open files per process (default: the agent's own hard limit, at most 1048576)")
+	tmpPerGPU := fs.String("tmp-per-gpu", "4g", "containers: size of /tmp (and of /var/tmp) per GPU of an instance; the root filesystem is read-only, so this and the checkpoint directory are all a workload writes")
+	logMax := fs.String("log-max", "64m", "the most output one instance's log keeps (the earliest is dropped past it)")
+	fs.DurationVar(&o.retention, "retention", agent.DefaultRetention, "how long the logs and checkpoint directories of instances that ended stay on the node")
+	fs.StringVar(&o.execUser, "exec-user", "", "with --runtime exec: the user workloads run as (name or UID[:GID]; default the agent's own)")
+	fs.BoolVar(&o.execAllowRoot, "exec-allow-root", false, "with --runtime exec: allow workloads to run as root (a trusted single-tenant node or a laptop demo only)")
+	fs.StringVar(&o.metadataAddr, "metadata-addr", "127.0.0.1:0", "HOST:0 where each instance's own EC2-style metadata endpoint listens, on a port of its own (each bound address is logged)")
+	fs.StringVar(&o.sftpHelper, "sftp-helper", defaultSFTPHelper(), "the static SFTP server (gpuportal-sftp, built with CGO_ENABLED=0) sessions run for sftp and scp; mounted read-only into every container (default: gpuportal-sftp beside this binary; empty: no SFTP)")
+	fs.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "heartbeat interval")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "listen address for Prometheus metrics (dcgm-exporter names); empty: none")
+	fs.StringVar(&o.hostname, "hostname", "", "the node's name in the portal (default: the machine's hostname)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	// Absolute: container engines read a relative path as a volume name,
+	// and conmon writes logs from a directory of its own.
+	for _, dir := range []*string{&o.stateDir, &o.checkpointRoot, &o.volumeRoot} {
+		if *dir != "" {
+			abs, err := filepath.Abs(*dir)
+			if err != nil {
+				return nil, err
+			}
+			*dir = abs
+		}
+	}
+	if err := o.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	var err error
+	if o.logCap, err = parseSize(*logMax); err != nil {
+		return nil, fmt.Errorf("--log-max: %w", err)
+	}
+	if o.tmpPerGPU, err = parseSize(*tmpPerGPU); err != nil {
+		return nil, fmt.Errorf("--tmp-per-gpu: %w", err)
+	}
+	if o.usernsBase < 0 || (o.usernsBase > 0 && o.usernsBase < 65536) {
+		return nil, errors.New("--userns-base: 0 (off), or 65536 and up (above every real user of the node)")
+	}
+	if o.egressAllow, err = parseCIDRs(*egressAllow); err != nil {
+		return nil, fmt.Errorf("--workload-egress-allow: %w", err)
+	}
+	if len(o.egressAllow) > 0 && o.network != "bridge" {
+		return nil, errors.New("--workload-egress-allow: only with --workload-network bridge")
+	}
+	if o.retention < time.Hour {
+		return nil, errors.New("--retention: at least 1h")
+	}
+	switch o.runtime {
+	case "exec", "podman", "docker":
+	default:
+		return nil, fmt.Errorf("--runtime %q: want podman, docker or exec", o.runtime)
+	}
+	return o, nil
+}
+
+// openGPUs opens the node's GPUs through NVML, or one of its mocks.
+func openGPUs(o *options, log *slog.Logger) (*nvidia.Source, error) {
+	if o.nvml == "real" {
+		return nvidia.OpenReal(log)
+	}
+	return nvidia.OpenMock(o.nvml, o.stateDir, log)
+}
+
+// newRuntime makes the workload runtime the flags ask for, sized to the
+// node's GPUs.
+func newRuntime(o *options, gpus *nvidia.Source, log *slog.Logger) (agent.Runtime, error) {
+	if o.runtime == "exec" {
+		r, err := execRuntime(o.execUser, o.execAllowRoot, log)
+		if err != nil {
+			return nil, err
+		}
+		r.SFTPHelper = o.sftpHelper
+		return r, nil
+	}
+	c := &agent.ContainerRuntime{CLI: o.runtime, CDIKind: o.cdiKind, DefaultImage: o.defaultImage, Network: o.network, UIDBase: o.uidBase,
+		CPUsPerGPU: o.cpusPerGPU, PidsPerGPU: o.pidsPerGPU, NoFile: o.noFile, TmpPerGPU: o.tmpPerGPU, LogMax: o.logCap, UserNSBase: o.usernsBase, Log: log,
+		SFTPHelper: o.sftpHelper, EgressAllow: o.egressAllow}
+	if o.runtime == "podman" {
+		c.OCIRuntime = o.ociRuntime
+	}
+	if err := sizeContainers(c, len(gpus.Devices()), o.memoryPerGPU, o.shmPerGPU); err != nil {
+		return nil, err
+	}
+	if err := c.CheckEngine(); err != nil {
+		return nil, fmt.Errorf("--runtime %s: %w (install it, or run a trusted demo node with --runtime exec)", o.runtime, err)
+	}
+	if o.nvml != "real" {
+		path, err := agent.WriteMockCDISpec(o.cdiSpecDir, o.stateDir, o.cdiKind, gpus.Devices())
+		if err != nil {
+			return nil, fmt.Errorf("CDI spec of the simulated GPUs: %w", err)
+		}
+		log.Info("simulated GPUs' CDI spec written", "path", path)
+	}
+	c.OOMs = agent.WatchOOMKills(log)
+	log.Info("container runtime", "cli", c.CLI, "cpus_per_gpu", c.CPUsPerGPU, "memory_per_gpu", c.MemoryPerGPU, "shm_per_gpu", c.ShmPerGPU,
+		"pids_per_gpu", c.PidsPerGPU, "network", c.Network, "tmp_per_gpu", c.TmpPerGPU, "log_max", c.LogMax)
+	return c, nil
 }
 
 // execRuntime sets up --runtime exec: as root, each workload gets its own
