@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gpuportal"
+	"gpuportal/ics"
 	"gpuportal/store"
 )
 
@@ -167,6 +168,6 @@ func (d *Dispatcher) ics(ctx context.Context, reservationID int64, lang string) 
 	if err != nil {
 		return Attachment{}, err
 	}
-	return Attachment{Name: fmt.Sprintf("reservation-%d.ics", r.ID), ContentType: gpuportal.ICSContentType,
-		Data: []byte(gpuportal.ReservationICS(r, ICSWords(r, m, lang, d.Location), d.BaseURL))}, nil
+	return Attachment{Name: fmt.Sprintf("reservation-%d.ics", r.ID), ContentType: ics.ContentType,
+		Data: []byte(ics.Reservation(r, ics.WordsFor(r, m, lang, d.Location), d.BaseURL))}, nil
 }

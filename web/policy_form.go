@@ -13,6 +13,7 @@ import (
 
 	"gpuportal"
 	"gpuportal/i18n"
+	"gpuportal/simulate"
 	"gpuportal/web/templates"
 )
 
@@ -229,7 +230,8 @@ func (s *Server) policyEditor(c echo.Context, p gpuportal.Policies, form url.Val
 	if err != nil {
 		return templates.PolicyEditor{}, err
 	}
-	ed := templates.PolicyEditor{Models: models, Policies: p, Form: form, Errors: templates.FieldErrors{}, Ints: policyInts}
+	ed := templates.PolicyEditor{Models: models, Policies: p, Form: form, Errors: templates.FieldErrors{}, Ints: policyInts,
+		SpotPriceElasticity: simulate.DefaultSpotPriceElasticity}
 	lang := reqOf(c).lang
 	for _, e := range errs {
 		ed.Errors[e.Field] = i18n.Error(lang, e)

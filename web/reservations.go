@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"gpuportal"
-	"gpuportal/notify"
+	"gpuportal/ics"
 	"gpuportal/store"
 )
 
@@ -162,7 +162,7 @@ func (s *Server) handleICS(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body := gpuportal.ReservationICS(r, notify.ICSWords(r, m, reqOf(c).lang, s.cfg.Location), s.cfg.PublicURL)
+	body := ics.Reservation(r, ics.WordsFor(r, m, reqOf(c).lang, s.cfg.Location), s.cfg.PublicURL)
 	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="reservation-%d.ics"`, r.ID))
-	return c.Blob(http.StatusOK, gpuportal.ICSContentType, []byte(body))
+	return c.Blob(http.StatusOK, ics.ContentType, []byte(body))
 }

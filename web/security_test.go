@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gpuportal"
+	"gpuportal/ics"
 	"gpuportal/store"
 	"gpuportal/store/storetest"
 )
@@ -475,14 +476,14 @@ func TestICSStableUIDAndCRLF(t *testing.T) {
 		}
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		ics := string(raw)
-		if want := fmt.Sprintf("UID:reservation-%d@gpus.example.com\r\n", r.ID); !strings.Contains(ics, want) {
-			t.Errorf("Host %q: the calendar lacks %q:\n%s", host, want, ics)
+		cal := string(raw)
+		if want := fmt.Sprintf("UID:reservation-%d@gpus.example.com\r\n", r.ID); !strings.Contains(cal, want) {
+			t.Errorf("Host %q: the calendar lacks %q:\n%s", host, want, cal)
 		}
-		if strings.Count(ics, "\n") != strings.Count(ics, "\r\n") {
+		if strings.Count(cal, "\n") != strings.Count(cal, "\r\n") {
 			t.Errorf("Host %q: bare LF line ends", host)
 		}
-		if ct := resp.Header.Get("Content-Type"); ct != gpuportal.ICSContentType {
+		if ct := resp.Header.Get("Content-Type"); ct != ics.ContentType {
 			t.Errorf("Content-Type %q", ct)
 		}
 	}

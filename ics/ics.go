@@ -1,15 +1,20 @@
-package gpuportal
+// Package ics writes a reservation as an iCalendar file (RFC 5545), in
+// the reader's language: the one format of its kind, at the edge, for
+// the reservation page's download and the confirmation email alike.
+package ics
 
 import (
 	"fmt"
 	"net/url"
 
-	ics "github.com/arran4/golang-ical"
+	ical "github.com/arran4/golang-ical"
+
+	"gpuportal"
 )
 
-// ICSContentType is the media type of ReservationICS, for downloads and
-// email parts alike.
-const ICSContentType = "text/calendar; method=PUBLISH; charset=UTF-8"
+// ContentType is the media type of Reservation, for downloads and email
+// parts alike.
+const ContentType = "text/calendar; method=PUBLISH; charset=UTF-8"
 
 // CalendarHost is the domain of calendar UIDs: the host of the portal's
 // public address (PORTAL_PUBLIC_URL), so a reservation keeps one UID in
@@ -21,22 +26,22 @@ func CalendarHost(publicURL string) string {
 	return "gpuportal"
 }
 
-// ICSWords are the words of a reservation's calendar event, in the
-// reader's language with times in the reader's zone (notify.ICSWords
-// writes them); the event's own times stay UTC.
-type ICSWords struct {
+// Words are the words of a reservation's calendar event, in the reader's
+// language with times in the reader's zone (WordsFor writes them); the
+// event's own times stay UTC.
+type Words struct {
 	Summary, Description, Location, Alarm string
 }
 
-// ReservationICS renders one reservation as a VCALENDAR with one VEVENT,
+// Reservation renders one reservation as a VCALENDAR with one VEVENT,
 // lines ended by CRLF (RFC 5545 §3.1). Its UID is reservation-<id>@<host>
 // (host from CalendarHost of publicURL); SEQUENCE, LAST-MODIFIED and
 // DTSTAMP move with every change, so calendars that imported it take a
 // cancellation (RFC 5545 §3.8.7.4); an alarm rings an hour before the
 // start, and URL leads back to the reservation.
-func ReservationICS(r *Reservation, words ICSWords, publicURL string) string {
-	cal := ics.NewCalendar()
-	cal.SetMethod(ics.MethodPublish)
+func Reservation(r *gpuportal.Reservation, words Words, publicURL string) string {
+	cal := ical.NewCalendar()
+	cal.SetMethod(ical.MethodPublish)
 	cal.SetProductId("-//gpuportal//reservations//EN")
 	ev := cal.AddEvent(fmt.Sprintf("reservation-%d@%s", r.ID, CalendarHost(publicURL)))
 	modified := r.ModifiedAt
@@ -55,14 +60,14 @@ func ReservationICS(r *Reservation, words ICSWords, publicURL string) string {
 	if u, err := url.Parse(publicURL); err == nil && u.IsAbs() {
 		ev.SetURL(u.JoinPath("reservations", fmt.Sprint(r.ID)).String())
 	}
-	if r.Status == ReservationCancelled {
-		ev.SetStatus(ics.ObjectStatusCancelled)
+	if r.Status == gpuportal.ReservationCancelled {
+		ev.SetStatus(ical.ObjectStatusCancelled)
 	} else {
-		ev.SetStatus(ics.ObjectStatusConfirmed)
+		ev.SetStatus(ical.ObjectStatusConfirmed)
 		alarm := ev.AddAlarm()
-		alarm.SetAction(ics.ActionDisplay)
+		alarm.SetAction(ical.ActionDisplay)
 		alarm.SetTrigger("-PT1H")
-		alarm.SetProperty(ics.ComponentPropertyDescription, words.Alarm)
+		alarm.SetProperty(ical.ComponentPropertyDescription, words.Alarm)
 	}
-	return cal.Serialize(ics.WithNewLine("\r\n"))
+	return cal.Serialize(ical.WithNewLine("\r\n"))
 }
