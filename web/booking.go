@@ -60,15 +60,25 @@ func parseBookingValues(get func(string) string, loc *time.Location) (gpuportal.
 	return bookingFields(get("model"), get("region"), count, get("start"), get("end"), loc)
 }
 
+// modelAndRegion are a request's model and region, trimmed; both are
+// required.
+func modelAndRegion(model, region string) (string, string, error) {
+	model, region = strings.TrimSpace(model), strings.TrimSpace(region)
+	if model == "" {
+		return model, region, gpuportal.FieldErrorf(gpuportal.EINVALID, "model", "The GPU model is required (e.g. a100-80g).")
+	}
+	if region == "" {
+		return model, region, gpuportal.FieldErrorf(gpuportal.EINVALID, "region", "The region is required (e.g. cd-1).")
+	}
+	return model, region, nil
+}
+
 func bookingFields(model, region string, count int, start, end string, loc *time.Location) (gpuportal.BookingRequest, error) {
-	req := gpuportal.BookingRequest{Model: strings.TrimSpace(model), Region: strings.TrimSpace(region), Count: count}
-	if req.Model == "" {
-		return req, gpuportal.FieldErrorf(gpuportal.EINVALID, "model", "The GPU model is required (e.g. a100-80g).")
+	model, region, err := modelAndRegion(model, region)
+	req := gpuportal.BookingRequest{Model: model, Region: region, Count: count}
+	if err != nil {
+		return req, err
 	}
-	if req.Region == "" {
-		return req, gpuportal.FieldErrorf(gpuportal.EINVALID, "region", "The region is required (e.g. cd-1).")
-	}
-	var err error
 	if req.Start, err = parseTime("start", start, loc); err != nil {
 		return req, err
 	}

@@ -20,14 +20,11 @@ import (
 // the end of that day). Missing times take the defaults of
 // gpuportal.NormalizeOfferingRequest.
 func parseOfferingValues(get func(string) string, loc *time.Location) (gpuportal.OfferingRequest, error) {
-	req := gpuportal.OfferingRequest{Model: strings.TrimSpace(get("model")), Region: strings.TrimSpace(get("region")), Sort: strings.TrimSpace(get("sort"))}
-	if req.Model == "" {
-		return req, gpuportal.FieldErrorf(gpuportal.EINVALID, "model", "The GPU model is required (e.g. a100-80g).")
+	model, region, err := modelAndRegion(get("model"), get("region"))
+	req := gpuportal.OfferingRequest{Model: model, Region: region, Sort: strings.TrimSpace(get("sort"))}
+	if err != nil {
+		return req, err
 	}
-	if req.Region == "" {
-		return req, gpuportal.FieldErrorf(gpuportal.EINVALID, "region", "The region is required (e.g. cd-1).")
-	}
-	var err error
 	if req.Count, err = wholeNumber(get, "count", true); err != nil {
 		return req, err
 	}

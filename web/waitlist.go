@@ -2,7 +2,7 @@ package web
 
 import (
 	"net/http"
-	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -22,6 +22,27 @@ type waitJSON struct {
 	LatestEnd     string `json:"latest_end"`
 }
 
+// flexibleWaitRequest reads a flexible waitlist request from its decoded
+// JSON: the numbers as they came, the times parsed once.
+func flexibleWaitRequest(in waitJSON, loc *time.Location) (gpuportal.OfferingRequest, error) {
+	model, region, err := modelAndRegion(in.Model, in.Region)
+	req := gpuportal.OfferingRequest{Model: model, Region: region, Count: in.Count, DurationHours: in.DurationHours}
+	if err != nil {
+		return req, err
+	}
+	if in.Earliest != "" {
+		if req.Earliest, err = parseTime("earliest", in.Earliest, loc); err != nil {
+			return req, err
+		}
+	}
+	if in.LatestEnd != "" {
+		if req.LatestEnd, err = parseTime("latest_end", in.LatestEnd, loc); err != nil {
+			return req, err
+		}
+	}
+	return req, nil
+}
+
 func (s *Server) apiJoinWaitlist(c echo.Context) error {
 	var in waitJSON
 	if err := bindJSON(c, &in); err != nil {
@@ -31,23 +52,7 @@ func (s *Server) apiJoinWaitlist(c echo.Context) error {
 		if in.Start != "" || in.End != "" {
 			return gpuportal.FieldErrorf(gpuportal.EINVALID, "start", "Give start and end for one window, or duration_hours with earliest and latest_end for any window in a range — not both.")
 		}
-		req, err := parseOfferingValues(func(k string) string {
-			switch k {
-			case "model":
-				return in.Model
-			case "region":
-				return in.Region
-			case "count":
-				return strconv.Itoa(in.Count)
-			case "duration_hours":
-				return strconv.Itoa(in.DurationHours)
-			case "earliest":
-				return in.Earliest
-			case "latest_end":
-				return in.LatestEnd
-			}
-			return ""
-		}, s.cfg.Location)
+		req, err := flexibleWaitRequest(in, s.cfg.Location)
 		if err != nil {
 			return err
 		}
