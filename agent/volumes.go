@@ -214,14 +214,14 @@ func (acct *volumeAccount) reserve(n, limit int64, name string) error {
 	return nil
 }
 
-func newVolumeFS(dir string, sizeGiB int, gid int) (*volumeFS, error) {
+// newVolumeFS serves dir, counting its writes in acct (volumeAccounts.open
+// measured it: the volume is walked once per session, not twice).
+func newVolumeFS(dir string, sizeGiB int, gid int, acct *volumeAccount) (*volumeFS, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
-	v := &volumeFS{root: root, gid: gid, limit: int64(sizeGiB) << 30, acct: &volumeAccount{}}
-	v.acct.used.Store(diskUsage(dir))
-	return v, nil
+	return &volumeFS{root: root, gid: gid, limit: int64(sizeGiB) << 30, acct: acct}, nil
 }
 
 // serveVolume runs an SFTP server for volume id on rwc until the client
@@ -234,14 +234,14 @@ func (a *Agent) serveVolume(rwc io.ReadWriteCloser, id int64, sizeGiB int, readO
 	if err := a.limitVolume(dir, id, sizeGiB); err != nil {
 		return err
 	}
-	v, err := newVolumeFS(dir, sizeGiB, a.volumeHostGID())
+	acct := a.volumeAccounts.open(id, dir)
+	defer a.volumeAccounts.close(id)
+	v, err := newVolumeFS(dir, sizeGiB, a.volumeHostGID(), acct)
 	if err != nil {
 		return err
 	}
 	defer v.root.Close()
 	v.readOnly = readOnly
-	v.acct = a.volumeAccounts.open(id, dir)
-	defer a.volumeAccounts.close(id)
 	srv := sftp.NewRequestServer(rwc, sftp.Handlers{FileGet: v, FilePut: v, FileCmd: v, FileList: v})
 	defer srv.Close()
 	if err := srv.Serve(); err != nil && !errors.Is(err, io.EOF) {

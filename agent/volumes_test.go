@@ -21,7 +21,7 @@ func volumeClient(t *testing.T, dir string, limit int64) *sftp.Client {
 
 func volumeClientOf(t *testing.T, dir string, limit int64, readOnly bool) *sftp.Client {
 	t.Helper()
-	v, err := newVolumeFS(dir, 1, os.Getgid())
+	v, err := newVolumeFS(dir, 1, os.Getgid(), new(volumeAccounts).open(1, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,11 +152,11 @@ func TestVolumeSessionsShareOneAccount(t *testing.T) {
 	const limit = 4 << 20
 	var accounts volumeAccounts
 	client := func() *sftp.Client {
-		v, err := newVolumeFS(dir, 1, os.Getgid())
+		v, err := newVolumeFS(dir, 1, os.Getgid(), accounts.open(1, dir))
 		if err != nil {
 			t.Fatal(err)
 		}
-		v.limit, v.acct = limit, accounts.open(1, dir)
+		v.limit = limit
 		server, client := net.Pipe()
 		srv := sftp.NewRequestServer(server, sftp.Handlers{FileGet: v, FilePut: v, FileCmd: v, FileList: v})
 		go func() { _ = srv.Serve(); v.root.Close(); accounts.close(1) }()

@@ -151,25 +151,31 @@ func (db *DB) TickFailures(ctx context.Context, since time.Time, limit int) ([]T
 // when the row can be read (a decision about a row that cannot is still
 // made, and fails on its own).
 func (a *applier) aboutReservation(ctx context.Context, step string, id int64) decision {
-	d := decision{step: step, subject: fmt.Sprintf("reservation %d", id), reservationID: id}
-	_ = a.tx.QueryRowContext(ctx, `SELECT user_id FROM reservations WHERE id = ?`, id).Scan(&d.userID)
+	d := a.about(ctx, step, "reservations", "reservation", id)
+	d.reservationID = id
 	return d
 }
 
 func (a *applier) aboutInstance(ctx context.Context, step string, id int64) decision {
-	d := decision{step: step, subject: fmt.Sprintf("instance %d", id), instanceID: id}
-	_ = a.tx.QueryRowContext(ctx, `SELECT user_id FROM instances WHERE id = ?`, id).Scan(&d.userID)
+	d := a.about(ctx, step, "instances", "instance", id)
+	d.instanceID = id
 	return d
 }
 
 func (a *applier) aboutJob(ctx context.Context, step string, id int64) decision {
-	d := decision{step: step, subject: fmt.Sprintf("job %d", id), jobID: id}
-	_ = a.tx.QueryRowContext(ctx, `SELECT user_id FROM jobs WHERE id = ?`, id).Scan(&d.userID)
+	d := a.about(ctx, step, "jobs", "job", id)
+	d.jobID = id
+	return d
+}
+
+// about names a decision about row id of table (one of the tick's own
+// tables, never input), with the row's owner.
+func (a *applier) about(ctx context.Context, step, table, noun string, id int64) decision {
+	d := decision{step: step, subject: fmt.Sprintf("%s %d", noun, id)}
+	_ = a.tx.QueryRowContext(ctx, `SELECT user_id FROM `+table+` WHERE id = ?`, id).Scan(&d.userID)
 	return d
 }
 
 func (a *applier) aboutWaitlistEntry(ctx context.Context, id int64) decision {
-	d := decision{step: gpuportal.StepWaitlist, subject: fmt.Sprintf("waitlist entry %d", id)}
-	_ = a.tx.QueryRowContext(ctx, `SELECT user_id FROM waitlist_entries WHERE id = ?`, id).Scan(&d.userID)
-	return d
+	return a.about(ctx, gpuportal.StepWaitlist, "waitlist_entries", "waitlist entry", id)
 }
