@@ -84,6 +84,19 @@ type WorkloadStatus struct {
 	// workload reported ready that long after the notice.
 	DrillID                int64    `json:"drill_id,omitempty"`
 	DrillReadyAfterSeconds *float64 `json:"drill_ready_after_seconds,omitempty"`
+	// Disk: how much of the workload's disk is written, while it runs
+	// (nil for a workload launched without a disk size).
+	Disk *WorkloadDisk `json:"disk,omitempty"`
+}
+
+// WorkloadDisk is what an agent says of a running workload's disk.
+type WorkloadDisk struct {
+	UsedBytes int64 `json:"used_bytes"`
+	// Enforced: the disk is a filesystem of its size, so writes past it
+	// fail inside (ENOSPC). Otherwise Note says why not, and the workload
+	// writes only to /tmp, its checkpoint directory and volumes.
+	Enforced bool   `json:"enforced"`
+	Note     string `json:"note,omitempty"`
 }
 
 // AgentHeartbeat reports a node's GPUs and workloads. WaitSeconds > 0 asks
@@ -158,6 +171,9 @@ type DesiredWorkload struct {
 	// Volumes to mount (the directory VolumeDirName(id) of the agent's
 	// volume root, read-write at MountPath).
 	Volumes []InstanceVolume `json:"volumes,omitempty"`
+	// DiskGiB sizes the workload's writable root filesystem (its disk);
+	// 0: none (instances launched before disks).
+	DiskGiB int `json:"disk_gib,omitempty"`
 }
 
 // TaskRef names a job's task.

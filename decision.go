@@ -19,6 +19,7 @@ const (
 	StepWaitlist  = "waitlist"
 	StepReminder  = "reminder"
 	StepVolumes   = "bill volumes"
+	StepDisks     = "bill disks"
 	// The book-keeping after the plan, one decision each.
 	StepTopUps   = "expire top-ups"
 	StepIdleStop = "idle stop"

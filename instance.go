@@ -99,6 +99,9 @@ type LaunchRequest struct {
 	IdleStopMinutes *int `json:"idle_stop_minutes,omitempty"`
 	// Volumes are the customer's volumes of the region to mount.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// DiskGiB sizes the instance's disk, its writable root filesystem;
+	// nil: the policy's container_disk_gib.
+	DiskGiB *int `json:"disk_gib,omitempty"`
 }
 
 // MaxIdleStopMinutes bounds idle_stop_minutes (a week).
@@ -234,6 +237,54 @@ type Instance struct {
 	Sessions []Session `json:"sessions,omitempty"`
 	// Volumes it mounts.
 	Volumes []InstanceVolume `json:"volumes,omitempty"`
+	// Disk is its writable root filesystem (nil for instances launched
+	// before disks).
+	Disk *InstanceDisk `json:"disk,omitempty"`
+}
+
+// InstanceDisk is an instance's disk: its size, how much of it was
+// written when its agent last looked, and whether the node holds writes
+// to the size (enforced; false says why not in Note, nil: not reported
+// yet). Kept: it outlives the instance's run (a stop that keeps it).
+type InstanceDisk struct {
+	SizeGiB   int    `json:"size_gib"`
+	UsedBytes int64  `json:"used_bytes"`
+	Kept      bool   `json:"kept"`
+	Enforced  *bool  `json:"enforced,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// UsedPercent is how full the disk is, 0–100, for its bar.
+func (d InstanceDisk) UsedPercent() int {
+	if d.SizeGiB <= 0 {
+		return 0
+	}
+	return int(min(100, d.UsedBytes*100/(int64(d.SizeGiB)<<30)))
+}
+
+// DiskFor is the disk a launch gets: what it asked for (1 GiB up to the
+// policy's max_container_disk_gib) or the policy's container_disk_gib.
+// field names the request's field in the error ("disk_gib",
+// "launch.disk_gib").
+func (p Policy) DiskFor(asked *int, field string) (int, error) {
+	if asked == nil {
+		return p.ContainerDiskGiB, nil
+	}
+	if n := *asked; n < 1 || n > p.MaxContainerDiskGiB {
+		return 0, FieldErrorf(EPOLICY, field, "A disk is 1 to %d GiB.", p.MaxContainerDiskGiB)
+	}
+	return *asked, nil
+}
+
+// DiskHourCost is one started hour of a disk of sizeGiB beyond the
+// policy's free part, at the volume price (VolumeHourCost, with carry).
+func (p Policy) DiskHourCost(sizeGiB int, carry int64) (Fen, int64) {
+	return VolumeHourCost(p.BilledDiskGiB(sizeGiB), Fen(p.VolumePricePerGiBMonthFen), carry)
+}
+
+// BilledDiskGiB is the part of a disk of sizeGiB that is paid for.
+func (p Policy) BilledDiskGiB(sizeGiB int) int {
+	return max(0, sizeGiB-p.ContainerDiskFreeGiB)
 }
 
 // Drill results.

@@ -55,6 +55,8 @@ type JobRequest struct {
 	MaxAttempts     int    `json:"max_attempts,omitempty"`      // failed attempts before a task fails (default 3)
 	// Volumes every task mounts.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// DiskGiB sizes each task's disk (nil: the policy's).
+	DiskGiB *int `json:"disk_gib,omitempty"`
 }
 
 // Validate checks the shape of a job request and fills its defaults.
@@ -128,7 +130,9 @@ type Job struct {
 	OnDemandWorkers int    `json:"on_demand_workers"`
 	MaxAttempts     int    `json:"max_attempts"`
 	// Volumes every task mounts (mount paths resolved).
-	Volumes       []VolumeMount `json:"volumes,omitempty"`
+	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// DiskGiB is each task's disk.
+	DiskGiB       int           `json:"disk_gib"`
 	Status        string        `json:"status"`
 	Tasks         TaskCounts    `json:"tasks"`
 	Interruptions int           `json:"interruptions"`

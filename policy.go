@@ -52,6 +52,12 @@ type Policy struct {
 	// all their volumes (admins override it per user).
 	VolumePricePerGiBMonthFen int `json:"volume_price_per_gib_month_fen"`
 	MaxVolumeGiB              int `json:"max_volume_gib"`
+	// Instances' disks (global only): the size a launch gets unless it
+	// asks (disk_gib), the largest it may ask, and how much of each disk
+	// is free — the rest is billed per GiB-hour at the volume price.
+	ContainerDiskGiB     int `json:"container_disk_gib"`
+	MaxContainerDiskGiB  int `json:"max_container_disk_gib"`
+	ContainerDiskFreeGiB int `json:"container_disk_free_gib"`
 }
 
 // PolicyOverride names only what differs from the global policy for one
@@ -99,6 +105,7 @@ func DefaultPolicy() Policy {
 		WaitlistClaimMinutes: 30, OnDemandMinBillableMinutes: 60,
 		SpotNoticeMinSeconds: 10, SpotNoticeMaxSeconds: 600, RebalanceLeadMinutes: 30,
 		VolumePricePerGiBMonthFen: 30, MaxVolumeGiB: 2048,
+		ContainerDiskGiB: 50, MaxContainerDiskGiB: 500, ContainerDiskFreeGiB: 50,
 	}
 }
 
@@ -108,7 +115,8 @@ func DefaultPolicy() Policy {
 func PoliciesToDecode() Policies {
 	d := DefaultPolicy()
 	return Policies{Global: Policy{SpotNoticeMinSeconds: d.SpotNoticeMinSeconds, SpotNoticeMaxSeconds: d.SpotNoticeMaxSeconds, RebalanceLeadMinutes: d.RebalanceLeadMinutes,
-		VolumePricePerGiBMonthFen: d.VolumePricePerGiBMonthFen, MaxVolumeGiB: d.MaxVolumeGiB}}
+		VolumePricePerGiBMonthFen: d.VolumePricePerGiBMonthFen, MaxVolumeGiB: d.MaxVolumeGiB,
+		ContainerDiskGiB: d.ContainerDiskGiB, MaxContainerDiskGiB: d.MaxContainerDiskGiB, ContainerDiskFreeGiB: d.ContainerDiskFreeGiB}}
 }
 
 // DefaultPolicies is the policies document with no overrides.
@@ -212,6 +220,9 @@ func (p Policy) validate(prefix string) []*Error {
 	check("rebalance_lead_minutes", p.RebalanceLeadMinutes, 0, 240, "Must be between %d and %d minutes.")
 	check("volume_price_per_gib_month_fen", p.VolumePricePerGiBMonthFen, 0, 100_000, "Must be between %d and %d fen.")
 	check("max_volume_gib", p.MaxVolumeGiB, 0, 1_000_000, "Must be between %d and %d GiB.")
+	check("max_container_disk_gib", p.MaxContainerDiskGiB, 1, 100_000, "Must be between %d and %d GiB.")
+	check("container_disk_gib", p.ContainerDiskGiB, 1, max(p.MaxContainerDiskGiB, 1), "Must be between %d and %d GiB (the largest disk).")
+	check("container_disk_free_gib", p.ContainerDiskFreeGiB, 0, 100_000, "Must be between %d and %d GiB.")
 	if p.SpotNoticeMinSeconds > p.SpotNoticeMaxSeconds {
 		errs = append(errs, FieldErrorf(EINVALID, prefix+".spot_notice_min_seconds", "The shortest notice must not exceed the longest."))
 	}

@@ -71,6 +71,8 @@ type LaunchSpec struct {
 	Command string `json:"command"`
 	// Volumes the launch's instances mount.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+	// DiskGiB sizes each instance's disk (nil: the policy's).
+	DiskGiB *int `json:"disk_gib,omitempty"`
 }
 
 // MachineCommand is the command of "a machine to log into": it runs until

@@ -354,6 +354,9 @@ func (a *Agent) statusesLocked() []gpuportal.WorkloadStatus {
 		if w.rec.DrillReadyAfter != nil {
 			st.DrillID, st.DrillReadyAfterSeconds = w.rec.DrillID, w.rec.DrillReadyAfter
 		}
+		if !w.exited && w.rec.DiskGiB > 0 {
+			st.Disk = a.diskStatus(w)
+		}
 		if w.exited {
 			st.State = gpuportal.WorkloadExited
 			end := w.endedAt
@@ -366,6 +369,20 @@ func (a *Agent) statusesLocked() []gpuportal.WorkloadStatus {
 	}
 	slices.SortFunc(out, func(x, y gpuportal.WorkloadStatus) int { return int(x.InstanceID - y.InstanceID) })
 	return out
+}
+
+// diskStatus is what the agent says of a running workload's disk.
+func (a *Agent) diskStatus(w *workload) *gpuportal.WorkloadDisk {
+	if d, ok := w.proc.(diskReporter); ok {
+		if used, ok := d.DiskUsed(); ok {
+			return &gpuportal.WorkloadDisk{UsedBytes: used, Enforced: true}
+		}
+	}
+	note := "this node's runtime gives workloads no disk of their own"
+	if c, ok := a.cfg.Runtime.(*ContainerRuntime); ok && c.DiskNote != "" {
+		note = c.DiskNote
+	}
+	return &gpuportal.WorkloadDisk{Note: note}
 }
 
 // pushLoop reports workload changes at once rather than at the next

@@ -28,6 +28,11 @@ const (
 	ContainerCheckpointDir = "/checkpoint"
 )
 
+// DefaultUserNSBase is the first UID of the node that containers' user
+// namespaces map to: far above any real user of the node (and above the
+// 100000+ ranges /etc/subuid hands out to rootless users).
+const DefaultUserNSBase = 1_000_000
+
 // ContainerRuntime runs each workload in a container of its own through
 // the podman CLI (rootful, with the runc OCI runtime) or, where the two
 // CLIs agree, docker's. The CLI rather than podman's Docker-compatible
@@ -66,6 +71,14 @@ type ContainerRuntime struct {
 	// UID (and root inside the container) is then no real user of the node.
 	UserNSBase int
 	LogMax     int64 // bytes of output the engine keeps (its log rotates past it)
+	// Disks: the node gives each container a sized disk of its own as its
+	// writable root filesystem (rootfs.go; ProbeDisks says whether it
+	// can); DiskNote says why not when it cannot. Disks live in
+	// ImageRoot, their mounts in StateDir.
+	Disks     bool
+	DiskNote  string
+	ImageRoot string
+	StateDir  string
 	// SFTPHelper is the node's static SFTP server (gpuportal-sftp),
 	// mounted read-only into every container at gpuportal.SFTPHelperPath
 	// for sftp and scp sessions; "" offers none.
@@ -107,10 +120,30 @@ func (r *ContainerRuntime) logMax() int64 {
 	return DefaultLogCap
 }
 
-// CreateArgs is the `create` command line for a workload.
+// CreateArgs is the `create` command line for a workload in the engine's
+// own copy of its image (no disk of its own).
 func (r *ContainerRuntime) CreateArgs(spec Spec) []string {
+	return r.createArgs(spec, "", imageLayout{})
+}
+
+// rootInside: the workload is root in its container, which only a user
+// namespace makes safe.
+func (r *ContainerRuntime) rootInside() bool { return r.UserNSBase > 0 }
+
+// workloadHostUID is the node's UID of a workload's processes (and of
+// the files it writes into its checkpoint directory).
+func (r *ContainerRuntime) workloadHostUID(spec Spec) int {
+	if r.rootInside() {
+		return r.UserNSBase
+	}
+	return r.UIDBase + spec.Slot
+}
+
+// createArgs is the `create` command line for a workload; with rootfs it
+// runs on that tree (the instance's disk over the image's layers, whose
+// environment img carries) rather than on the engine's copy of its image.
+func (r *ContainerRuntime) createArgs(spec Spec, rootfs string, img imageLayout) []string {
 	n := max(len(spec.GPUs), 1)
-	uid := strconv.Itoa(r.UIDBase + spec.Slot)
 	image := spec.Image
 	if image == "" {
 		image = r.DefaultImage
@@ -130,22 +163,26 @@ func (r *ContainerRuntime) CreateArgs(spec Spec) []string {
 		"--label", labelLifecycle+"="+spec.Lifecycle,
 		"--label", labelGPUs+"="+strings.Join(spec.GPUs, ","),
 		"--label", labelCheckpoint+"="+spec.CheckpointDir,
-		"--pull", "never",
 	)
-	if r.UserNSBase > 0 {
-		m := strconv.Itoa(r.UserNSBase)
-		args = append(args, "--uidmap", "0:"+m+":65536", "--gidmap", "0:"+m+":65536")
+	if rootfs == "" {
+		args = append(args, "--pull", "never")
 	}
-	args = append(args,
-		"--user", uid+":"+uid,
-		"--network", r.Network,
-	)
+	if r.rootInside() {
+		// Root inside, an unprivileged range of the node outside, with
+		// the engine's default capabilities — which hold only inside the
+		// namespace: apt-get, pip install, chown work as in a VM.
+		m := strconv.Itoa(r.UserNSBase)
+		args = append(args, "--uidmap", "0:"+m+":65536", "--gidmap", "0:"+m+":65536", "--user", "0:0")
+	} else {
+		uid := strconv.Itoa(r.UIDBase + spec.Slot)
+		args = append(args, "--user", uid+":"+uid, "--cap-drop", "ALL")
+	}
+	args = append(args, "--network", r.Network)
 	if r.Network == "bridge" {
 		// IPv4 only: the egress routes (egress.go) are IPv4's.
 		args = append(args, "--sysctl", "net.ipv6.conf.all.disable_ipv6=1", "--sysctl", "net.ipv6.conf.default.disable_ipv6=1")
 	}
 	args = append(args,
-		"--cap-drop", "ALL",
 		"--security-opt", "no-new-privileges",
 		"--cpus", strconv.FormatFloat(r.CPUsPerGPU*float64(n), 'f', 2, 64),
 		"--memory", strconv.FormatInt(mem, 10),
@@ -173,15 +210,18 @@ func (r *ContainerRuntime) CreateArgs(spec Spec) []string {
 			args = append(args, "--umask", "0002")
 		}
 	}
-	args = append(args,
-		"--workdir", ContainerCheckpointDir,
-		// Nothing of the node's disk but the checkpoint directory: the
-		// image is read-only, scratch space a sized tmpfs (charged to the
+	args = append(args, "--workdir", ContainerCheckpointDir)
+	if rootfs == "" {
+		// Without a disk of its own nothing of the node's disk is the
+		// workload's but the checkpoint directory: the image is
+		// read-only, scratch space a sized tmpfs (charged to the
 		// instance's memory).
-		"--read-only",
-		"--tmpfs", "/tmp:rw,mode=1777,size="+strconv.FormatInt(r.tmpSize(n), 10),
-		"--tmpfs", "/var/tmp:rw,mode=1777,size="+strconv.FormatInt(r.tmpSize(n), 10),
-	)
+		args = append(args,
+			"--read-only",
+			"--tmpfs", "/tmp:rw,mode=1777,size="+strconv.FormatInt(r.tmpSize(n), 10),
+			"--tmpfs", "/var/tmp:rw,mode=1777,size="+strconv.FormatInt(r.tmpSize(n), 10),
+		)
+	}
 	if r.CLI == "podman" {
 		// conmon writes the output where the agent keeps every log, and
 		// keeps it under the cap.
@@ -193,11 +233,19 @@ func (r *ContainerRuntime) CreateArgs(spec Spec) []string {
 	for _, g := range spec.GPUs {
 		args = append(args, "--device", r.CDIKind+"="+g)
 	}
+	// The image's own environment first (a tree of its own has none),
+	// then the instance's, which wins.
+	for _, kv := range img.Env {
+		args = append(args, "--env", kv)
+	}
 	for _, kv := range spec.Env {
 		if strings.HasPrefix(kv, "PATH=") {
 			continue // the image's own
 		}
 		args = append(args, "--env", kv)
+	}
+	if rootfs != "" {
+		return append(args, "--rootfs", rootfs, "/bin/sh", "-c", spec.Command)
 	}
 	return append(args, image, "/bin/sh", "-c", spec.Command)
 }
@@ -221,17 +269,23 @@ func (r *ContainerRuntime) cli(args ...string) (string, error) {
 // network namespace, and only then starts the workload, so that its first
 // request finds the endpoint there.
 func (r *ContainerRuntime) Start(spec Spec) (Process, error) {
-	if err := chownTree(spec.CheckpointDir, r.UserNSBase+r.UIDBase+spec.Slot); err != nil {
+	if err := chownTree(spec.CheckpointDir, r.workloadHostUID(spec)); err != nil {
 		return nil, fmt.Errorf("checkpoint directory: %w", err)
 	}
 	name := r.containerName(spec)
 	_, _ = r.cli("rm", "--force", name) // a leftover of a start the agent did not finish
-	id, err := r.cli(r.CreateArgs(spec)...)
+	rootfs, img, err := r.prepareDisk(spec)
 	if err != nil {
+		return nil, err
+	}
+	id, err := r.cli(r.createArgs(spec, rootfs, img)...)
+	if err != nil {
+		r.releaseDisk(spec.InstanceID, spec.Attempt)
 		return nil, r.explain(err, spec)
 	}
 	fail := func(err error) (Process, error) {
 		_, _ = r.cli("rm", "--force", id)
+		r.releaseDisk(spec.InstanceID, spec.Attempt)
 		return nil, err
 	}
 	var meta net.Listener
@@ -278,6 +332,39 @@ func (r *ContainerRuntime) Start(spec Spec) (Process, error) {
 		}
 	}
 	return r.track(id, st, meta), nil
+}
+
+// prepareDisk builds the tree of a workload with a disk (a size, and a
+// node that can): its root and its image's environment. Without one the
+// container runs on the engine's copy of its image ("" root).
+func (r *ContainerRuntime) prepareDisk(spec Spec) (string, imageLayout, error) {
+	if !r.Disks || spec.DiskGiB <= 0 || r.CLI != "podman" {
+		return "", imageLayout{}, nil
+	}
+	image := spec.Image
+	if image == "" {
+		image = r.DefaultImage
+	}
+	img, err := r.inspectImage(image)
+	if err != nil {
+		return "", imageLayout{}, r.explain(err, spec)
+	}
+	root, err := r.mountRootfs(spec, img)
+	if err != nil {
+		return "", imageLayout{}, err
+	}
+	return root, img, nil
+}
+
+// releaseDisk takes down an attempt's tree and removes its disk, once its
+// container is gone.
+func (r *ContainerRuntime) releaseDisk(instanceID int64, attempt int) {
+	if !r.Disks {
+		return
+	}
+	if err := r.releaseRootfs(instanceID, attempt); err != nil {
+		r.Log.Warn("cannot release an instance's disk", "instance", instanceID, "attempt", attempt, "err", err)
+	}
 }
 
 // isolate keeps a bridge workload off the node, its neighbours and the
@@ -405,6 +492,8 @@ func (r *ContainerRuntime) Orphans(node string) []workloadRecord {
 func (r *ContainerRuntime) track(id string, st containerState, meta net.Listener) *containerProcess {
 	c := &containerProcess{rt: r, id: id, pid: st.Pid, meta: meta, done: make(chan struct{}),
 		gpus: max(len(strings.Split(st.Labels[labelGPUs], ",")), 1)}
+	c.instance, _ = strconv.ParseInt(st.Labels[labelInstance], 10, 64)
+	c.attempt, _ = strconv.Atoi(st.Labels[labelAttempt])
 	if st.Running {
 		c.ns = namespaceOf(st.Pid)
 	}
@@ -428,6 +517,9 @@ type containerProcess struct {
 	ns   pidNamespace // every process of the container is in it
 	meta net.Listener
 	gpus int
+	// instance and attempt name its disk, if it has one.
+	instance int64
+	attempt  int
 
 	done chan struct{}
 	code *int
@@ -500,7 +592,17 @@ func (c *containerProcess) watch(st containerState) {
 	}
 	if _, err := c.rt.cli("rm", "--force", c.id); err != nil {
 		c.rt.Log.Warn("cannot remove ended container", "container", c.id, "err", err)
+		return // its tree stays until the container is gone
 	}
+	c.rt.releaseDisk(c.instance, c.attempt)
+}
+
+// DiskUsed is how much of its disk the workload has written.
+func (c *containerProcess) DiskUsed() (int64, bool) {
+	if !c.rt.Disks {
+		return 0, false
+	}
+	return c.rt.diskUsed(c.instance, c.attempt)
 }
 
 // pidsInNamespace lists the host PIDs of the processes in PID namespace ns.

@@ -26,6 +26,9 @@ type Spec struct {
 	LogPath       string
 	// Volumes to mount read-write: a host directory at a path inside.
 	Volumes []SpecVolume
+	// DiskGiB sizes its writable root filesystem, its disk (container
+	// runtimes on nodes that can; 0: none, the image read-only).
+	DiskGiB int
 }
 
 // SpecVolume is one volume a workload mounts.
@@ -48,6 +51,12 @@ type Process interface {
 	// Members lists the PIDs that belong to it, for the check that nothing
 	// of it is left on its GPUs.
 	Belongs(pid int) bool
+}
+
+// diskReporter is a Process with a disk of its own, which says how much
+// of it is written.
+type diskReporter interface {
+	DiskUsed() (bytes int64, ok bool)
 }
 
 // Runtime starts workloads and re-adopts them after an agent restart.

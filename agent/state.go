@@ -26,6 +26,7 @@ type workloadRecord struct {
 	Lifecycle     string    `json:"lifecycle"`
 	GPUs          []string  `json:"gpus"`
 	Command       string    `json:"command"`
+	DiskGiB       int       `json:"disk_gib,omitempty"`
 	CheckpointDir string    `json:"checkpoint_dir"`
 	ProcessID     string    `json:"process_id"`
 	StartTicks    uint64    `json:"start_ticks"`

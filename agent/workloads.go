@@ -146,7 +146,7 @@ func (a *Agent) gpusBusyLocked(uuids []string) string {
 // instance pending.
 func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	w := &workload{rec: workloadRecord{
-		InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Command: dw.Command,
+		InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Command: dw.Command, DiskGiB: dw.DiskGiB,
 		CheckpointDir: filepath.Join(a.cfg.CheckpointRoot, safeName(dw.CheckpointKey, dw.InstanceID)),
 		StartedAt:     a.clock.Now(),
 	}}
@@ -161,8 +161,12 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 		return
 	}
 	markRunning(a.cfg.CheckpointRoot, filepath.Base(w.rec.CheckpointDir))
-	_, inContainer := a.cfg.Runtime.(*ContainerRuntime)
+	crt, inContainer := a.cfg.Runtime.(*ContainerRuntime)
 	metaURL, checkpointDir := "http://"+ContainerMetadataAddr, ContainerCheckpointDir
+	home := checkpointDir
+	if inContainer && crt.Disks && dw.DiskGiB > 0 {
+		home = "/root" // root's own, on its disk
+	}
 	if !inContainer {
 		// exec: the endpoint is a loopback port of its own, opened now
 		// because the workload's environment names it.
@@ -171,11 +175,11 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 			fail(fmt.Errorf("metadata endpoint: %w", err))
 			return
 		}
-		checkpointDir = w.rec.CheckpointDir
+		checkpointDir, home = w.rec.CheckpointDir, w.rec.CheckpointDir
 	}
 	env := []string{
 		"PATH=" + envOr("PATH", "/usr/local/bin:/usr/bin:/bin"),
-		"HOME=" + checkpointDir,
+		"HOME=" + home,
 		"LANG=C.UTF-8",
 		"CUDA_VISIBLE_DEVICES=" + strings.Join(dw.GPUs, ","),
 		"NVIDIA_VISIBLE_DEVICES=" + strings.Join(dw.GPUs, ","),
@@ -217,6 +221,7 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	spec := Spec{
 		Node: a.creds.NodeID, InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Slot: a.slotOf(dw.GPUs),
 		Command: dw.Command, Image: dw.Image, Env: env, CheckpointDir: w.rec.CheckpointDir, LogPath: a.logPath(dw.InstanceID), Volumes: volumes,
+		DiskGiB: dw.DiskGiB,
 	}
 	go func() {
 		proc, err := a.cfg.Runtime.Start(spec)

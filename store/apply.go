@@ -58,6 +58,7 @@ func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, decision
 		{"waitlist", a.waitlist},
 		{"reminders", a.reminders},
 		{"volumes", a.bookKeeping(gpuportal.StepVolumes, a.db.billVolumes)},
+		{"disks", a.bookKeeping(gpuportal.StepDisks, a.db.billDisks)},
 		// The books after the plan: each a decision of its own too.
 		{"expire top-ups", a.bookKeeping(gpuportal.StepTopUps, a.db.expireTopUps)},
 		{"idle stop", a.bookKeeping(gpuportal.StepIdleStop, func(ctx context.Context, tx *sql.Tx, now time.Time) error {
@@ -435,8 +436,8 @@ func (a *applier) startTask(ctx context.Context, t plan.TaskStart) (bool, error)
 	}
 	var id int64
 	if err := a.tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, status, node_id, attempt,
-		checkpoint_key, price_fen, created_at, image, job_id, task_index) VALUES (?, ?, ?, ?, ?, ?, 0, 'pending', ?, 1, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		j.UserID, t.Kind, j.Model, j.Region, j.GPUsPerTask, j.Command, t.Node, fmt.Sprintf("job-%d-task-%d", j.ID, t.TaskIndex), t.Price, unix(a.now), j.Image, j.ID, t.TaskIndex).Scan(&id); err != nil {
+		checkpoint_key, price_fen, created_at, image, job_id, task_index, disk_gib) VALUES (?, ?, ?, ?, ?, ?, 0, 'pending', ?, 1, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		j.UserID, t.Kind, j.Model, j.Region, j.GPUsPerTask, j.Command, t.Node, fmt.Sprintf("job-%d-task-%d", j.ID, t.TaskIndex), t.Price, unix(a.now), j.Image, j.ID, t.TaskIndex, j.DiskGiB).Scan(&id); err != nil {
 		return false, err
 	}
 	for _, g := range t.GPUs {

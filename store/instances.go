@@ -13,7 +13,8 @@ import (
 
 const instanceColumns = `id, user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, coalesce(node_id, ''),
 	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail, image,
-	job_id, task_index, last_checkpoint_at, lost_gpu_seconds, ready_at, drill_started_at, drill_wall_at, drill_seconds, drill_ready_after, idle_stop_minutes, idle_since, coalesce(stop_reason, '')`
+	job_id, task_index, last_checkpoint_at, lost_gpu_seconds, ready_at, drill_started_at, drill_wall_at, drill_seconds, drill_ready_after, idle_stop_minutes, idle_since, coalesce(stop_reason, ''),
+	disk_gib, disk_used_bytes, disk_enforced, disk_note`
 
 // scanInstance reads instanceColumns, then any extra columns into extra.
 func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal.Instance, error) {
@@ -23,11 +24,21 @@ func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal
 	var idleStop, idleSince sql.NullInt64
 	var reason sql.NullString
 	var created int64
+	var disk gpuportal.InstanceDisk
+	var diskEnforced sql.NullInt64
 	dest := append([]any{&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
 		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &i.Image,
-		&jobID, &taskIndex, &checkpoint, &lost, &ready, &drillAt, &drillWall, &drillSeconds, &drillReady, &idleStop, &idleSince, &i.StopReason}, extra...)
+		&jobID, &taskIndex, &checkpoint, &lost, &ready, &drillAt, &drillWall, &drillSeconds, &drillReady, &idleStop, &idleSince, &i.StopReason,
+		&disk.SizeGiB, &disk.UsedBytes, &diskEnforced, &disk.Note}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
+	}
+	if disk.SizeGiB > 0 {
+		if diskEnforced.Valid {
+			enforced := diskEnforced.Int64 != 0
+			disk.Enforced = &enforced
+		}
+		i.Disk = &disk
 	}
 	if jobID.Valid && taskIndex.Valid {
 		t := int(taskIndex.Int64)
@@ -255,6 +266,9 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if err := req.ValidateIdleStop(); err != nil {
 			return err
 		}
+		if req.DiskGiB, err = diskOf(req.DiskGiB, policy, "disk_gib"); err != nil {
+			return err
+		}
 		// What the launch names (its image, its volumes) is checked
 		// before capacity and money: a launch that can never run says
 		// why, not "no capacity".
@@ -325,9 +339,13 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 // reservation's own launch), its checkpoint directory named after it.
 func insertInstance(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.LaunchRequest, resID sql.NullInt64, price gpuportal.Fen, imageRef string, now time.Time) (int64, error) {
 	var id int64
-	if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at, image, notice_seconds, idle_stop_minutes)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?, ?, ?, ?) RETURNING id`,
-		userID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now), imageRef, req.NoticeSeconds, req.IdleStopMinutes).Scan(&id); err != nil {
+	disk := 0
+	if req.DiskGiB != nil {
+		disk = *req.DiskGiB
+	}
+	if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at, image, notice_seconds, idle_stop_minutes, disk_gib)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?, ?, ?, ?, ?) RETURNING id`,
+		userID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now), imageRef, req.NoticeSeconds, req.IdleStopMinutes, disk).Scan(&id); err != nil {
 		return 0, fmt.Errorf("insert instance: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE instances SET checkpoint_key = ? WHERE id = ?`, fmt.Sprintf("instance-%d", id), id); err != nil {
@@ -437,4 +455,14 @@ func (db *DB) ReservationGPUs(ctx context.Context, reservationID int64) ([]strin
 // scanOneInstance is scanInstance for a row of instanceColumns alone.
 func scanOneInstance(row interface{ Scan(...any) error }) (*gpuportal.Instance, error) {
 	return scanInstance(row)
+}
+
+// diskOf resolves a launch's disk_gib against the policy: what it asked
+// for, within bounds, or the policy's default.
+func diskOf(asked *int, policy gpuportal.Policy, field string) (*int, error) {
+	n, err := policy.DiskFor(asked, field)
+	if err != nil {
+		return nil, err
+	}
+	return &n, nil
 }

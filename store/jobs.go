@@ -18,7 +18,7 @@ import (
 // (finishAttempt) moves its task on: succeeded, queued again, or failed.
 
 const jobColumns = `id, user_id, name, model_id, region_id, gpus_per_task, task_count, command, image, kind, max_parallel, on_demand_workers, max_attempts,
-	list_price_fen, status, created_at, ended_at, volumes`
+	list_price_fen, status, created_at, ended_at, volumes, disk_gib`
 
 type jobRow struct {
 	gpuportal.Job
@@ -31,7 +31,7 @@ func scanJob(row interface{ Scan(...any) error }) (*jobRow, error) {
 	var ended sql.NullInt64
 	var volumes string
 	if err := row.Scan(&j.ID, &j.UserID, &j.Name, &j.Model, &j.Region, &j.GPUsPerTask, &j.Tasks.Total, &j.Command, &j.Image, &j.Kind, &j.MaxParallel,
-		&j.OnDemandWorkers, &j.MaxAttempts, &j.listPrice, &j.Status, &created, &ended, &volumes); err != nil {
+		&j.OnDemandWorkers, &j.MaxAttempts, &j.listPrice, &j.Status, &created, &ended, &volumes, &j.DiskGiB); err != nil {
 		return nil, err
 	}
 	if volumes != "" {
@@ -72,6 +72,10 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 		if err != nil {
 			return named("resolve mounts", err)
 		}
+		disk, err := policy.DiskFor(req.DiskGiB, "disk_gib")
+		if err != nil {
+			return err
+		}
 		if err := db.lockAccount(ctx, tx, user.ID); err != nil {
 			return named("lock account", err)
 		}
@@ -88,9 +92,9 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 			return err
 		}
 		if err := tx.QueryRowContext(ctx, `INSERT INTO jobs (user_id, name, model_id, region_id, gpus_per_task, task_count, command, image, kind, max_parallel,
-			on_demand_workers, max_attempts, list_price_fen, status, created_at, volumes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) RETURNING id`,
+			on_demand_workers, max_attempts, list_price_fen, status, created_at, volumes, disk_gib) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?) RETURNING id`,
 			user.ID, req.Name, req.Model, req.Region, req.GPUsPerTask, req.Tasks, req.Command, image.Reference, req.Kind, req.MaxParallel,
-			req.OnDemandWorkers, req.MaxAttempts, model.ListPrice, unix(db.now()), mountsJSON(mounts)).Scan(&id); err != nil {
+			req.OnDemandWorkers, req.MaxAttempts, model.ListPrice, unix(db.now()), mountsJSON(mounts), disk).Scan(&id); err != nil {
 			return fmt.Errorf("insert job: %w", err)
 		}
 		// Every task at once, in one statement.

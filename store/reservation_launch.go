@@ -79,6 +79,14 @@ func (db *DB) launchOnReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.
 	if err != nil {
 		return nil, err
 	}
+	policies, err := db.policies(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	disk, err := diskOf(spec.DiskGiB, policies.For(r.Model), "launch.disk_gib")
+	if err != nil {
+		return nil, err
+	}
 	now := db.now()
 	var ids []int64
 	for _, n := range free {
@@ -90,7 +98,7 @@ func (db *DB) launchOnReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.
 		if count == 0 {
 			continue
 		}
-		req := gpuportal.LaunchRequest{Kind: gpuportal.KindReserved, Model: r.Model, Region: r.Region, Count: count, Command: spec.Command, ReservationID: &r.ID}
+		req := gpuportal.LaunchRequest{Kind: gpuportal.KindReserved, Model: r.Model, Region: r.Region, Count: count, Command: spec.Command, ReservationID: &r.ID, DiskGiB: disk}
 		id, err := insertInstance(ctx, tx, r.UserID, req, sql.NullInt64{Int64: r.ID, Valid: true}, 0, image.Reference, now)
 		if err != nil {
 			return nil, err

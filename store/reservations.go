@@ -154,6 +154,9 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 		if _, err := db.resolveMounts(ctx, tx, userID, req.Region, req.Launch.Volumes); err != nil {
 			return nil, err
 		}
+		if _, err := policy.DiskFor(req.Launch.DiskGiB, "launch.disk_gib"); err != nil {
+			return nil, err
+		}
 		raw, _ := json.Marshal(req.Launch)
 		launchJSON = sql.NullString{String: string(raw), Valid: true}
 	}

@@ -93,6 +93,9 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	for k, i := range list {
 		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, Image: i.Image, CheckpointKey: i.CheckpointKey,
 			Stop: extras[k].stop, Rebalance: extras[k].rebalance, Volumes: i.Volumes}
+		if i.Disk != nil {
+			dw.DiskGiB = i.Disk.SizeGiB
+		}
 		if i.JobID != nil {
 			dw.Task = &gpuportal.TaskRef{JobID: *i.JobID, Index: *i.TaskIndex, Count: taskCounts[*i.JobID]}
 		}
@@ -163,6 +166,9 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 					return named("update instances", err)
 				}
 			}
+			if err := recordDisk(ctx, tx, i, r.Disk); err != nil {
+				return named("record disk", err)
+			}
 			if err := recordCheckpoint(ctx, tx, i, r, now); err != nil {
 				return named("record checkpoint", err)
 			}
@@ -173,6 +179,9 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 			case r.State == gpuportal.WorkloadRunning && i.Status == gpuportal.InstancePending:
 				if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'running', started_at = ? WHERE id = ?`, unix(now), i.ID); err != nil {
 					return named("update instances", err)
+				}
+				if err := db.startDiskBilling(ctx, tx, i, now); err != nil {
+					return named("start disk billing", err)
 				}
 				if err := recordRunStart(ctx, tx, i, now); err != nil {
 					return named("record run start", err)

@@ -40,13 +40,25 @@ func parseBookingJSON(body []byte, loc *time.Location) (gpuportal.BookingRequest
 // nothing), "machine" (a machine to log into) or "command" with
 // launch_command, in the image launch_image.
 func launchSpecValues(get func(string) string) *gpuportal.LaunchSpec {
+	var spec *gpuportal.LaunchSpec
 	switch get("launch") {
 	case "machine":
-		return &gpuportal.LaunchSpec{Image: get("launch_image"), Command: gpuportal.MachineCommand}
+		spec = &gpuportal.LaunchSpec{Image: get("launch_image"), Command: gpuportal.MachineCommand}
 	case "command":
-		return &gpuportal.LaunchSpec{Image: get("launch_image"), Command: get("launch_command")}
+		spec = &gpuportal.LaunchSpec{Image: get("launch_image"), Command: get("launch_command")}
+	default:
+		return nil
 	}
-	return nil
+	if s := strings.TrimSpace(get("launch_disk_gib")); s != "" {
+		// Not a number: a size no policy allows, refused by the booking
+		// with the field named.
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			n = 0
+		}
+		spec.DiskGiB = &n
+	}
+	return spec
 }
 
 // parseBookingValues reads a booking request from form or query values.

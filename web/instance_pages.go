@@ -75,6 +75,7 @@ func (s *Server) launchPanel(c echo.Context, form templates.LaunchForm) (templat
 			form.SpotPrice = pol.SpotPriceOf(m)
 		}
 	}
+	form.Disks = templates.DiskTermsOf(pol.Global)
 	if r, err := s.cachedRates(ctx, form.Model, form.Region, min(max(form.Count, 1), gpuportal.MaxGPUsPerInstance)); err == nil {
 		form.Bucket, form.SafeUntil = r.Trailing.Bucket, r.SafeUntil
 	}

@@ -136,6 +136,7 @@ func (s *Server) jobsPage(c echo.Context, form templates.JobForm) (templates.Job
 	if err != nil {
 		return p, err
 	}
+	p.Form.Disks = templates.DiskTermsOf(pol.Global)
 	for _, m := range p.Models {
 		if m.ID == p.Form.Model {
 			p.Form.SpotPrice, p.Form.ListPrice = pol.SpotPriceOf(m), m.ListPrice

@@ -23,7 +23,7 @@ func parseLaunchValues(v url.Values) (templates.LaunchForm, gpuportal.LaunchRequ
 		Kind: v.Get("kind"), Model: v.Get("model"), Region: v.Get("region"), Image: v.Get("image"),
 		Command: v.Get("command"), AutoRestart: v.Get("auto_restart") == "true",
 		ReservationID: strings.TrimSpace(v.Get("reservation_id")), NoticeSeconds: strings.TrimSpace(v.Get("notice_seconds")),
-		IdleStopMinutes: strings.TrimSpace(v.Get("idle_stop_minutes")),
+		IdleStopMinutes: strings.TrimSpace(v.Get("idle_stop_minutes")), DiskGiB: strings.TrimSpace(v.Get("disk_gib")),
 	}
 	req := gpuportal.LaunchRequest{Kind: form.Kind, Model: form.Model, Region: form.Region, Command: form.Command, AutoRestart: form.AutoRestart, Image: form.Image}
 	var err error
@@ -48,6 +48,9 @@ func parseLaunchValues(v url.Values) (templates.LaunchForm, gpuportal.LaunchRequ
 		}
 		req.IdleStopMinutes = &n
 	}
+	if err == nil {
+		req.DiskGiB, err = diskGiBValue(form.DiskGiB, "disk_gib")
+	}
 	if err == nil && form.ReservationID != "" {
 		var id int64
 		if id, err = strconv.ParseInt(form.ReservationID, 10, 64); err != nil {
@@ -62,7 +65,7 @@ func parseLaunchValues(v url.Values) (templates.LaunchForm, gpuportal.LaunchRequ
 func parseJobValues(v url.Values, lang string) (templates.JobForm, gpuportal.JobRequest, error) {
 	form := templates.JobForm{
 		Name: v.Get("name"), Model: v.Get("model"), Region: v.Get("region"), Image: v.Get("image"),
-		Command: v.Get("command"), Kind: v.Get("kind"),
+		Command: v.Get("command"), Kind: v.Get("kind"), DiskGiB: strings.TrimSpace(v.Get("disk_gib")),
 	}
 	var err error
 	number := func(field string, into *int, label string) {
@@ -96,5 +99,20 @@ func parseJobValues(v url.Values, lang string) (templates.JobForm, gpuportal.Job
 		Image: form.Image, MaxParallel: form.MaxParallel, Kind: form.Kind, OnDemandWorkers: form.OnDemandWorkers, MaxAttempts: form.MaxAttempts,
 		Volumes: mounts,
 	}
+	if err == nil {
+		req.DiskGiB, err = diskGiBValue(form.DiskGiB, "disk_gib")
+	}
 	return form, req, err
+}
+
+// diskGiBValue reads a form's disk size: empty is the policy's.
+func diskGiBValue(s, field string) (*int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, field, "The disk size is a whole number of GiB.")
+	}
+	return &n, nil
 }

@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // needs a flag or getenv again.
 type options struct {
 	portal, enroll, stateDir, volumeRoot, checkpointRoot, region string
+	imageRoot                                                    string
 	nvml, runtime, ociRuntime, cdiKind, cdiSpecDir, defaultImage string
 	network                                                      string
 	egressAllow                                                  []netip.Prefix
@@ -107,6 +108,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.stateDir, "state-dir", envOr(getenv, "AGENT_STATE_DIR", "/var/lib/gpuportal-agent"), "node credentials, workload state and logs")
 	fs.StringVar(&o.volumeRoot, "volume-root", getenv("AGENT_VOLUME_ROOT"), "where volumes live (default <state-dir>/volumes): the region's shared filesystem (NFS, CephFS) so every node of the region sees the same files; on XFS mounted with prjquota each volume's size holds inside instances too (docs/nodes.md)")
 	fs.StringVar(&o.checkpointRoot, "checkpoint-root", getenv("AGENT_CHECKPOINT_ROOT"), "where instances' checkpoint directories live (default <state-dir>/checkpoints; share it between nodes so auto-restarted instances find their checkpoints)")
+	fs.StringVar(&o.imageRoot, "image-root", getenv("AGENT_IMAGE_ROOT"), "where instances' disks (and kept disks and private images) live (default <state-dir>/images): in production a mount every node of the region shares, as --volume-root")
 	fs.StringVar(&o.region, "region", envOr(getenv, "AGENT_REGION", ""), "the node's region, e.g. cd-1 (must match the enrollment token)")
 	fs.StringVar(&o.nvml, "nvml", "real", "GPU source: real, "+nvidia.MockDGXA100+" or "+nvidia.MockDGXH100)
 	fs.StringVar(&o.runtime, "runtime", envOr(getenv, "AGENT_RUNTIME", "podman"), "workload runtime: podman (rootful, the production default), docker, or exec (a trusted single-tenant node or a laptop demo only) (env AGENT_RUNTIME)")
@@ -114,16 +116,16 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.cdiKind, "cdi-kind", "nvidia.com/gpu", "containers: the CDI kind of GPU devices, named by UUID (the spec `nvidia-ctk cdi generate` writes)")
 	fs.StringVar(&o.cdiSpecDir, "cdi-spec-dir", "/var/run/cdi", "with a mock: NVML backend and containers: where the simulated GPUs' CDI spec is written")
 	fs.StringVar(&o.defaultImage, "default-image", "docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04", "containers: the image of instances launched without one (preloaded; nodes never pull)")
-	fs.StringVar(&o.network, "workload-network", "none", "containers: none (no network but the metadata endpoint) or bridge (egress to the internet only: never the node, other containers or private, link-local and reserved ranges)")
+	fs.StringVar(&o.network, "workload-network", "bridge", "containers: bridge (egress to the internet only: never the node, other containers or private, link-local and reserved ranges) or none (no network but the metadata endpoint)")
 	egressAllow := fs.String("workload-egress-allow", "", "with --workload-network bridge: comma-separated CIDRs in those ranges workloads may reach all the same, e.g. a package mirror (the container's DNS servers always are, unless they are the node)")
 	fs.IntVar(&o.uidBase, "workload-uid-base", 20000, "containers: each workload runs as UID:GID base+index of its first GPU")
-	fs.IntVar(&o.usernsBase, "userns-base", 0, "containers: run every container in a user namespace mapping its UIDs/GIDs 0-65535 to the node's N onwards (e.g. 1000000), so no workload UID is a real user of the node; 0: off. Needs GPU device nodes the mapped users may open (NVIDIA's are 0666; the mock: backends' are not) and copies an image's layers at its first start under the mapping")
+	fs.IntVar(&o.usernsBase, "userns-base", agent.DefaultUserNSBase, "containers: run every container in a user namespace mapping its UIDs/GIDs 0-65535 to the node's N onwards, so the workload is root inside (apt-get, pip install, chown work) and no real user of the node outside; 0: off (the workload then runs as an unprivileged UID with no capabilities and a read-only image). Needs GPU device nodes the mapped users may open (NVIDIA's are 0666)")
 	fs.Float64Var(&o.cpusPerGPU, "cpus-per-gpu", 0, "containers: CPUs per GPU of an instance (0: the node's CPUs ÷ its GPUs)")
 	fs.StringVar(&o.memoryPerGPU, "memory-per-gpu", "", "containers: memory per GPU of an instance, e.g. 60g (default: 90% of the node's memory ÷ its GPUs)")
 	fs.StringVar(&o.shmPerGPU, "shm-size", "", "containers: /dev/shm per GPU of an instance (default: a quarter of --memory-per-gpu)")
 	fs.IntVar(&o.pidsPerGPU, "pids-per-gpu", 4096, "containers: processes per GPU of an instance")
 	fs.IntVar(&o.noFile, "nofile", 0, "containers: open files per process (default: the agent's own hard limit, at most 1048576)")
-	tmpPerGPU := fs.String("tmp-per-gpu", "4g", "containers: size of /tmp (and of /var/tmp) per GPU of an instance; the root filesystem is read-only, so this and the checkpoint directory are all a workload writes")
+	tmpPerGPU := fs.String("tmp-per-gpu", "4g", "containers without a disk of their own (--userns-base 0, or a node that cannot make disks): size of /tmp (and of /var/tmp) per GPU of an instance, in memory; the image is read-only then")
 	logMax := fs.String("log-max", "64m", "the most output one instance's log keeps (the earliest is dropped past it)")
 	fs.DurationVar(&o.retention, "retention", agent.DefaultRetention, "how long the logs and checkpoint directories of instances that ended stay on the node")
 	fs.StringVar(&o.execUser, "exec-user", "", "with --runtime exec: the user workloads run as (name or UID[:GID]; default the agent's own)")
@@ -139,7 +141,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	}
 	// Absolute: container engines read a relative path as a volume name,
 	// and conmon writes logs from a directory of its own.
-	for _, dir := range []*string{&o.stateDir, &o.checkpointRoot, &o.volumeRoot} {
+	for _, dir := range []*string{&o.stateDir, &o.checkpointRoot, &o.volumeRoot, &o.imageRoot} {
 		if *dir != "" {
 			abs, err := filepath.Abs(*dir)
 			if err != nil {
@@ -147,6 +149,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 			}
 			*dir = abs
 		}
+	}
+	if o.imageRoot == "" {
+		o.imageRoot = filepath.Join(o.stateDir, "images")
 	}
 	if err := o.logLevel.UnmarshalText([]byte(*logLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
@@ -199,7 +204,22 @@ func newRuntime(o *options, gpus *nvidia.Source, log *slog.Logger) (agent.Runtim
 	}
 	c := &agent.ContainerRuntime{CLI: o.runtime, CDIKind: o.cdiKind, DefaultImage: o.defaultImage, Network: o.network, UIDBase: o.uidBase,
 		CPUsPerGPU: o.cpusPerGPU, PidsPerGPU: o.pidsPerGPU, NoFile: o.noFile, TmpPerGPU: o.tmpPerGPU, LogMax: o.logCap, UserNSBase: o.usernsBase, Log: log,
-		SFTPHelper: o.sftpHelper, EgressAllow: o.egressAllow}
+		SFTPHelper: o.sftpHelper, EgressAllow: o.egressAllow, StateDir: o.stateDir, ImageRoot: o.imageRoot}
+	if o.usernsBase == 0 {
+		log.Warn("USER NAMESPACES OFF (--userns-base 0): workloads run as an unprivileged UID of this node with no capabilities and a read-only image; customers cannot install packages")
+	}
+	switch {
+	case o.runtime != "podman":
+		c.DiskNote = "sized disks need the podman runtime"
+	default:
+		if err := os.MkdirAll(o.stateDir, 0o700); err != nil {
+			return nil, err
+		}
+		c.Disks, c.DiskNote = agent.ProbeDisks(o.stateDir, o.usernsBase)
+	}
+	if !c.Disks {
+		log.Warn("no sized disks on this node: containers run on a read-only image with /tmp in memory", "why", c.DiskNote)
+	}
 	if o.runtime == "podman" {
 		c.OCIRuntime = o.ociRuntime
 	}
@@ -218,7 +238,7 @@ func newRuntime(o *options, gpus *nvidia.Source, log *slog.Logger) (agent.Runtim
 	}
 	c.OOMs = agent.WatchOOMKills(log)
 	log.Info("container runtime", "cli", c.CLI, "cpus_per_gpu", c.CPUsPerGPU, "memory_per_gpu", c.MemoryPerGPU, "shm_per_gpu", c.ShmPerGPU,
-		"pids_per_gpu", c.PidsPerGPU, "network", c.Network, "tmp_per_gpu", c.TmpPerGPU, "log_max", c.LogMax)
+		"pids_per_gpu", c.PidsPerGPU, "network", c.Network, "userns_base", c.UserNSBase, "disks", c.Disks, "image_root", c.ImageRoot, "log_max", c.LogMax)
 	return c, nil
 }
 

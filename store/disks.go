@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"gpuportal"
+)
+
+// An instance's disk is its writable root filesystem, sized at launch
+// (disk_gib). The agent measures it with each heartbeat (recordDisk); the
+// part beyond the policy's free GiB is billed per started hour at the
+// volume price while it runs (billDisks), as a volume's size is.
+
+// recordDisk keeps what the agent last said of a running workload's disk,
+// writing only when it changed.
+func recordDisk(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, d *gpuportal.WorkloadDisk) error {
+	if d == nil || i.Disk == nil {
+		return nil
+	}
+	enforced := 0
+	if d.Enforced {
+		enforced = 1
+	}
+	if i.Disk.UsedBytes == d.UsedBytes && i.Disk.Note == d.Note && i.Disk.Enforced != nil && *i.Disk.Enforced == d.Enforced {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE instances SET disk_used_bytes = ?, disk_enforced = ?, disk_note = ? WHERE id = ?`, d.UsedBytes, enforced, d.Note, i.ID)
+	return err
+}
+
+// startDiskBilling starts the clock of a disk with a paid part when its
+// instance starts running: its first hour is due at once (the next tick).
+func (db *DB) startDiskBilling(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, now time.Time) error {
+	if i.Disk == nil {
+		return nil
+	}
+	policies, err := db.policies(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if policies.Global.BilledDiskGiB(i.Disk.SizeGiB) == 0 {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE instances SET disk_billed_until = ? WHERE id = ?`, unix(now), i.ID)
+	return err
+}
+
+// billDisks charges the started hours of every disk with a paid part: up
+// to now while its instance runs, up to its end once it ended (then its
+// clock stops). Charges go on the ledger as the instance's, saying what
+// they are for.
+func (db *DB) billDisks(ctx context.Context, tx *sql.Tx, now time.Time) error {
+	policies, err := db.policies(ctx, tx)
+	if err != nil {
+		return err
+	}
+	type due struct {
+		id, user, billedUntil, carry int64
+		size                         int
+		ended                        sql.NullInt64
+	}
+	list, err := scanAll(ctx, tx, func(r *sql.Rows, d *due) error {
+		return r.Scan(&d.id, &d.user, &d.size, &d.billedUntil, &d.carry, &d.ended)
+	}, `SELECT id, user_id, disk_gib, disk_billed_until, disk_carry, ended_at FROM instances
+		WHERE disk_billed_until IS NOT NULL AND disk_billed_until <= ? ORDER BY id`, unix(now))
+	if err != nil {
+		return fmt.Errorf("disks due: %w", err)
+	}
+	price := gpuportal.Fen(policies.Global.VolumePricePerGiBMonthFen)
+	for _, d := range list {
+		from := fromUnix(d.billedUntil)
+		until, done := now, false
+		if d.ended.Valid {
+			// The hours started before the end (an end on the hour
+			// starts none).
+			until, done = fromUnix(d.ended.Int64).Add(-time.Nanosecond), true
+		}
+		hours := 0
+		if !until.Before(from) {
+			hours = gpuportal.VolumeHoursDue(from, until)
+		}
+		billed := policies.Global.BilledDiskGiB(d.size)
+		cost, carry := gpuportal.VolumeHoursCost(billed, price, d.carry, hours)
+		next := sql.NullInt64{Int64: unix(from.Add(time.Duration(hours) * time.Hour)), Valid: !done}
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET disk_billed_until = ?, disk_carry = ? WHERE id = ?`, next, carry, d.id); err != nil {
+			return fmt.Errorf("bill the disk of instance %d: %w", d.id, err)
+		}
+		if cost == 0 {
+			continue
+		}
+		id := d.id
+		e := ledgerPost{userID: d.user, at: from, kind: gpuportal.LedgerDisk, amount: cost, instanceID: &id,
+			desc: fmt.Sprintf("Disk of instance #%d, %d GiB (%d GiB beyond the free part), %d h", d.id, d.size, billed, hours)}
+		if err := db.postLedger(ctx, tx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
