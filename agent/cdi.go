@@ -17,20 +17,24 @@ import (
 // /dev/nvidia<index>. The nodes are character devices like /dev/null,
 // made under the state dir, so the whole path from the portal's GPU
 // assignment to the device a workload sees is exercised without a GPU.
-// It returns the spec's path.
+// They are bind-mounted (CDI mounts), as a runtime does for every device
+// of a container in a user namespace, where it cannot make device nodes:
+// a real GPU's deviceNodes entry has its node at the same path on the
+// host, a simulated one does not. It returns the spec's path.
 func WriteMockCDISpec(specDir, stateDir, kind string, devices []Device) (string, error) {
 	devDir := filepath.Join(stateDir, "mock-dev")
 	if err := os.MkdirAll(devDir, 0o700); err != nil {
 		return "", err
 	}
-	type deviceNode struct {
-		Path     string `json:"path"`
-		HostPath string `json:"hostPath"`
+	type mount struct {
+		HostPath      string   `json:"hostPath"`
+		ContainerPath string   `json:"containerPath"`
+		Options       []string `json:"options"`
 	}
 	type device struct {
 		Name           string `json:"name"`
 		ContainerEdits struct {
-			DeviceNodes []deviceNode `json:"deviceNodes"`
+			Mounts []mount `json:"mounts"`
 		} `json:"containerEdits"`
 	}
 	spec := struct {
@@ -50,7 +54,7 @@ func WriteMockCDISpec(specDir, stateDir, kind string, devices []Device) (string,
 			}
 		}
 		dev := device{Name: d.UUID}
-		dev.ContainerEdits.DeviceNodes = []deviceNode{{Path: fmt.Sprintf("/dev/nvidia%d", d.Index), HostPath: node}}
+		dev.ContainerEdits.Mounts = []mount{{HostPath: node, ContainerPath: fmt.Sprintf("/dev/nvidia%d", d.Index), Options: []string{"bind", "rw"}}}
 		spec.Devices = append(spec.Devices, dev)
 	}
 	raw, err := json.MarshalIndent(spec, "", "  ")

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,7 +37,10 @@ import (
 // unmounts it once the container is gone.
 
 // rootfsLayout is where one instance attempt's tree is mounted on the
-// node: <state>/rootfs/instance-<id>-<attempt>/{disk,disk.idmap,layers/N,root}.
+// node: <run dir>/instance-<id>-<attempt>/{disk,disk.idmap,layers/N,root}.
+// The run dir is under /run, not the state dir: the container's own
+// init (an unprivileged UID of the node) must reach the root through
+// every directory above it, and a state dir is private to root.
 type rootfsLayout string
 
 func (l rootfsLayout) disk() string       { return filepath.Join(string(l), "disk") }
@@ -44,7 +49,29 @@ func (l rootfsLayout) layer(i int) string { return filepath.Join(string(l), "lay
 func (l rootfsLayout) root() string       { return filepath.Join(string(l), "root") }
 
 func (r *ContainerRuntime) rootfsLayout(instanceID int64, attempt int) rootfsLayout {
-	return rootfsLayout(filepath.Join(r.StateDir, "rootfs", fmt.Sprintf("instance-%d-%d", instanceID, attempt)))
+	return rootfsLayout(filepath.Join(DiskMountDir(r.StateDir), fmt.Sprintf("instance-%d-%d", instanceID, attempt)))
+}
+
+// DiskMountDir is where the disk trees of the node with stateDir are mounted:
+// one directory per node, as several simulated nodes may share a machine.
+func DiskMountDir(stateDir string) string {
+	sum := sha256.Sum256([]byte(stateDir))
+	return filepath.Join("/run/gpuportal-agent", hex.EncodeToString(sum[:6]))
+}
+
+// makeTraversable makes dir and the directories above it up to /run
+// enterable by anyone (0711: not listable), so the container's init can
+// reach its root.
+func makeTraversable(dir string) error {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return err
+	}
+	for d := dir; d != "/run" && d != "/" && d != "."; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // diskFile is the disk image of one instance attempt in the image root.
@@ -144,7 +171,10 @@ func (r *ContainerRuntime) mountRootfs(spec Spec, img imageLayout) (string, erro
 	if err := makeDisk(file, spec.DiskGiB); err != nil {
 		return "", fmt.Errorf("make the instance's disk: %w", err)
 	}
-	for _, dir := range []string{l.disk(), l.diskMapped(), l.root()} {
+	if err := makeTraversable(l.root()); err != nil {
+		return "", err
+	}
+	for _, dir := range []string{l.disk(), l.diskMapped()} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return "", err
 		}
@@ -168,7 +198,7 @@ func (r *ContainerRuntime) mountRootfs(spec Spec, img imageLayout) (string, erro
 		return fail(err)
 	}
 	defer ns.Close()
-	if err := ns.bind(l.disk(), l.diskMapped()); err != nil {
+	if err := ns.bind(l.disk(), l.diskMapped(), false); err != nil {
 		return fail(fmt.Errorf("idmap the instance's disk: %w", err))
 	}
 	lower := make([]string, len(img.Layers))
@@ -177,7 +207,7 @@ func (r *ContainerRuntime) mountRootfs(spec Spec, img imageLayout) (string, erro
 		if err := os.MkdirAll(lower[i], 0o700); err != nil {
 			return fail(err)
 		}
-		if err := ns.bind(layer, lower[i]); err != nil {
+		if err := ns.bind(layer, lower[i], true); err != nil {
 			return fail(fmt.Errorf("idmap the image's layer %s: %w", layer, err))
 		}
 	}
@@ -246,14 +276,18 @@ func newIDMapNamespace(base int) (*idmapNamespace, error) {
 func (n *idmapNamespace) Close() error { return unix.Close(n.fd) }
 
 // bind mounts src at dst seen through the namespace's mapping, without
-// device nodes (a customer's disk never holds a usable one).
-func (n *idmapNamespace) bind(src, dst string) error {
+// device nodes (a customer's disk never holds a usable one); readOnly for
+// an image's layers, which nothing on the node may change through it.
+func (n *idmapNamespace) bind(src, dst string, readOnly bool) error {
 	tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("open_tree: %w", err)
 	}
 	defer unix.Close(tree)
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(n.fd)}
+	if readOnly {
+		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
+	}
 	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
 		return fmt.Errorf("mount_setattr: %w", err)
 	}
@@ -310,6 +344,13 @@ func unescapeMountPath(s string) string {
 func isMountPoint(dir string) bool {
 	mps, err := mountsUnder(dir)
 	return err == nil && slices.Contains(mps, dir)
+}
+
+// ReleaseDisks takes down every disk tree under a node's state dir: for a
+// node being taken apart (and tests that end their agent while its
+// containers still ran), never while the agent runs.
+func ReleaseDisks(stateDir string) error {
+	return unmountTree(DiskMountDir(stateDir))
 }
 
 // unmountTree unmounts everything mounted at or below dir (lazily: a
@@ -378,7 +419,7 @@ func ProbeDisks(stateDir string, usernsBase int) (bool, string) {
 		return false, err.Error()
 	}
 	defer ns.Close()
-	if err := ns.bind(mnt, mapped); err != nil {
+	if err := ns.bind(mnt, mapped, false); err != nil {
 		return false, fmt.Sprintf("idmapped mounts: %v (Linux 5.19 or later)", err)
 	}
 	opts := fmt.Sprintf("lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work", mapped, mapped, mapped)

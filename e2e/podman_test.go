@@ -91,6 +91,9 @@ func startPodmanAgent(t testing.TB, p *portal, state, ckpt string, extra ...stri
 			_ = exec.Command("podman", append([]string{"rm", "--force"}, f...)...).Run()
 		}
 		os.Remove(agent.MockCDISpecPath("/var/run/cdi", state))
+		if err := agent.ReleaseDisks(state); err != nil {
+			t.Errorf("release the node's disks: %v", err)
+		}
 	})
 	return &podmanNode{agentProc: a, state: state}
 }
