@@ -26,7 +26,7 @@ func TestContainerCreateArgs(t *testing.T) {
 	for _, want := range []string{
 		"create --runtime runc --name gpuportal-n-1-7-2",
 		"--label gpuportal.node=n-1 --label gpuportal.instance=7 --label gpuportal.attempt=2 --label gpuportal.lifecycle=spot --label gpuportal.gpus=GPU-a,GPU-b --label gpuportal.checkpoint=/ckpt/instance-7",
-		"--pull never --user 20003:20003 --network none --cap-drop ALL --security-opt no-new-privileges",
+		"--pull never --user 20003:20003 --cap-drop ALL --network none --security-opt no-new-privileges",
 		"--cpus 5.00 --memory 17179869184 --memory-swap 17179869184 --pids-limit 2000 --shm-size 2147483648",
 		"--ulimit nofile=4096:4096 --ulimit nproc=2000:2000",
 		"--volume /ckpt/instance-7:/checkpoint:rw --workdir /checkpoint",
@@ -49,6 +49,23 @@ func TestContainerCreateArgs(t *testing.T) {
 	// Before the catalog an instance had no image: the node's default.
 	if old := r.CreateArgs(Spec{Node: "n-1", InstanceID: 8, GPUs: []string{"GPU-c"}, Command: "true"}); !slices.Contains(old, "cuda:base") {
 		t.Errorf("no default image: %q", old)
+	}
+	// In a user namespace on a disk of its own (issue 45): root inside
+	// with the engine's capabilities, the tree as its root, writable, and
+	// the image's environment that the tree does not carry.
+	r.UserNSBase = 1_000_000
+	own := strings.Join(r.createArgs(Spec{Node: "n-1", InstanceID: 10, GPUs: []string{"GPU-e"}, Command: "sleep 1", Image: "pytorch:2.5"},
+		"/run/gpuportal-agent/x/instance-10-1/root", imageLayout{Env: []string{"PATH=/opt/conda/bin:/usr/bin", "LANG=C.UTF-8"}}), " ")
+	for _, want := range []string{"--uidmap 0:1000000:65536 --gidmap 0:1000000:65536 --user 0:0 --network none --security-opt no-new-privileges",
+		"--env PATH=/opt/conda/bin:/usr/bin --env LANG=C.UTF-8", "--rootfs /run/gpuportal-agent/x/instance-10-1/root /bin/sh -c sleep 1"} {
+		if !strings.Contains(own, want) {
+			t.Errorf("argv on a disk lacks %q:\n%s", want, own)
+		}
+	}
+	for _, not := range []string{"--cap-drop", "--read-only", "--tmpfs", "--pull", "pytorch:2.5"} {
+		if strings.Contains(own, not) {
+			t.Errorf("argv on a disk has %q:\n%s", not, own)
+		}
 	}
 	docker := &ContainerRuntime{CLI: "docker", OCIRuntime: "runc", CDIKind: "nvidia.com/gpu", Network: "bridge", NoFile: 1024, PidsPerGPU: 10}
 	if d := strings.Join(docker.CreateArgs(Spec{InstanceID: 9, GPUs: []string{"GPU-d"}, Command: "true"}), " "); strings.Contains(d, "--runtime") || strings.Contains(d, "k8s-file") || !strings.Contains(d, "--network bridge") ||
@@ -127,7 +144,7 @@ func TestMockCDISpec(t *testing.T) {
 		Devices          []struct {
 			Name           string
 			ContainerEdits struct {
-				DeviceNodes []struct{ Path, HostPath string }
+				Mounts []struct{ HostPath, ContainerPath string }
 			}
 		}
 	}
@@ -136,11 +153,11 @@ func TestMockCDISpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	if spec.Kind != "nvidia.com/gpu" || len(spec.Devices) != 2 || spec.Devices[1].Name != "GPU-b" ||
-		spec.Devices[1].ContainerEdits.DeviceNodes[0].Path != "/dev/nvidia1" {
+		len(spec.Devices[1].ContainerEdits.Mounts) != 1 || spec.Devices[1].ContainerEdits.Mounts[0].ContainerPath != "/dev/nvidia1" {
 		t.Fatalf("spec: %s", raw)
 	}
 	var st syscall.Stat_t
-	if err := syscall.Stat(spec.Devices[1].ContainerEdits.DeviceNodes[0].HostPath, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFCHR {
+	if err := syscall.Stat(spec.Devices[1].ContainerEdits.Mounts[0].HostPath, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFCHR {
 		t.Fatalf("device node: %v %o", err, st.Mode)
 	}
 	if _, err := os.Stat(stale); err == nil {

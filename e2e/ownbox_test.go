@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -82,13 +81,8 @@ echo done > "$d/written"
 		t.Errorf("writing past the disk: %q", dd)
 	}
 	// The node sees the same process as an unprivileged UID of its own.
-	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", hostPIDWith(marker)))
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
-			if uid, _ := strconv.Atoi(f[1]); uid < agent.DefaultUserNSBase {
-				t.Errorf("the workload is UID %d on the node", uid)
-			}
-		}
+	if uid := hostUID(hostPIDWith(marker)); uid < agent.DefaultUserNSBase {
+		t.Errorf("the workload is UID %d on the node", uid)
 	}
 	// The disk file takes the node only what was written (64 MiB, not the
 	// 1.3 GiB tried nor its 1 GiB size).

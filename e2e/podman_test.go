@@ -144,12 +144,28 @@ func untilTERM(command string) string {
 	return command + " & trap 'kill $! 2> /dev/null; exit 0' TERM; wait"
 }
 
+// hostUID is the node's UID of process pid (-1 when it cannot be read).
+func hostUID(pid int) int {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+			uid, _ := strconv.Atoi(f[1])
+			return uid
+		}
+	}
+	return -1
+}
+
 func readTrim(path string) string {
 	raw, _ := os.ReadFile(path)
 	return strings.TrimSpace(string(raw))
 }
 
-// (issue 13) From inside a container: the workload is not root, sees
+// (issue 13) From inside a container: the workload is root only inside
+// its user namespace (issue 45), sees
 // only its own GPU devices, cannot read the agent's state, another
 // instance's checkpoint or log, cannot see or signal another instance's
 // processes, has no network but its own metadata endpoint, and a setsid
@@ -201,8 +217,12 @@ while true; do sleep 1; done`
 		return err == nil && hostPIDWith(marker) != 0
 	})
 	got := p.instance(inst.ID)
-	if uid := readTrim(filepath.Join(runDir, "uid")); uid == "0" || uid == "" {
-		t.Errorf("the workload runs as uid %q", uid)
+	// Root inside its user namespace, no real user of the node outside.
+	if uid := readTrim(filepath.Join(runDir, "uid")); uid != "0" {
+		t.Errorf("the workload runs as uid %q inside", uid)
+	}
+	if uid := hostUID(hostPIDWith(marker)); uid < agent.DefaultUserNSBase {
+		t.Errorf("the workload is UID %d of the node", uid)
 	}
 	// Exactly its two GPUs, as /dev/nvidia<index> of the node.
 	var wantDevs []string

@@ -79,7 +79,7 @@ func TestParseCIDRs(t *testing.T) {
 // Allowed ranges are for bridge workloads only: without a network they
 // would promise what nothing gives.
 func TestEgressAllowNeedsBridge(t *testing.T) {
-	err := run(context.Background(), []string{"--portal", "http://127.0.0.1:1", "--state-dir", t.TempDir(), "--nvml", "mock:dgxa100", "--workload-egress-allow", "10.1.0.0/16"},
+	err := run(context.Background(), []string{"--portal", "http://127.0.0.1:1", "--state-dir", t.TempDir(), "--nvml", "mock:dgxa100", "--workload-network", "none", "--workload-egress-allow", "10.1.0.0/16"},
 		func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "only with --workload-network bridge") {
 		t.Fatalf("err = %v", err)
