@@ -270,10 +270,22 @@ func (p Policy) DiskFor(asked *int, field string) (int, error) {
 	if asked == nil {
 		return p.ContainerDiskGiB, nil
 	}
-	if n := *asked; n < 1 || n > p.MaxContainerDiskGiB {
+	if err := ValidateDiskShape(asked, field); err != nil {
+		return 0, err
+	}
+	if *asked > p.MaxContainerDiskGiB {
 		return 0, FieldErrorf(EPOLICY, field, "A disk is 1 to %d GiB.", p.MaxContainerDiskGiB)
 	}
 	return *asked, nil
+}
+
+// ValidateDiskShape checks what any disk size must be, whatever the
+// policy: at least 1 GiB.
+func ValidateDiskShape(asked *int, field string) error {
+	if asked != nil && *asked < 1 {
+		return FieldErrorf(EINVALID, field, "A disk is at least 1 GiB.")
+	}
+	return nil
 }
 
 // DiskHourCost is one started hour of a disk of sizeGiB beyond the

@@ -22,10 +22,10 @@ func TestInstanceDiskSizesAndReports(t *testing.T) {
 	launch := func(disk *int) (*gpuportal.Instance, error) {
 		return db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "true", DiskGiB: disk})
 	}
-	for _, bad := range []int{0, -1, 501} {
+	for bad, code := range map[int]string{0: gpuportal.EINVALID, -1: gpuportal.EINVALID, 501: gpuportal.EPOLICY} {
 		_, err := launch(&bad)
-		if e, ok := err.(*gpuportal.Error); !ok || e.Code != gpuportal.EPOLICY || e.Field != "disk_gib" {
-			t.Errorf("disk_gib %d: %v", bad, err)
+		if e, ok := err.(*gpuportal.Error); !ok || e.Code != code || e.Field != "disk_gib" {
+			t.Errorf("disk_gib %d: %v, want %s", bad, err, code)
 		}
 	}
 	big := 501

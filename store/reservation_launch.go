@@ -16,6 +16,9 @@ func (db *DB) LaunchOnReservation(ctx context.Context, user *gpuportal.User, res
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	if err := gpuportal.ValidateDiskShape(spec.DiskGiB, "disk_gib"); err != nil {
+		return nil, err
+	}
 	var ids []int64
 	err := db.inTx(ctx, "launch on reservation", func(tx *sql.Tx) error {
 		r, err := reservationFor(ctx, tx, user, reservationID)

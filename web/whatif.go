@@ -202,7 +202,7 @@ func (s *Server) apiWhatIf(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var draft gpuportal.Policies
+	draft := gpuportal.PoliciesToDecode() // rules it does not name keep their defaults
 	if err := bindJSON(c, &draft); err != nil {
 		return err
 	}
