@@ -300,6 +300,7 @@ func (c *cli) launch(args []string) error {
 	idle := fs.Int("idle-stop", 0, "")
 	autoRestart := fs.Bool("auto-restart", false, "")
 	volume := fs.Int64("volume", 0, "")
+	disk := fs.Int("disk", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -316,6 +317,9 @@ func (c *cli) launch(args []string) error {
 	}
 	if *volume > 0 {
 		req["volumes"] = []map[string]int64{{"id": *volume}}
+	}
+	if *disk != 0 {
+		req["disk_gib"] = *disk // the server says what sizes it takes
 	}
 	var inst gpuportal.Instance
 	if err := c.call("POST", "/instances", req, &inst); err != nil {

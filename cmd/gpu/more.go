@@ -230,6 +230,7 @@ func (c *cli) jobs(args []string) error {
 		kind := fs.String("kind", "spot", "")
 		image := fs.String("image", "", "")
 		volume := fs.Int64("volume", 0, "")
+		disk := fs.Int("disk", 0, "")
 		if err := fs.Parse(args); err != nil || *model == "" || *tasks < 1 || len(fs.Args()) == 0 {
 			return usageError{c.T("jobs submit needs --model, --tasks and a command (after --)")}
 		}
@@ -240,6 +241,9 @@ func (c *cli) jobs(args []string) error {
 		}
 		if *volume > 0 {
 			req["volumes"] = []map[string]int64{{"id": *volume}}
+		}
+		if *disk != 0 {
+			req["disk_gib"] = *disk
 		}
 		var j gpuportal.Job
 		if err := c.call("POST", "/jobs", req, &j); err != nil {
