@@ -132,15 +132,15 @@ type Job struct {
 	// Volumes every task mounts (mount paths resolved).
 	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// DiskGiB is each task's disk.
-	DiskGiB       int           `json:"disk_gib"`
-	Status        string        `json:"status"`
-	Tasks         TaskCounts    `json:"tasks"`
-	Interruptions int           `json:"interruptions"`
-	Cost          Fen           `json:"cost_fen"`
-	OnDemandCost  Fen           `json:"on_demand_cost_fen"` // the same GPU-minutes at the on-demand list price
-	ETA           *time.Time    `json:"eta"`                // when the last task should end, from the finished ones
-	CreatedAt     time.Time     `json:"created_at"`
-	EndedAt       *time.Time    `json:"ended_at,omitempty"`
+	DiskGiB       int        `json:"disk_gib"`
+	Status        string     `json:"status"`
+	Tasks         TaskCounts `json:"tasks"`
+	Interruptions int        `json:"interruptions"`
+	Cost          Fen        `json:"cost_fen"`
+	OnDemandCost  Fen        `json:"on_demand_cost_fen"` // the same GPU-minutes at the on-demand list price
+	ETA           *time.Time `json:"eta"`                // when the last task should end, from the finished ones
+	CreatedAt     time.Time  `json:"created_at"`
+	EndedAt       *time.Time `json:"ended_at,omitempty"`
 }
 
 // Title is the job's name, or its number when it has none.
