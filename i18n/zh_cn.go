@@ -1472,4 +1472,5 @@ var zhCN = map[string]string{
 	"This node does not hold the disk to its size (%s): the image is read-only; write to /tmp, the checkpoint directory and volumes.": "此节点无法把系统盘限制在其大小内（%s）：镜像为只读；请写入 /tmp、检查点目录和数据盘。",
 	"The disk size is a whole number of GiB.": "系统盘大小必须是整数 GiB。",
 	"A disk is at least 1 GiB.":               "系统盘至少 1 GiB。",
+	"Session opened":                          "打开会话",
 }

@@ -144,6 +144,17 @@ func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID 
 			s.ID, instance, volume, user.ID, s.Node, req.Kind, req.Command, req.Port, tty, req.Group, url, unix(now), unix(now)); err != nil {
 			return fmt.Errorf("open session: %w", err)
 		}
+		// Who entered which instance, when: once per connection (its
+		// first stream), not per channel or forward of it.
+		if inGroup == 0 {
+			subject := fmt.Sprintf("instance/%d", instanceID)
+			if req.Kind == gpuportal.SessionVolume {
+				subject = fmt.Sprintf("volume/%d", req.VolumeID)
+			}
+			if err := db.audit(ctx, tx, user.ID, "session.open", subject, nil, map[string]string{"kind": req.Kind, "node": s.Node, "session": s.ID}); err != nil {
+				return named("audit", err)
+			}
+		}
 		return bumpNode(ctx, tx, s.Node)
 	})
 	if err != nil {

@@ -3,11 +3,13 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
 
 	"gpuportal"
+	"gpuportal/store"
 	"gpuportal/store/storetest"
 )
 
@@ -118,6 +120,22 @@ func TestSessionsBelongToTheOwnerAndItsNode(t *testing.T) {
 	}
 	if _, err := db.OpenSession(ctx, u, inst.ID, gpuportal.SessionRequest{Kind: gpuportal.SessionShell, Group: "g20"}, ""); err != nil {
 		t.Fatalf("once one closed: %v", err)
+	}
+
+	// (issue 45) Who entered which instance, when, is in the audit log:
+	// once per connection (g0 … g19, then g20), not per stream of one.
+	entries, err := db.Audit(ctx, store.AuditFilter{Action: "session.open", Subject: fmt.Sprintf("instance/%d", inst.ID), Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != gpuportal.MaxSessionsPerUser+1 {
+		t.Errorf("%d session.open entries, want %d", len(entries), gpuportal.MaxSessionsPerUser+1)
+	}
+	for _, e := range entries {
+		if e.ActorID == nil || *e.ActorID != u.ID || !strings.Contains(string(e.NewValue), `"node":"`+i.Node+`"`) {
+			t.Errorf("entry %+v", e)
+			break
+		}
 	}
 
 	// The instance ends: its sessions end with it, and none opens.
