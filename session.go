@@ -3,6 +3,7 @@ package gpuportal
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"time"
 )
 
@@ -69,6 +70,8 @@ type SessionRequest struct {
 	// VolumeID is the volume of a SessionVolume (the instance id is 0).
 	VolumeID int64
 	TTY      *TTY // a pty of this size (shells)
+	// Env are the client's variables it asked for (SessionEnvAllowed).
+	Env []string
 	// Group ties the streams of one customer connection together (the
 	// channels and forwards of one SSH connection): the per-user limit
 	// counts groups, not streams.
@@ -100,6 +103,8 @@ type DesiredSession struct {
 	Command        string `json:"command,omitempty"`
 	Port           int    `json:"port,omitempty"`
 	TTY            *TTY   `json:"tty,omitempty"`
+	// Env: the client's locale variables (LANG, LC_*), KEY=value.
+	Env []string `json:"env,omitempty"`
 	// URL is the portal that holds the customer's end ("" = the agent's
 	// own portal): with several portals, the agent connects to that one.
 	URL string `json:"url,omitempty"`
@@ -135,4 +140,30 @@ func NewSessionID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	return hex.EncodeToString(b[:])
+}
+
+// MaxSessionEnv bounds the variables one session may set.
+const MaxSessionEnv = 16
+
+// SessionEnvAllowed says whether an SSH client may set a variable in its
+// session (`SetEnv`, `SendEnv`): its locale (LANG, LANGUAGE, LC_*) and
+// TERM, with a short printable value — as OpenSSH's default AcceptEnv
+// takes. Nothing that changes what runs (PATH, LD_PRELOAD, the
+// GPUPORTAL_ variables) is taken.
+func SessionEnvAllowed(name, value string) bool {
+	switch {
+	case name == "LANG", name == "LANGUAGE", name == "TERM":
+	case strings.HasPrefix(name, "LC_") && len(name) > 3 && strings.Trim(name[3:], "ABCDEFGHIJKLMNOPQRSTUVWXYZ_") == "":
+	default:
+		return false
+	}
+	if len(value) == 0 || len(value) > 128 {
+		return false
+	}
+	for _, r := range value {
+		if r < 0x20 || r > 0x7e {
+			return false
+		}
+	}
+	return true
 }

@@ -33,7 +33,8 @@ type Sessioner interface {
 	// terminal (the agent gives the command one, and the runtime passes it
 	// on to the workload). Every process of the session carries
 	// sessionEnv=id in its environment (see hangUp).
-	SessionCommand(p Process, id string, argv []string, tty bool, term string) (*exec.Cmd, error)
+	// env: the client's own variables (LANG, LC_*, TERM), already checked.
+	SessionCommand(p Process, id string, argv []string, tty bool, env []string) (*exec.Cmd, error)
 	// DialInside connects to 127.0.0.1:port as the workload sees it.
 	DialInside(p Process, port int) (net.Conn, error)
 	// SFTPServer is the path of the SFTP helper as the workload sees it
@@ -170,11 +171,7 @@ func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
 		fail("unknown session kind %q", ds.Kind)
 		return
 	}
-	term := ""
-	if ds.TTY != nil {
-		term = ds.TTY.Term
-	}
-	cmd, err := rt.SessionCommand(proc, ds.ID, argv, ds.TTY != nil, term)
+	cmd, err := rt.SessionCommand(proc, ds.ID, argv, ds.TTY != nil, sessionVariables(ds))
 	if err != nil {
 		fail("%v", err)
 		return
@@ -376,15 +373,37 @@ func (a *Agent) endSessionsLocked(instanceID int64) {
 	}
 }
 
-// SessionCommand runs argv in the container as its user
-// (`podman exec`), with a terminal when tty is set.
-func (r *ContainerRuntime) SessionCommand(p Process, id string, argv []string, tty bool, term string) (*exec.Cmd, error) {
-	args := []string{"exec", "--interactive", "--workdir", ContainerCheckpointDir, "--env", sessionEnv + "=" + id}
-	if tty {
-		if term == "" {
+// sessionVariables are what a session adds to the workload's
+// environment: the client's locale (SetEnv/SendEnv) and, on a terminal,
+// its TERM. The portal checked them; they are checked again here, as
+// everything a node is told that ends up in a command line.
+func sessionVariables(ds gpuportal.DesiredSession) []string {
+	var env []string
+	for _, kv := range ds.Env {
+		name, value, _ := strings.Cut(kv, "=")
+		if gpuportal.SessionEnvAllowed(name, value) {
+			env = append(env, kv)
+		}
+	}
+	if ds.TTY != nil {
+		term := ds.TTY.Term
+		if term == "" || !gpuportal.SessionEnvAllowed("TERM", term) {
 			term = "xterm-256color"
 		}
-		args = append(args, "--tty", "--env", "TERM="+term)
+		env = append(env, "TERM="+term)
+	}
+	return env
+}
+
+// SessionCommand runs argv in the container as its user
+// (`podman exec`), with a terminal when tty is set.
+func (r *ContainerRuntime) SessionCommand(p Process, id string, argv []string, tty bool, env []string) (*exec.Cmd, error) {
+	args := []string{"exec", "--interactive", "--workdir", ContainerCheckpointDir, "--env", sessionEnv + "=" + id}
+	if tty {
+		args = append(args, "--tty")
+	}
+	for _, kv := range env {
+		args = append(args, "--env", kv)
 	}
 	args = append(append(args, p.ID()), argv...)
 	return exec.Command(r.CLI, args...), nil
@@ -404,7 +423,7 @@ func (r *ContainerRuntime) SFTPServer() string {
 
 // SessionCommand runs argv as the workload does: its user, its
 // directory and, when isolated, its PID and mount namespaces.
-func (r ExecRuntime) SessionCommand(p Process, id string, argv []string, tty bool, term string) (*exec.Cmd, error) {
+func (r ExecRuntime) SessionCommand(p Process, id string, argv []string, tty bool, env []string) (*exec.Cmd, error) {
 	var cmd *exec.Cmd
 	if r.Init != "" {
 		args := []string{"--target", fmt.Sprint(p.PID()), "--pid", "--mount", "--setuid", fmt.Sprint(r.UID), "--setgid", fmt.Sprint(r.GID), "--"}
@@ -427,13 +446,7 @@ func (r ExecRuntime) SessionCommand(p Process, id string, argv []string, tty boo
 	if len(cmd.Env) == 0 {
 		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + cmd.Dir, "LANG=C.UTF-8"}
 	}
-	cmd.Env = append(cmd.Env, sessionEnv+"="+id)
-	if tty {
-		if term == "" {
-			term = "xterm-256color"
-		}
-		cmd.Env = append(cmd.Env, "TERM="+term)
-	}
+	cmd.Env = append(append(cmd.Env, sessionEnv+"="+id), env...)
 	return cmd, nil
 }
 

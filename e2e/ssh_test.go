@@ -144,6 +144,13 @@ func TestSSHIntoAContainer(t *testing.T) {
 		t.Fatalf("the session does not run as the container's root: %q", out)
 	}
 
+	// (issue 45) The client's locale comes along (SetEnv, as sshd's
+	// AcceptEnv LANG LC_*); nothing that changes what runs does.
+	out, code = alice.ssh("", "-o", "SetEnv=LC_ALL=zh_CN.UTF-8 LD_PRELOAD=/tmp/x.so", alice.target(inst.ID), `echo "lc=$LC_ALL preload=$LD_PRELOAD"`)
+	if code != 0 || !strings.HasSuffix(strings.TrimSpace(out), "lc=zh_CN.UTF-8 preload=") {
+		t.Errorf("SetEnv: exit %d, output %q", code, out)
+	}
+
 	// A shell on a pty: the banner, then what was typed.
 	out, code = alice.ssh("echo $((6*7)); tty; exit\n", "-tt", alice.target(inst.ID))
 	if code != 0 || !strings.Contains(out, "42") || !strings.Contains(out, "/dev/pts/") || !strings.Contains(out, fmt.Sprintf("instance %d", inst.ID)) {

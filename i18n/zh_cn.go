@@ -1470,7 +1470,9 @@ var zhCN = map[string]string{
 	"%s of %d GiB used": "已用 %s / %d GiB",
 	"kept":              "已保留",
 	"This node does not hold the disk to its size (%s): the image is read-only; write to /tmp, the checkpoint directory and volumes.": "此节点无法把系统盘限制在其大小内（%s）：镜像为只读；请写入 /tmp、检查点目录和数据盘。",
-	"The disk size is a whole number of GiB.": "系统盘大小必须是整数 GiB。",
-	"A disk is at least 1 GiB.":               "系统盘至少 1 GiB。",
-	"Session opened":                          "打开会话",
+	"The disk size is a whole number of GiB.":                     "系统盘大小必须是整数 GiB。",
+	"A disk is at least 1 GiB.":                                   "系统盘至少 1 GiB。",
+	"Session opened":                                              "打开会话",
+	"A session sets at most %d variables.":                        "一个会话最多设置 %d 个变量。",
+	"A session may set its locale (LANG, LC_*) and TERM, not %q.": "会话只能设置语言环境（LANG、LC_*）和 TERM，不能设置 %q。",
 }

@@ -256,6 +256,7 @@ func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID, vo
 	var (
 		mu      sync.Mutex
 		tty     *gpuportal.TTY
+		env     []string
 		conn    *stream.Conn
 		started bool
 	)
@@ -267,7 +268,7 @@ func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID, vo
 		go func() {
 			defer ch.Close()
 			mu.Lock()
-			req.TTY, req.Group = tty, group
+			req.TTY, req.Env, req.Group = tty, env, group
 			mu.Unlock()
 			if volumeID > 0 {
 				// volume-<id>: SFTP into the volume's files, nothing else.
@@ -296,7 +297,7 @@ func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID, vo
 		}()
 	}
 	for r := range reqs {
-		g.request(r, &mu, &tty, &conn, &started, start)
+		g.request(r, &mu, &tty, &env, &conn, &started, start)
 	}
 	close(closed)
 	mu.Lock()
@@ -307,7 +308,7 @@ func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID, vo
 }
 
 // request answers one channel request of a session.
-func (g *Gateway) request(r *ssh.Request, mu *sync.Mutex, tty **gpuportal.TTY, conn **stream.Conn, started *bool, start func(gpuportal.SessionRequest)) {
+func (g *Gateway) request(r *ssh.Request, mu *sync.Mutex, tty **gpuportal.TTY, env *[]string, conn **stream.Conn, started *bool, start func(gpuportal.SessionRequest)) {
 	reply := func(ok bool) {
 		if r.WantReply {
 			_ = r.Reply(ok, nil)
@@ -328,6 +329,15 @@ func (g *Gateway) request(r *ssh.Request, mu *sync.Mutex, tty **gpuportal.TTY, c
 			return
 		}
 		*tty = &gpuportal.TTY{Term: p.Term, Cols: int(p.Cols), Rows: int(p.Rows)}
+		reply(true)
+	case "env":
+		// SetEnv/SendEnv: the client's locale, as sshd's AcceptEnv takes.
+		var p struct{ Name, Value string }
+		if ssh.Unmarshal(r.Payload, &p) != nil || *started || len(*env) >= gpuportal.MaxSessionEnv || !gpuportal.SessionEnvAllowed(p.Name, p.Value) {
+			reply(false)
+			return
+		}
+		*env = append(*env, p.Name+"="+p.Value)
 		reply(true)
 	case "window-change":
 		var p struct{ Cols, Rows, Width, Height uint32 }
@@ -375,7 +385,7 @@ func (g *Gateway) request(r *ssh.Request, mu *sync.Mutex, tty **gpuportal.TTY, c
 		reply(true)
 		start(req)
 	default:
-		// env, agent forwarding, X11: not offered.
+		// agent forwarding, X11: not offered.
 		reply(false)
 	}
 }

@@ -95,6 +95,19 @@ func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID 
 		raw, _ := json.Marshal(req.TTY)
 		tty = string(raw)
 	}
+	env := ""
+	if len(req.Env) > gpuportal.MaxSessionEnv {
+		return s, gpuportal.Errorf(gpuportal.EINVALID, "A session sets at most %d variables.", gpuportal.MaxSessionEnv)
+	}
+	for _, kv := range req.Env {
+		if name, value, _ := strings.Cut(kv, "="); !gpuportal.SessionEnvAllowed(name, value) {
+			return s, gpuportal.Errorf(gpuportal.EINVALID, "A session may set its locale (LANG, LC_*) and TERM, not %q.", name)
+		}
+	}
+	if len(req.Env) > 0 {
+		raw, _ := json.Marshal(req.Env)
+		env = string(raw)
+	}
 	now := db.Wall.Now()
 	s.OpenedAt = now.Truncate(time.Second)
 	err := db.inTx(ctx, "open session", func(tx *sql.Tx) error {
@@ -139,9 +152,9 @@ func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID 
 		} else {
 			instance = sql.NullInt64{Int64: instanceID, Valid: true}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, instance_id, volume_id, user_id, node_id, kind, command, port, tty, grp, url, opened_at, seen_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			s.ID, instance, volume, user.ID, s.Node, req.Kind, req.Command, req.Port, tty, req.Group, url, unix(now), unix(now)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, instance_id, volume_id, user_id, node_id, kind, command, port, tty, grp, url, opened_at, seen_at, env)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			s.ID, instance, volume, user.ID, s.Node, req.Kind, req.Command, req.Port, tty, req.Group, url, unix(now), unix(now), env); err != nil {
 			return fmt.Errorf("open session: %w", err)
 		}
 		// Who entered which instance, when: once per connection (its
@@ -172,14 +185,19 @@ func (db *DB) ClaimSession(ctx context.Context, node, id string) (gpuportal.Desi
 	var d gpuportal.DesiredSession
 	err := db.inTx(ctx, "claim session", func(tx *sql.Tx) error {
 		now := db.Wall.Now()
-		var tty string
+		var tty, env string
 		err := tx.QueryRowContext(ctx, `SELECT `+desiredSessionColumns+` FROM sessions s LEFT JOIN instances i ON i.id = s.instance_id LEFT JOIN volumes v ON v.id = s.volume_id
 			WHERE s.id = ? AND s.node_id = ? AND (s.kind = 'log' OR i.node_id = s.node_id OR (s.kind = 'volume' AND v.deleted_at IS NULL)) AND s.connected_at IS NULL AND `+sessionOpenSQL, id, node, unix(now.Add(-gpuportal.SessionStaleAfter))).
-			Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly)
+			Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly, &env)
 		if errors.Is(err, sql.ErrNoRows) {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "No session %s waits for this node.", id)
 		} else if err != nil {
 			return fmt.Errorf("read session: %w", err)
+		}
+		if env != "" {
+			if err := json.Unmarshal([]byte(env), &d.Env); err != nil {
+				return fmt.Errorf("session env: %w", err)
+			}
 		}
 		if tty != "" {
 			d.TTY = &gpuportal.TTY{}
@@ -240,7 +258,7 @@ func (db *DB) OpenSessions(ctx context.Context, instanceID int64) ([]gpuportal.S
 
 // desiredSessionColumns are what an agent is told of a session (a
 // volume's has no instance, an instance's no volume).
-const desiredSessionColumns = `s.id, coalesce(s.instance_id, 0), coalesce(i.attempt, 0), s.kind, s.command, s.port, s.tty, s.url, coalesce(s.volume_id, 0), coalesce(v.size_gib, 0), v.suspended_at IS NOT NULL`
+const desiredSessionColumns = `s.id, coalesce(s.instance_id, 0), coalesce(i.attempt, 0), s.kind, s.command, s.port, s.tty, s.url, coalesce(s.volume_id, 0), coalesce(v.size_gib, 0), v.suspended_at IS NOT NULL, s.env`
 
 // desiredSessions lists the sessions node's agent should connect out for:
 // opened, not yet claimed, still waiting (younger than the connect
@@ -248,9 +266,14 @@ const desiredSessionColumns = `s.id, coalesce(s.instance_id, 0), coalesce(i.atte
 func (db *DB) desiredSessions(ctx context.Context, node string) ([]gpuportal.DesiredSession, error) {
 	now := db.Wall.Now()
 	return scanAll(ctx, db.read, func(r *sql.Rows, d *gpuportal.DesiredSession) error {
-		var tty string
-		if err := r.Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly); err != nil {
+		var tty, env string
+		if err := r.Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly, &env); err != nil {
 			return err
+		}
+		if env != "" {
+			if err := json.Unmarshal([]byte(env), &d.Env); err != nil {
+				return err
+			}
 		}
 		if tty != "" {
 			d.TTY = &gpuportal.TTY{}
