@@ -1475,4 +1475,6 @@ var zhCN = map[string]string{
 	"Session opened":                                              "打开会话",
 	"A session sets at most %d variables.":                        "一个会话最多设置 %d 个变量。",
 	"A session may set its locale (LANG, LC_*) and TERM, not %q.": "会话只能设置语言环境（LANG、LC_*）和 TERM，不能设置 %q。",
+	"For VS Code Remote-SSH, JetBrains Gateway and rsync: add this to ~/.ssh/config, then connect to gpu-%d":                  "用于 VS Code Remote-SSH、JetBrains Gateway 和 rsync：把下面几行加入 ~/.ssh/config，然后连接 gpu-%d",
+	"Then: ssh gpu-%d, code --remote ssh-remote+gpu-%d /root, rsync -a data/ gpu-%d:/root/data/ (where the image has rsync).": "然后：ssh gpu-%d，code --remote ssh-remote+gpu-%d /root，rsync -a data/ gpu-%d:/root/data/（镜像中需有 rsync）。",
 }

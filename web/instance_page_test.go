@@ -59,6 +59,10 @@ func TestInstancePageChartsItsGPUs(t *testing.T) {
 	if page.status != http.StatusOK || !strings.Contains(page.body, `data-testid="util-line"`) || !strings.Contains(page.body, `data-testid="cost"`) {
 		t.Fatalf("instance page = %d", page.status)
 	}
+	// (issue 45) Its disk, with a bar of how full it is.
+	if !strings.Contains(page.body, `data-testid="instance-disk"`) || !strings.Contains(page.body, "of 50 GiB used") {
+		t.Error("the page does not show the instance's disk")
+	}
 	// Connect: the terminal and "Open port"; this portal runs no SSH
 	// gateway, so no ssh line (and GET /ssh says so).
 	if !strings.Contains(page.body, `data-testid="open-terminal"`) || !strings.Contains(page.body, `data-testid="open-port"`) || strings.Contains(page.body, `data-testid="ssh-line"`) {
