@@ -111,6 +111,8 @@ type AgentHeartbeat struct {
 	// Volumes: the agent measured its volume root anew (about once a
 	// minute; nil in between).
 	Volumes *VolumeReport `json:"volumes,omitempty"`
+	// Images: how the image imports it was asked for went.
+	Images []ImageReport `json:"images,omitempty"`
 }
 
 // AgentEvents pushes workload changes at once (between heartbeats).
@@ -151,6 +153,9 @@ type DesiredWorkload struct {
 	// Image is the reference of the image to run it in (container
 	// runtimes; empty: the node's default).
 	Image string `json:"image,omitempty"`
+	// ImageArchive: a private image's archive under the agent's image
+	// root, which it loads when the node does not have the image yet.
+	ImageArchive string `json:"image_archive,omitempty"`
 	// CheckpointKey names the instance's checkpoint directory under the
 	// shared checkpoint root; it stays the same across auto-restarts.
 	CheckpointKey string            `json:"checkpoint_key"`
@@ -194,6 +199,12 @@ type AgentDesired struct {
 	// reported that were deleted, and its region's volumes deleted in the
 	// last minutes (a volume it does not hold is nothing to remove).
 	DeleteVolumes []int64 `json:"delete_volumes,omitempty"`
+	// ImportImages: private images to import from a volume's archive
+	// into the image root (each until the portal has the agent's report).
+	ImportImages []ImageImportOrder `json:"import_images,omitempty"`
+	// DeleteImages: private images deleted lately in the node's region:
+	// the agent removes its loaded copy (and the archive, if still there).
+	DeleteImages []int64 `json:"delete_images,omitempty"`
 	// RotateToken asks the agent to fetch a new node token (POST
 	// /agent/rotate-token), keep it and use it from then on.
 	RotateToken bool `json:"rotate_token,omitempty"`

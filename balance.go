@@ -57,6 +57,7 @@ const (
 	LedgerInstance        = "instance"
 	LedgerVolume          = "volume" // a volume's started hours
 	LedgerDisk            = "disk"   // an instance disk's started hours beyond its free part
+	LedgerImage           = "image"  // a private image's started hours (the description is its id)
 	LedgerTopUp           = "topup"
 	LedgerCredit          = "credit" // an admin's credit (a bank transfer)
 	// LedgerPayout is unused balance paid back to the payments it came
@@ -87,7 +88,7 @@ func TopUpFor(missing Fen) Fen {
 // charges, less refunds and the cancellation fees that stay — never money
 // coming in (top-ups, credits) or paid back (payouts), which only move a
 // customer's balance.
-var RevenueKinds = []string{LedgerReservation, LedgerRefund, LedgerCancellationFee, LedgerInstance, LedgerVolume, LedgerDisk}
+var RevenueKinds = []string{LedgerReservation, LedgerRefund, LedgerCancellationFee, LedgerInstance, LedgerVolume, LedgerDisk, LedgerImage}
 
 // Top-up statuses.
 const (

@@ -20,6 +20,7 @@ const (
 	StepReminder  = "reminder"
 	StepVolumes   = "bill volumes"
 	StepDisks     = "bill disks"
+	StepImages    = "bill images"
 	// The book-keeping after the plan, one decision each.
 	StepTopUps   = "expire top-ups"
 	StepIdleStop = "idle stop"

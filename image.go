@@ -2,6 +2,7 @@ package gpuportal
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -14,6 +15,14 @@ type Image struct {
 	Name        string `json:"name"`      // e.g. "PyTorch 2.5 / CUDA 12.4"
 	Reference   string `json:"reference"` // e.g. "docker.io/pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 	Description string `json:"description"`
+	// Owner is "me" for the caller's private image ("" for the catalog's,
+	// which are always ready and free); a private one has its region,
+	// status (saving, ready, failed with Error) and size.
+	Owner     string `json:"owner,omitempty"`
+	Region    string `json:"region,omitempty"`
+	Status    string `json:"status"`
+	SizeBytes int64  `json:"size_bytes,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 var (
@@ -38,4 +47,98 @@ func (im *Image) Validate() error {
 		return FieldErrorf(EINVALID, "description", "The description must be at most 500 characters.")
 	}
 	return nil
+}
+
+// Private images: a customer's own, imported from a `docker save` or OCI
+// archive in one of their volumes (POST /images), kept in the region's
+// storage and loaded on any node of the region when first used. Their id
+// is "img-<n>"; GET /images lists them beside the catalog with Owner "me".
+const (
+	ImageSaving = "saving"
+	ImageReady  = "ready"
+	ImageFailed = "failed"
+)
+
+// MaxImageArchiveBytes bounds an imported archive (100 GiB): a file
+// larger is refused as the import's reason.
+const MaxImageArchiveBytes int64 = 100 << 30
+
+// ImageImport asks for a private image from a volume's archive.
+type ImageImport struct {
+	Name     string `json:"name"`
+	VolumeID int64  `json:"volume_id"`
+	Path     string `json:"path"`
+}
+
+// Validate checks an import's shape (the volume and the archive itself
+// are checked by the store and the agent).
+func (r *ImageImport) Validate() error {
+	r.Name = strings.TrimSpace(r.Name)
+	if r.Name == "" || len(r.Name) > 100 {
+		return FieldErrorf(EINVALID, "name", "The image name must be 1 to 100 characters.")
+	}
+	if r.VolumeID <= 0 {
+		return FieldErrorf(EINVALID, "volume_id", "Name the volume that holds the archive (volume_id).")
+	}
+	p, err := CleanVolumePath(r.Path)
+	if err != nil {
+		return err
+	}
+	if p == "." {
+		return FieldErrorf(EINVALID, "path", "Name the archive's file in the volume, such as images/app.tar.")
+	}
+	r.Path = p
+	return nil
+}
+
+// PrivateImageID is the API id of private image n.
+func PrivateImageID(n int64) string { return "img-" + strconv.FormatInt(n, 10) }
+
+// ParsePrivateImageID reads "img-<n>".
+func ParsePrivateImageID(id string) (int64, bool) {
+	rest, ok := strings.CutPrefix(id, "img-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(rest, 10, 64)
+	return n, err == nil && n > 0
+}
+
+// PrivateImageReference is the reference a node loads private image n
+// under: a local name no registry serves, so it is never pulled.
+func PrivateImageReference(n int64) string {
+	return "localhost/gpuportal-private/" + PrivateImageID(n) + ":latest"
+}
+
+// PrivateImageArchive is where private image n's archive lives under an
+// agent's --image-root.
+func PrivateImageArchive(n int64) string {
+	return "private/" + PrivateImageID(n) + ".tar"
+}
+
+// PrivateImageOf reads a private image's number back from its reference
+// (an instance records the reference it runs).
+func PrivateImageOf(ref string) (int64, bool) {
+	rest, ok := strings.CutPrefix(ref, "localhost/gpuportal-private/")
+	if !ok {
+		return 0, false
+	}
+	id, _, _ := strings.Cut(rest, ":")
+	return ParsePrivateImageID(id)
+}
+
+// ImageImportOrder tells an agent to import a private image from a volume.
+type ImageImportOrder struct {
+	ImageID  int64  `json:"image_id"`
+	VolumeID int64  `json:"volume_id"`
+	Path     string `json:"path"`
+	MaxBytes int64  `json:"max_bytes"`
+}
+
+// ImageReport is an agent's word on an import it was asked for.
+type ImageReport struct {
+	ImageID   int64  `json:"image_id"`
+	Status    string `json:"status"` // ready or failed
+	SizeBytes int64  `json:"size_bytes,omitempty"`
+	Error     string `json:"error,omitempty"`
 }

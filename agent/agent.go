@@ -85,6 +85,8 @@ type Agent struct {
 	quotas         *projectQuotas
 	quotaNote      string
 	volumeAccounts volumeAccounts
+	// images are the private-image imports this node was given.
+	images imageImports
 
 	wake     chan struct{} // re-check interruption deadlines
 	push     chan struct{} // report workload changes now
@@ -295,6 +297,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context) error {
 		b.reset()
 		a.acknowledge(hb.Workloads)
 		a.deleteVolumes(desired.DeleteVolumes)
+		a.removeImages(desired.DeleteImages)
+		a.importImages(desired.ImportImages)
 		a.reconcile(desired)
 		a.startSessions(ctx, desired.Sessions)
 		if desired.RotateToken {
@@ -328,7 +332,7 @@ func (a *Agent) heartbeat(wait bool) gpuportal.AgentHeartbeat {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	hb := gpuportal.AgentHeartbeat{Revision: a.revision, HeartbeatSeconds: int(a.cfg.Heartbeat / time.Second), GPUs: a.samples, Workloads: a.statusesLocked(),
-		Volumes: a.volumeReport.Swap(nil)}
+		Volumes: a.volumeReport.Swap(nil), Images: a.images.reports()}
 	if wait {
 		hb.WaitSeconds = hb.HeartbeatSeconds
 	}

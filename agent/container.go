@@ -274,6 +274,9 @@ func (r *ContainerRuntime) Start(spec Spec) (Process, error) {
 	}
 	name := r.containerName(spec)
 	_, _ = r.cli("rm", "--force", name) // a leftover of a start the agent did not finish
+	if err := r.ensureImage(spec); err != nil {
+		return nil, err
+	}
 	rootfs, img, err := r.prepareDisk(spec)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ type Spec struct {
 	Slot          int // the node index of its first GPU: unique among the node's running workloads
 	Command       string
 	Image         string   // image reference for container runtimes; "" = the runtime's default
+	ImageArchive  string   // a private image's archive under the image root, loaded when missing
 	Env           []string // KEY=value, the DESIGN §4 environment included
 	CheckpointDir string
 	LogPath       string

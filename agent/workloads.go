@@ -220,7 +220,7 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	}
 	spec := Spec{
 		Node: a.creds.NodeID, InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Slot: a.slotOf(dw.GPUs),
-		Command: dw.Command, Image: dw.Image, Env: env, CheckpointDir: w.rec.CheckpointDir, LogPath: a.logPath(dw.InstanceID), Volumes: volumes,
+		Command: dw.Command, Image: dw.Image, ImageArchive: dw.ImageArchive, Env: env, CheckpointDir: w.rec.CheckpointDir, LogPath: a.logPath(dw.InstanceID), Volumes: volumes,
 		DiskGiB: dw.DiskGiB,
 	}
 	go func() {

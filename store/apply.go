@@ -59,6 +59,7 @@ func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, decision
 		{"reminders", a.reminders},
 		{"volumes", a.bookKeeping(gpuportal.StepVolumes, a.db.billVolumes)},
 		{"disks", a.bookKeeping(gpuportal.StepDisks, a.db.billDisks)},
+		{"images", a.bookKeeping(gpuportal.StepImages, a.db.billImages)},
 		// The books after the plan: each a decision of its own too.
 		{"expire top-ups", a.bookKeeping(gpuportal.StepTopUps, a.db.expireTopUps)},
 		{"idle stop", a.bookKeeping(gpuportal.StepIdleStop, func(ctx context.Context, tx *sql.Tx, now time.Time) error {

@@ -16,7 +16,7 @@ func (db *DB) Images(ctx context.Context) ([]gpuportal.Image, error) {
 }
 
 func listImages(ctx context.Context, q queryer) ([]gpuportal.Image, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, name, reference, description FROM images ORDER BY position, id`)
+	rows, err := q.QueryContext(ctx, `SELECT id, name, reference, description, 'ready' FROM images ORDER BY position, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list images: %w", err)
 	}
@@ -24,7 +24,7 @@ func listImages(ctx context.Context, q queryer) ([]gpuportal.Image, error) {
 	out := []gpuportal.Image{}
 	for rows.Next() {
 		var im gpuportal.Image
-		if err := rows.Scan(&im.ID, &im.Name, &im.Reference, &im.Description); err != nil {
+		if err := rows.Scan(&im.ID, &im.Name, &im.Reference, &im.Description, &im.Status); err != nil {
 			return nil, err
 		}
 		out = append(out, im)
@@ -32,10 +32,25 @@ func listImages(ctx context.Context, q queryer) ([]gpuportal.Image, error) {
 	return out, rows.Err()
 }
 
-// imageForLaunch resolves a launch's image id: the named catalog image, or
-// the first when none is named (no image at all when the catalog is empty:
-// the node's default runs it).
-func imageForLaunch(ctx context.Context, q queryer, id string) (gpuportal.Image, error) {
+// imageForLaunch resolves a launch's image id: the named catalog image,
+// the first when none is named (no image at all when the catalog is
+// empty: the node's default runs it), or one of the user's own ready
+// images of the launch's region ("img-<n>"; anyone else's is unknown).
+func imageForLaunch(ctx context.Context, q queryer, userID int64, region, id string) (gpuportal.Image, error) {
+	if _, ok := gpuportal.ParsePrivateImageID(id); ok {
+		im, err := privateImageFor(ctx, q, userID, id)
+		switch {
+		case gpuportal.ErrorCode(err) == gpuportal.ENOTFOUND:
+			return gpuportal.Image{}, gpuportal.FieldErrorf(gpuportal.EINVALID, "image", "Unknown image %q; GET /api/v1/images lists them.", id)
+		case err != nil:
+			return gpuportal.Image{}, err
+		case im.Region != region:
+			return gpuportal.Image{}, gpuportal.FieldErrorf(gpuportal.EINVALID, "image", "Image %s is kept in region %s; launch it there.", id, im.Region)
+		case im.Status != gpuportal.ImageReady:
+			return gpuportal.Image{}, gpuportal.FieldErrorf(gpuportal.ECONFLICT, "image", "Image %s is %s; it can be used once ready.", id, im.Status)
+		}
+		return *im, nil
+	}
 	if id == "" {
 		images, err := listImages(ctx, q)
 		if err != nil || len(images) == 0 {

@@ -272,7 +272,7 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		// What the launch names (its image, its volumes) is checked
 		// before capacity and money: a launch that can never run says
 		// why, not "no capacity".
-		image, err := imageForLaunch(ctx, tx, req.Image)
+		image, err := imageForLaunch(ctx, tx, user.ID, req.Region, req.Image)
 		if err != nil {
 			return named("find the image", err)
 		}

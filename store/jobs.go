@@ -64,7 +64,7 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 			return named("read catalog entry", err)
 		}
 		// What the job names is checked before quota and money.
-		image, err := imageForLaunch(ctx, tx, req.Image)
+		image, err := imageForLaunch(ctx, tx, user.ID, req.Region, req.Image)
 		if err != nil {
 			return named("image for launch", err)
 		}

@@ -56,9 +56,9 @@ func (db *DB) LaunchOnReservation(ctx context.Context, user *gpuportal.User, res
 // reservation r, a reserved instance of spec on those of them its
 // instances do not already use. It returns the new instances.
 func (db *DB) launchOnReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.Reservation, spec gpuportal.LaunchSpec) ([]int64, error) {
-	image, err := imageForLaunch(ctx, tx, spec.Image)
+	image, err := imageForLaunch(ctx, tx, r.UserID, r.Region, spec.Image)
 	if err != nil {
-		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "image", "Unknown image %q; GET /api/v1/images lists them.", spec.Image)
+		return nil, err
 	}
 	type nodeGPUs struct {
 		node string

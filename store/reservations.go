@@ -148,8 +148,11 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 		if err := req.Launch.Validate(); err != nil {
 			return nil, err
 		}
-		if _, err := imageForLaunch(ctx, tx, req.Launch.Image); err != nil {
-			return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "launch.image", "Unknown image %q; GET /api/v1/images lists them.", req.Launch.Image)
+		if _, err := imageForLaunch(ctx, tx, userID, req.Region, req.Launch.Image); err != nil {
+			if e, ok := err.(*gpuportal.Error); ok && e.Field == "image" {
+				e.Field = "launch.image"
+			}
+			return nil, err
 		}
 		if _, err := db.resolveMounts(ctx, tx, userID, req.Region, req.Launch.Volumes); err != nil {
 			return nil, err

@@ -96,6 +96,9 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 		if i.Disk != nil {
 			dw.DiskGiB = i.Disk.SizeGiB
 		}
+		if n, ok := gpuportal.PrivateImageOf(i.Image); ok {
+			dw.ImageArchive = gpuportal.PrivateImageArchive(n)
+		}
 		if i.JobID != nil {
 			dw.Task = &gpuportal.TaskRef{JobID: *i.JobID, Index: *i.TaskIndex, Count: taskCounts[*i.JobID]}
 		}

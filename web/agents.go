@@ -54,6 +54,9 @@ func (s *Server) apiAgentHeartbeat(c echo.Context) error {
 	if err := s.db.ApplyWorkloadReports(ctx, node, hb.Workloads); err != nil {
 		return err
 	}
+	if err := s.db.RecordImageReports(ctx, node, hb.Images); err != nil {
+		return err
+	}
 	if hb.WaitSeconds > 0 {
 		woken, stop := s.db.Wakeups.Wait(node)
 		rev, err := s.db.NodeRevision(ctx, node)
@@ -83,6 +86,9 @@ func (s *Server) apiAgentHeartbeat(c echo.Context) error {
 		return err
 	}
 	if desired.DeleteVolumes, err = s.db.VolumesToRemove(ctx, node, hb.Volumes); err != nil {
+		return err
+	}
+	if desired.ImportImages, desired.DeleteImages, err = s.db.ImageOrders(ctx, node); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, desired)

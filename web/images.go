@@ -13,14 +13,6 @@ import (
 // The image catalog: GET /images for everyone, admins add and remove
 // images (API and /admin/images).
 
-func (s *Server) apiImages(c echo.Context) error {
-	images, err := s.db.Images(c.Request().Context())
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, images)
-}
-
 func (s *Server) apiAddImage(c echo.Context) error {
 	var in gpuportal.Image
 	if err := bindJSON(c, &in); err != nil {

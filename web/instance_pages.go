@@ -79,7 +79,7 @@ func (s *Server) launchPanel(c echo.Context, form templates.LaunchForm) (templat
 	if r, err := s.cachedRates(ctx, form.Model, form.Region, min(max(form.Count, 1), gpuportal.MaxGPUsPerInstance)); err == nil {
 		form.Bucket, form.SafeUntil = r.Trailing.Bucket, r.SafeUntil
 	}
-	images, err := s.db.Images(ctx)
+	images, err := s.launchImages(c)
 	if err != nil {
 		return templates.InstancesPage{}, err
 	}

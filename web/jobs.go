@@ -122,7 +122,7 @@ func (s *Server) jobsPage(c echo.Context, form templates.JobForm) (templates.Job
 	if p.Regions, err = s.db.Regions(ctx); err != nil {
 		return p, err
 	}
-	if p.Images, err = s.db.Images(ctx); err != nil {
+	if p.Images, err = s.launchImages(c); err != nil {
 		return p, err
 	}
 	if p.Form.Model == "" {

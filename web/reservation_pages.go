@@ -124,7 +124,7 @@ func (s *Server) quotePanel(c echo.Context, get func(string) string, model, regi
 		var quote gpuportal.Quote
 		if quote, err = s.db.Quote(c.Request().Context(), req); err == nil {
 			q.Quote = &quote
-			if images, err := s.db.Images(c.Request().Context()); err == nil {
+			if images, err := s.launchImages(c); err == nil {
 				q.Images = images
 			}
 			s.fundsFor(c, &q, quote.Total)
@@ -370,7 +370,7 @@ func (s *Server) handleReservationPage(c echo.Context) error {
 		return err
 	}
 	d := templates.ReservationDetail{Row: rows[0], SSHHost: s.cfg.SSH.Host, SSHPort: s.cfg.SSH.Port}
-	if images, err := s.db.Images(c.Request().Context()); err == nil {
+	if images, err := s.launchImages(c); err == nil {
 		d.Images = images
 	}
 	if u := currentUser(c); r.UserID == u.ID && r.Status == gpuportal.ReservationActive {

@@ -63,6 +63,8 @@ func (s *Server) routes() {
 	app.POST("/settings/tokens", s.handleCreateTokenForm, requireUser)
 	app.POST("/settings/tokens/:id/revoke", s.handleRevokeTokenForm, requireUser)
 	app.GET("/volumes", s.handleVolumesPage, requireUser)
+	app.POST("/images", s.handleImportImageForm, requireUser)
+	app.POST("/images/:id/delete", s.handleDeletePrivateImageForm, requireUser)
 	app.POST("/volumes", s.handleCreateVolumeForm, requireUser)
 	app.GET("/volumes/:id", s.handleVolumePage, requireUser)
 	app.POST("/volumes/:id/resize", s.handleResizeVolumeForm, requireUser)
@@ -230,6 +232,9 @@ func (s *Server) routes() {
 	api.POST("/admin/clock", s.apiClock, requireAdmin)
 	api.POST("/admin/users/:id/password-reset", s.apiIssueReset, requireAdmin)
 	api.GET("/images", s.apiImages)
+	api.POST("/images", s.apiImportImage, requireUser)
+	api.GET("/images/:id", s.apiPrivateImage, requireUser)
+	api.DELETE("/images/:id", s.apiDeletePrivateImage, requireUser)
 	api.POST("/admin/images", s.apiAddImage, requireAdmin)
 	api.DELETE("/admin/images/:id", s.apiDeleteImage, requireAdmin)
 

@@ -383,6 +383,11 @@ func formValues(c echo.Context, name string) []string {
 // The pages.
 
 func (s *Server) renderVolumes(c echo.Context, status int, form templates.VolumeForm) error {
+	return s.renderVolumesWith(c, status, form, templates.ImageImportForm{})
+}
+
+// renderVolumesWith renders the volumes page with both of its forms.
+func (s *Server) renderVolumesWith(c echo.Context, status int, form templates.VolumeForm, imageForm templates.ImageImportForm) error {
 	ctx := c.Request().Context()
 	user := currentUser(c)
 	list, err := s.db.Volumes(ctx, user)
@@ -400,8 +405,18 @@ func (s *Server) renderVolumes(c echo.Context, status int, form templates.Volume
 	if form.Region == "" && len(regions) > 0 {
 		form.Region = regions[0].ID
 	}
+	images, err := s.db.ImagesFor(ctx, user)
+	if err != nil {
+		return err
+	}
+	own := []gpuportal.Image{}
+	for _, im := range images {
+		if im.Owner == "me" {
+			own = append(own, im)
+		}
+	}
 	return s.render(c, status, templates.Volumes(templates.VolumesPage{Volumes: list, Regions: regions, Form: form,
-		PricePerGiBMonth: gpuportal.Fen(policies.Global.VolumePricePerGiBMonthFen)}))
+		PricePerGiBMonth: gpuportal.Fen(policies.Global.VolumePricePerGiBMonthFen), Images: own, ImageForm: imageForm}))
 }
 
 func (s *Server) handleVolumesPage(c echo.Context) error {
