@@ -91,6 +91,7 @@ func (db *DB) AddImage(ctx context.Context, actor *gpuportal.User, im gpuportal.
 	if err != nil {
 		return nil, err
 	}
+	im.Status = gpuportal.ImageReady
 	return &im, nil
 }
 

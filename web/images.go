@@ -14,11 +14,18 @@ import (
 // images (API and /admin/images).
 
 func (s *Server) apiAddImage(c echo.Context) error {
-	var in gpuportal.Image
+	// What an admin names of a catalog image (its status, owner and size
+	// are a private image's, never set here).
+	var in struct {
+		ID          string `json:"id"`
+		Name        string `json:"name"`
+		Reference   string `json:"reference"`
+		Description string `json:"description"`
+	}
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	im, err := s.db.AddImage(c.Request().Context(), currentUser(c), in)
+	im, err := s.db.AddImage(c.Request().Context(), currentUser(c), gpuportal.Image{ID: in.ID, Name: in.Name, Reference: in.Reference, Description: in.Description})
 	if err != nil {
 		return err
 	}

@@ -202,6 +202,26 @@ func TestCLIBookJobsAndVolumes(t *testing.T) {
 	if r := gpu(t, env, "", "cp", "a", "b"); r.code != exitUsage {
 		t.Fatalf("cp without a volume: %+v", r)
 	}
+	// (issue 45) Own images from a volume's archive.
+	if r := gpu(t, env, "", "images", "import", "env"); r.code != exitUsage {
+		t.Fatalf("images import without a volume: %+v", r)
+	}
+	if r := gpu(t, env, "", "images", "import", "env", "--volume", fmt.Sprint(v.ID), "--path", "../x.tar"); r.code != exitRefused || !strings.Contains(r.stderr, "400") {
+		t.Fatalf("images import from outside the volume: %+v", r)
+	}
+	r = gpu(t, env, "", "images", "import", "env", "--volume", fmt.Sprint(v.ID), "--path", "images/env.tar")
+	if r.code != exitOK || !strings.Contains(r.stdout, "img-1") {
+		t.Fatalf("images import: %+v", r)
+	}
+	if r := gpu(t, env, "", "images"); r.code != exitOK || !strings.Contains(r.stdout, "img-1") || !strings.Contains(r.stdout, "saving") || !strings.Contains(r.stdout, "catalog") {
+		t.Fatalf("images: %+v", r)
+	}
+	if r := gpu(t, env, "", "images", "delete", "img-1"); r.code != exitOK {
+		t.Fatalf("images delete: %+v", r)
+	}
+	if r := gpu(t, env, "", "images", "show", "img-1"); r.code != exitRefused || !strings.Contains(r.stderr, "404") {
+		t.Fatalf("images show of a deleted one: %+v", r)
+	}
 	if r := gpu(t, env, "", "volumes", "delete", fmt.Sprint(v.ID)); r.code != exitOK {
 		t.Fatalf("volumes delete: %+v", r)
 	}

@@ -484,3 +484,70 @@ complete -F _gpu gpu
 `, strings.Join(commandNames, " "))
 	return nil
 }
+
+// images lists the catalog and your own images, imports one from a
+// volume's archive, shows or deletes one of yours.
+func (c *cli) images(args []string) error {
+	sub := "list"
+	if len(args) > 0 {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "list":
+		var list []gpuportal.Image
+		if err := c.call("GET", "/images", nil, &list); err != nil {
+			return err
+		}
+		var rows [][]string
+		for _, im := range list {
+			owner := "catalog"
+			if im.Owner != "" {
+				owner = im.Owner
+			}
+			size := ""
+			if im.SizeBytes > 0 {
+				size = strconv.FormatInt(im.SizeBytes, 10)
+			}
+			rows = append(rows, []string{im.ID, im.Name, owner, im.Status, size, im.Error})
+		}
+		return c.print(list, []string{"ID", "NAME", "OWNER", "STATUS", "SIZE BYTES", "ERROR"}, rows)
+	case "import":
+		fs := c.flags("images import")
+		volume := fs.Int64("volume", 0, "")
+		path := fs.String("path", "", "")
+		if len(args) == 0 {
+			return usageError{c.T("images import needs a NAME, --volume ID and --path PATH")}
+		}
+		name := args[0]
+		if err := fs.Parse(args[1:]); err != nil || *volume < 1 || *path == "" {
+			return usageError{c.T("images import needs a NAME, --volume ID and --path PATH")}
+		}
+		var im gpuportal.Image
+		if err := c.call("POST", "/images", map[string]any{"name": name, "volume_id": *volume, "path": *path}, &im); err != nil {
+			return err
+		}
+		if c.json {
+			return c.print(im, nil, nil)
+		}
+		fmt.Fprintln(c.out, c.T("Image %s is being imported; gpu images show %s says when it is ready.", im.ID, im.ID))
+		return nil
+	case "show", "delete":
+		if len(args) == 0 || !strings.HasPrefix(args[0], "img-") {
+			return usageError{c.T("which image? give its ID (img-N)")}
+		}
+		if sub == "delete" {
+			if err := c.call("DELETE", "/images/"+url.PathEscape(args[0]), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintln(c.out, c.T("Image %s deleted.", args[0]))
+			return nil
+		}
+		var im gpuportal.Image
+		if err := c.call("GET", "/images/"+url.PathEscape(args[0]), nil, &im); err != nil {
+			return err
+		}
+		return c.print(im, []string{"ID", "NAME", "REGION", "STATUS", "SIZE BYTES", "ERROR"},
+			[][]string{{im.ID, im.Name, im.Region, im.Status, strconv.FormatInt(im.SizeBytes, 10), im.Error}})
+	}
+	return usageError{c.T("images takes list, import NAME --volume ID --path PATH, show ID or delete ID")}
+}
