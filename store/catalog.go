@@ -41,15 +41,15 @@ func (db *DB) Model(ctx context.Context, id string) (*gpuportal.Model, error) {
 
 // Regions lists the regions.
 func (db *DB) Regions(ctx context.Context) ([]gpuportal.Region, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT id, name, time_zone FROM regions ORDER BY id`)
+	rows, err := db.read.QueryContext(ctx, `SELECT id, name, time_zone, workload_env FROM regions ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list regions: %w", err)
 	}
 	defer rows.Close()
 	out := []gpuportal.Region{}
 	for rows.Next() {
-		var r gpuportal.Region
-		if err := rows.Scan(&r.ID, &r.Name, &r.TimeZone); err != nil {
+		r, err := scanRegion(rows)
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -57,10 +57,55 @@ func (db *DB) Regions(ctx context.Context) ([]gpuportal.Region, error) {
 	return out, rows.Err()
 }
 
+func scanRegion(row interface{ Scan(...any) error }) (gpuportal.Region, error) {
+	var r gpuportal.Region
+	var env string
+	if err := row.Scan(&r.ID, &r.Name, &r.TimeZone, &env); err != nil {
+		return r, err
+	}
+	if env != "" {
+		if err := json.Unmarshal([]byte(env), &r.WorkloadEnv); err != nil {
+			return r, fmt.Errorf("region %s workload_env: %w", r.ID, err)
+		}
+	}
+	return r, nil
+}
+
+// SetRegionWorkloadEnv sets the variables every workload of a region
+// gets (admin only, audited); workloads started from then on get them.
+func (db *DB) SetRegionWorkloadEnv(ctx context.Context, actor *gpuportal.User, id string, env map[string]string) (*gpuportal.Region, error) {
+	if !actor.IsAdmin() {
+		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
+	}
+	if err := gpuportal.ValidateWorkloadEnv(env); err != nil {
+		return nil, err
+	}
+	raw := ""
+	if len(env) > 0 {
+		b, _ := json.Marshal(env)
+		raw = string(b)
+	}
+	err := db.inTx(ctx, "set region env", func(tx *sql.Tx) error {
+		old, err := scanRegion(tx.QueryRowContext(ctx, `SELECT id, name, time_zone, workload_env FROM regions WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Unknown region %q.", id)
+		} else if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE regions SET workload_env = ? WHERE id = ?`, raw, id); err != nil {
+			return fmt.Errorf("update region: %w", err)
+		}
+		return db.audit(ctx, tx, actor.ID, "region.workload_env", "region/"+id, old.WorkloadEnv, env)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return db.Region(ctx, id)
+}
+
 // Region returns one region, or not_found.
 func (db *DB) Region(ctx context.Context, id string) (*gpuportal.Region, error) {
-	var r gpuportal.Region
-	err := db.read.QueryRowContext(ctx, `SELECT id, name, time_zone FROM regions WHERE id = ?`, id).Scan(&r.ID, &r.Name, &r.TimeZone)
+	r, err := scanRegion(db.read.QueryRowContext(ctx, `SELECT id, name, time_zone, workload_env FROM regions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, gpuportal.FieldErrorf(gpuportal.ENOTFOUND, "region", "Unknown region %q.", id)
 	}

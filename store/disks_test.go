@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"gpuportal"
+	"gpuportal/store"
 	"gpuportal/store/storetest"
 )
 
@@ -133,4 +134,46 @@ func TestDiskBeyondTheFreePartIsBilledByTheStartedHour(t *testing.T) {
 		t.Errorf("after the stop: %d fen in %d entries, want 9", total, n)
 	}
 	checkLedger(t, db, u)
+}
+
+// (issue 45) An admin names a region's package mirror or proxy: every
+// workload placed there gets the variables (the node is told), customers
+// read them with the region, and nothing the platform sets can be
+// overridden; customers cannot set them.
+func TestRegionWorkloadVariables(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	admin := storetest.MustCreateUser(t, db, "admin@example.com", gpuportal.RoleAdmin)
+	mirror := map[string]string{"PIP_INDEX_URL": "https://mirrors.example.cn/pypi/simple", "HF_ENDPOINT": "https://hf-mirror.example.cn"}
+	if _, err := db.SetRegionWorkloadEnv(ctx, u, "cd-1", mirror); gpuportal.ErrorCode(err) != gpuportal.EFORBIDDEN {
+		t.Errorf("a customer sets a region's variables: %v", err)
+	}
+	for _, bad := range []map[string]string{{"PATH": "/tmp"}, {"LD_PRELOAD": "/x.so"}, {"GPUPORTAL_INSTANCE_ID": "1"}, {"CUDA_VISIBLE_DEVICES": "0"},
+		{"NO SPACE": "x"}, {"X": "a\nb"}} {
+		if _, err := db.SetRegionWorkloadEnv(ctx, admin, "cd-1", bad); gpuportal.ErrorField(err) != "workload_env" {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
+	if _, err := db.SetRegionWorkloadEnv(ctx, admin, "nowhere", mirror); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Errorf("an unknown region: %v", err)
+	}
+	r, err := db.SetRegionWorkloadEnv(ctx, admin, "cd-1", mirror)
+	if err != nil || r.WorkloadEnv["PIP_INDEX_URL"] != mirror["PIP_INDEX_URL"] {
+		t.Fatalf("set: %+v %v", r, err)
+	}
+	inst, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "pip install torch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, clock.Now())
+	d, err := db.DesiredFor(ctx, getInstance(t, db, inst.ID).Node)
+	if err != nil || len(d.Workloads) != 1 || d.Workloads[0].Env["HF_ENDPOINT"] != mirror["HF_ENDPOINT"] || len(d.Workloads[0].Env) != 2 {
+		t.Fatalf("the node is told %+v (%v)", d.Workloads, err)
+	}
+	if entries, _ := db.Audit(ctx, store.AuditFilter{Action: "region.workload_env", Limit: 10}); len(entries) != 1 {
+		t.Errorf("%d audit entries", len(entries))
+	}
 }

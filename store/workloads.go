@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -78,6 +79,18 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 		}
 	}
 	wallNow, now := db.Wall.Now(), db.now()
+	var regionEnv map[string]string
+	if len(list) > 0 {
+		var raw string
+		if err := db.read.QueryRowContext(ctx, `SELECT r.workload_env FROM nodes n JOIN regions r ON r.id = n.region_id WHERE n.id = ?`, nodeID).Scan(&raw); err != nil {
+			return d, fmt.Errorf("the region's workload variables: %w", err)
+		}
+		if raw != "" {
+			if err := json.Unmarshal([]byte(raw), &regionEnv); err != nil {
+				return d, fmt.Errorf("the region's workload variables: %w", err)
+			}
+		}
+	}
 	reservationEnds := map[int64]time.Time{}
 	for _, i := range list {
 		if i.ReservationID != nil {
@@ -92,7 +105,7 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	}
 	for k, i := range list {
 		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, Image: i.Image, CheckpointKey: i.CheckpointKey,
-			Stop: extras[k].stop, Rebalance: extras[k].rebalance, Volumes: i.Volumes}
+			Stop: extras[k].stop, Rebalance: extras[k].rebalance, Volumes: i.Volumes, Env: regionEnv}
 		if i.Disk != nil {
 			dw.DiskGiB = i.Disk.SizeGiB
 		}

@@ -96,6 +96,7 @@ func (c *contract) fixtures() {
 		"nodes":    fmt.Sprint(nodes[0].ID),
 		"provider": "test",
 		"token":    "no-such-reset-link",
+		"regions":  "cd-1",
 	}
 	created := func(path string, change func(map[string]any)) map[string]any {
 		t.Helper()
@@ -120,6 +121,8 @@ func (c *contract) fixtures() {
 		})["id"])
 	}
 	c.params["ssh-keys"] = fmt.Sprint(created("/ssh-keys", nil)["id"])
+	volumeID, _ := strconv.ParseInt(c.params["volumes"], 10, 64)
+	c.params["images"] = fmt.Sprint(created("/images", func(b map[string]any) { b["volume_id"] = volumeID })["id"])
 	// A refund request needs money that was paid, not credited.
 	event := fmt.Sprintf(`{"payment_id":"p-1","topup_id":%s,"amount_fen":50000,"status":"paid"}`, c.params["topups"])
 	if status, body := e.postWebhook("test", event, testProvider{testPaymentSecret}.sign([]byte(event))); status != http.StatusOK {
