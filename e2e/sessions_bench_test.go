@@ -31,19 +31,35 @@ type sessionBench struct {
 }
 
 func startSessionBench(b *testing.B, customers int) *sessionBench {
+	return startSessionBenchOn(b, customers, false)
+}
+
+// startSessionBenchOn runs the instances in containers (podman, the
+// agent's defaults: root in a user namespace on a disk of its own) when
+// containers is set, else with the exec runtime.
+func startSessionBenchOn(b *testing.B, customers int, containers bool) *sessionBench {
 	b.Helper()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		b.Skip("needs OpenSSH's client (apt-get install -y openssh-client)")
 	}
 	sb := &sessionBench{p: startPortalB(b)}
-	sb.p.runAgent(b, b.TempDir(), b.TempDir(), "mock:dgxa100", true, "1s", "")
+	launch := `{"kind":"on_demand","model":"a100-80g","region":"cd-1","count":1,"command":"sleep 36000"}`
+	if containers {
+		needPodman(b)
+		addTestImage(b, sb.p)
+		dir := b.TempDir()
+		startPodmanAgent(b, sb.p, filepath.Join(dir, "node"), filepath.Join(dir, "ckpt"))
+		launch = `{"kind":"on_demand","model":"a100-80g","region":"cd-1","count":1,"command":"sleep 36000","image":"e2e-busybox"}`
+	} else {
+		sb.p.runAgent(b, b.TempDir(), b.TempDir(), "mock:dgxa100", true, "1s", "")
+	}
 	for k := range customers {
 		token := sb.p.user
 		if k > 0 {
 			token = sb.p.token(storetest.MustCreateUser(b, sb.p.db, fmt.Sprintf("c%d@example.com", k), gpuportal.RoleCustomer))
 		}
 		var inst gpuportal.Instance
-		if st := sb.p.api("POST", "/api/v1/instances", token, `{"kind":"on_demand","model":"a100-80g","region":"cd-1","count":1,"command":"sleep 36000"}`, &inst); st != 201 {
+		if st := sb.p.api("POST", "/api/v1/instances", token, launch, &inst); st != 201 {
 			b.Fatalf("launch = %d", st)
 		}
 		sb.tokens = append(sb.tokens, token)
@@ -88,38 +104,12 @@ func BenchmarkSessions(b *testing.B) {
 		slices.Sort(took)
 		b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50_ms")
 	})
-	b.Run("scp_1GiB", func(b *testing.B) {
-		// The file first (1 GiB of a random MiB over and over: ssh does
-		// not compress), before the portal and its node run: writing it
-		// would stall their database.
-		local := filepath.Join(b.TempDir(), "data.bin")
-		const size = 1 << 30
-		block := make([]byte, 1<<20)
-		_, _ = rand.Read(block)
-		f, err := os.Create(local)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for range size / len(block) {
-			if _, err := f.Write(block); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := f.Close(); err != nil {
-			b.Fatal(err)
-		}
-		sb := startSessionBench(b, 1)
-		c, id := sb.clients[0], sb.insts[0].ID
-		// Into /dev/null: the throughput of the session path, not of a
-		// disk (a 1 GiB checkpoint would also meet the node's disk guard).
-		b.SetBytes(size)
-		for b.Loop() {
-			scp := exec.Command("scp", append(append([]string{"-P", c.port}, c.opts()...), local, c.target(id)+":/dev/null")...)
-			if out, err := scp.CombinedOutput(); err != nil {
-				b.Fatalf("scp: %v %s", err, out)
-			}
-		}
-	})
+	for _, run := range []struct {
+		name       string
+		containers bool
+	}{{"scp_1GiB", false}, {"scp_1GiB_podman", true}} {
+		b.Run(run.name, func(b *testing.B) { benchSCP(b, run.containers) })
+	}
 	b.Run("open_100", func(b *testing.B) {
 		sb := startSessionBench(b, 5) // 20 sessions per customer at most
 		for b.Loop() {
@@ -213,4 +203,38 @@ func BenchmarkSessions(b *testing.B) {
 		slices.Sort(took)
 		b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "echo_p99_ms")
 	})
+}
+
+// benchSCP copies 1 GiB into an instance with the real scp.
+func benchSCP(b *testing.B, containers bool) {
+	// The file first (1 GiB of a random MiB over and over: ssh does
+	// not compress), before the portal and its node run: writing it
+	// would stall their database.
+	local := filepath.Join(b.TempDir(), "data.bin")
+	const size = 1 << 30
+	block := make([]byte, 1<<20)
+	_, _ = rand.Read(block)
+	f, err := os.Create(local)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range size / len(block) {
+		if _, err := f.Write(block); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	sb := startSessionBenchOn(b, 1, containers)
+	c, id := sb.clients[0], sb.insts[0].ID
+	// Into /dev/null: the throughput of the session path, not of a
+	// disk (a 1 GiB checkpoint would also meet the node's disk guard).
+	b.SetBytes(size)
+	for b.Loop() {
+		scp := exec.Command("scp", append(append([]string{"-P", c.port}, c.opts()...), local, c.target(id)+":/dev/null")...)
+		if out, err := scp.CombinedOutput(); err != nil {
+			b.Fatalf("scp: %v %s", err, out)
+		}
+	}
 }
