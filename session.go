@@ -72,6 +72,8 @@ type SessionRequest struct {
 	TTY      *TTY // a pty of this size (shells)
 	// Env are the client's variables it asked for (SessionEnvAllowed).
 	Env []string
+	// AgentForward: the client offers its SSH agent (ssh -A).
+	AgentForward bool
 	// Group ties the streams of one customer connection together (the
 	// channels and forwards of one SSH connection): the per-user limit
 	// counts groups, not streams.
@@ -105,6 +107,10 @@ type DesiredSession struct {
 	TTY            *TTY   `json:"tty,omitempty"`
 	// Env: the client's locale variables (LANG, LC_*), KEY=value.
 	Env []string `json:"env,omitempty"`
+	// AgentForward: offer the session a socket (SSH_AUTH_SOCK) whose
+	// connections reach the client's SSH agent, each through a stream of
+	// its own to /api/v1/agent/sessions/{id}/agent-forward.
+	AgentForward bool `json:"agent_forward,omitempty"`
 	// URL is the portal that holds the customer's end ("" = the agent's
 	// own portal): with several portals, the agent connects to that one.
 	URL string `json:"url,omitempty"`

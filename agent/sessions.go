@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,22 +70,30 @@ func (a *Agent) startSessions(ctx context.Context, list []gpuportal.DesiredSessi
 	}
 }
 
-// serveSession connects out to the portal for one session and runs it.
-func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
+// dialSession opens a stream to the portal that holds session ds's
+// customer: the session's own ("stream"), or one to its client's SSH
+// agent ("agent-forward").
+func (a *Agent) dialSession(ctx context.Context, ds gpuportal.DesiredSession, which string) (*websocket.Conn, error) {
 	base := ds.URL
 	if base == "" {
 		base = a.cfg.Portal
 	}
-	url := strings.TrimRight(base, "/") + "/api/v1/agent/sessions/" + ds.ID + "/stream"
+	url := strings.TrimRight(base, "/") + "/api/v1/agent/sessions/" + ds.ID + "/" + which
 	url = "ws" + strings.TrimPrefix(url, "http") // http→ws, https→wss
 	header := http.Header{}
 	if t := a.client.token.Load(); t != nil {
 		header.Set("Authorization", "Bearer "+*t)
 	}
 	dialCtx, cancelDial := context.WithTimeout(ctx, gpuportal.SessionConnectTimeout)
+	defer cancelDial()
 	// Not the API client: its timeout would cut a long session short.
 	ws, _, err := websocket.Dial(dialCtx, url, &websocket.DialOptions{HTTPClient: &http.Client{Transport: a.cfg.HTTPClient.Transport}, HTTPHeader: header})
-	cancelDial()
+	return ws, err
+}
+
+// serveSession connects out to the portal for one session and runs it.
+func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
+	ws, err := a.dialSession(ctx, ds, "stream")
 	if err != nil {
 		a.log.Warn("cannot connect out for a session", "session", ds.ID, "instance", ds.InstanceID, "err", err)
 		return
@@ -171,7 +180,18 @@ func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
 		fail("unknown session kind %q", ds.Kind)
 		return
 	}
-	cmd, err := rt.SessionCommand(proc, ds.ID, argv, ds.TTY != nil, sessionVariables(ds))
+	env := sessionVariables(ds)
+	if ds.AgentForward && ds.Kind != gpuportal.SessionSFTP {
+		_, inContainer := a.cfg.Runtime.(*ContainerRuntime)
+		sock, stop, err := a.agentSocket(sctx, ds, w.rec.CheckpointDir, inContainer)
+		if err != nil {
+			a.log.Warn("cannot offer the session the client's SSH agent", "session", ds.ID, "err", err)
+		} else {
+			defer stop()
+			env = append(env, "SSH_AUTH_SOCK="+sock)
+		}
+	}
+	cmd, err := rt.SessionCommand(proc, ds.ID, argv, ds.TTY != nil, env)
 	if err != nil {
 		fail("%v", err)
 		return
@@ -498,4 +518,60 @@ func (a *Agent) sendLog(conn *stream.Conn, instanceID int64) {
 	code := 0
 	_ = conn.Control(gpuportal.SessionControl{Exit: &code})
 	_ = conn.Close()
+}
+
+// agentSocket offers a session the client's SSH agent (ssh -A): a socket
+// in the instance's checkpoint directory, owned by the workload's user,
+// each connection to which the agent joins to a stream of its own to the
+// portal, which opens an agent channel back to the client. It returns the
+// socket's path as the workload sees it, and stop, which removes it.
+func (a *Agent) agentSocket(ctx context.Context, ds gpuportal.DesiredSession, ckptDir string, inContainer bool) (string, func(), error) {
+	name := ".gpuportal-ssh-agent-" + ds.ID[:min(len(ds.ID), 12)] + ".sock"
+	hostPath := filepath.Join(ckptDir, name)
+	dir, err := os.Open(ckptDir)
+	if err != nil {
+		return "", nil, err
+	}
+	// Bound through the directory's descriptor: the host path may be
+	// longer than a socket address takes (108 bytes).
+	ln, err := net.Listen("unix", fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), name))
+	dir.Close()
+	if err != nil {
+		return "", nil, err
+	}
+	ul := ln.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false) // its bound name was the descriptor's
+	// The workload's user (who owns its checkpoint directory) may connect;
+	// Lchown: never through a link the workload may have put there.
+	var st syscall.Stat_t
+	if err := syscall.Stat(ckptDir, &st); err == nil {
+		_ = os.Lchown(hostPath, int(st.Uid), int(st.Gid))
+	}
+	go func() {
+		for {
+			c, err := ul.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				ws, err := a.dialSession(ctx, ds, "agent-forward")
+				if err != nil {
+					a.log.Warn("cannot reach the client's SSH agent", "session", ds.ID, "err", err)
+					return
+				}
+				conn := stream.Agent(ctx, ws)
+				defer conn.CloseNow()
+				joinTCP(conn, c)
+			}()
+		}
+	}()
+	inside := hostPath
+	if inContainer {
+		inside = ContainerCheckpointDir + "/" + name
+	}
+	return inside, func() {
+		_ = ul.Close()
+		_ = os.Remove(hostPath)
+	}, nil
 }

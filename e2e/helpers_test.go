@@ -35,7 +35,7 @@ import (
 	"gpuportal/web"
 )
 
-var agentBin, imdsWorkloadBin, sftpHelperBin string
+var agentBin, imdsWorkloadBin, sftpHelperBin, agentListBin string
 
 // e2eParallel is how many of these tests run at once (unless -parallel
 // says otherwise): they spend most of their time waiting on real agents,
@@ -57,6 +57,8 @@ func TestMain(m *testing.M) {
 	agentBin = build(dir, "gpuportal/cmd/agent", "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
 	// A static workload that uses the stock AWS SDK for Go v2 IMDS client.
 	imdsWorkloadBin = build(dir, "gpuportal/e2e/imdsworkload", "CGO_ENABLED=0")
+	// A static `ssh-add -l` for inside the busybox image (ssh -A).
+	agentListBin = build(dir, "gpuportal/e2e/agentlist", "CGO_ENABLED=0")
 	// The agents' static SFTP helper (for sftp and scp sessions).
 	sftpHelperBin = build(dir, "gpuportal/cmd/gpuportal-sftp", "CGO_ENABLED=0")
 	code := m.Run()

@@ -59,7 +59,7 @@ func needPodman(t testing.TB) {
 		t.Skipf("skipping: container tests need %s (apt-get install -y podman runc busybox-static)", missing)
 	}
 	podmanOnce.Do(func() {
-		podmanErr = agent.ImportBusyboxImage("podman", podmanTestImage, busybox, map[string]string{"/usr/local/bin/imdsworkload": imdsWorkloadBin})
+		podmanErr = agent.ImportBusyboxImage("podman", podmanTestImage, busybox, map[string]string{"/usr/local/bin/imdsworkload": imdsWorkloadBin, "/usr/local/bin/agentlist": agentListBin})
 	})
 	if podmanErr != nil {
 		t.Fatal(podmanErr)

@@ -151,6 +151,33 @@ func TestSSHIntoAContainer(t *testing.T) {
 		t.Errorf("SetEnv: exit %d, output %q", code, out)
 	}
 
+	// (issue 45) ssh -A: the client's own agent answers inside the
+	// instance (SSH_AUTH_SOCK), and only when asked for.
+	agentSock := filepath.Join(dir, "agent.sock")
+	sshAgent := exec.Command("ssh-agent", "-D", "-a", agentSock)
+	if err := sshAgent.Start(); err != nil {
+		t.Fatalf("ssh-agent: %v", err)
+	}
+	defer func() { _ = sshAgent.Process.Kill(); _ = sshAgent.Wait() }()
+	eventually(t, 10*time.Second, "ssh-agent's socket", func() bool { _, err := os.Stat(agentSock); return err == nil })
+	add := exec.Command("ssh-add", aliceKey)
+	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+agentSock)
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-add: %v %s", err, out)
+	}
+	withAgent := func(args ...string) string {
+		cmd := exec.Command("ssh", append(append([]string{"-p", alice.port}, alice.opts()...), args...)...)
+		cmd.Env = append(os.Environ(), "SSH_AUTH_SOCK="+agentSock)
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	if out := withAgent("-A", alice.target(inst.ID), "agentlist"); !strings.Contains(out, "SHA256:") || !strings.Contains(out, "alice@e2e") {
+		t.Errorf("ssh -A: the instance does not reach the client's agent: %q", out)
+	}
+	if out := withAgent(alice.target(inst.ID), "agentlist"); !strings.Contains(out, "no agent") {
+		t.Errorf("without -A the instance reached an agent: %q", out)
+	}
+
 	// A shell on a pty: the banner, then what was typed.
 	out, code = alice.ssh("echo $((6*7)); tty; exit\n", "-tt", alice.target(inst.ID))
 	if code != 0 || !strings.Contains(out, "42") || !strings.Contains(out, "/dev/pts/") || !strings.Contains(out, fmt.Sprintf("instance %d", inst.ID)) {

@@ -43,6 +43,9 @@ type Hub struct {
 	mu      sync.Mutex
 	waiting map[string]chan arrival
 	live    map[string]*stream.Conn
+	// forwards take the agent's streams to the client's SSH agent of the
+	// live sessions that forward one (ssh -A), by session id.
+	forwards map[string]func(*stream.Conn)
 }
 
 type arrival struct {
@@ -57,7 +60,7 @@ func NewHub(b Backend, agentURL string, log *slog.Logger) *Hub {
 		log = slog.Default()
 	}
 	return &Hub{backend: b, agentURL: agentURL, log: log, ConnectTimeout: gpuportal.SessionConnectTimeout,
-		waiting: map[string]chan arrival{}, live: map[string]*stream.Conn{}}
+		waiting: map[string]chan arrival{}, live: map[string]*stream.Conn{}, forwards: map[string]func(*stream.Conn){}}
 }
 
 // Run marks this portal's open sessions seen until ctx ends, so that the
@@ -90,6 +93,14 @@ func (h *Hub) Run(ctx context.Context) {
 // it connects (within gpuportal.SessionConnectTimeout). Call done when the
 // session is over; it closes the stream and the session.
 func (h *Hub) Open(ctx context.Context, user *gpuportal.User, instanceID int64, req gpuportal.SessionRequest) (conn *stream.Conn, done func(), err error) {
+	return h.OpenForwarding(ctx, user, instanceID, req, nil)
+}
+
+// OpenForwarding is Open for a session that forwards the client's SSH
+// agent (req.AgentForward): each stream the agent opens for it while it
+// is live goes to forward, which serves it until it ends.
+func (h *Hub) OpenForwarding(ctx context.Context, user *gpuportal.User, instanceID int64, req gpuportal.SessionRequest, forward func(*stream.Conn)) (conn *stream.Conn, done func(), err error) {
+	req.AgentForward = forward != nil
 	// Waiting before the store asks the agent: it may connect at once.
 	req.ID = gpuportal.NewSessionID()
 	ch := make(chan arrival, 1)
@@ -128,6 +139,9 @@ func (h *Hub) Open(ctx context.Context, user *gpuportal.User, instanceID int64, 
 	delete(h.waiting, s.ID)
 	if err == nil {
 		h.live[s.ID] = a.conn
+		if forward != nil {
+			h.forwards[s.ID] = forward
+		}
 	}
 	h.mu.Unlock()
 	if err != nil {
@@ -139,6 +153,7 @@ func (h *Hub) Open(ctx context.Context, user *gpuportal.User, instanceID int64, 
 		once.Do(func() {
 			h.mu.Lock()
 			delete(h.live, s.ID)
+			delete(h.forwards, s.ID)
 			h.mu.Unlock()
 			_ = a.conn.Close()
 			close(a.done)
@@ -180,6 +195,26 @@ func (h *Hub) Accept(w http.ResponseWriter, r *http.Request, id string) error {
 		return nil
 	}
 	<-a.done
+	return nil
+}
+
+// AcceptForward takes an agent's stream to the client's SSH agent for
+// live session id (the caller has authenticated the node and checked the
+// session is its own and forwards) and serves it until it ends.
+func (h *Hub) AcceptForward(w http.ResponseWriter, r *http.Request, id string) error {
+	h.mu.Lock()
+	forward := h.forwards[id]
+	h.mu.Unlock()
+	if forward == nil {
+		return ErrNotWaiting
+	}
+	ws, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return err
+	}
+	c := stream.Portal(context.WithoutCancel(r.Context()), ws)
+	defer c.CloseNow()
+	forward(c)
 	return nil
 }
 

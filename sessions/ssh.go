@@ -229,7 +229,7 @@ func (g *Gateway) serveConn(c net.Conn, host string, handshaken func()) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				g.session(ctx, u, instanceID, volumeID, group, ch, chReqs)
+				g.session(ctx, conn, u, instanceID, volumeID, group, ch, chReqs)
 			}()
 		case "direct-tcpip":
 			if volumeID > 0 {
@@ -252,13 +252,14 @@ func (g *Gateway) serveConn(c net.Conn, host string, handshaken func()) {
 // session serves one "session" channel: a shell, a command or SFTP. Its
 // requests are answered here; the session itself runs once "shell",
 // "exec" or "subsystem" asks for it, and closes the channel when done.
-func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID, volumeID int64, group string, ch ssh.Channel, reqs <-chan *ssh.Request) {
+func (g *Gateway) session(ctx context.Context, client ssh.Conn, u *gpuportal.User, instanceID, volumeID int64, group string, ch ssh.Channel, reqs <-chan *ssh.Request) {
 	var (
-		mu      sync.Mutex
-		tty     *gpuportal.TTY
-		env     []string
-		conn    *stream.Conn
-		started bool
+		mu       sync.Mutex
+		tty      *gpuportal.TTY
+		env      []string
+		agentFwd bool // the client asked for its agent (ssh -A)
+		conn     *stream.Conn
+		started  bool
 	)
 	// closed is closed once the client closed the channel (its requests
 	// end with it) or left altogether (ctx): the session is over then,
@@ -269,6 +270,7 @@ func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID, vo
 			defer ch.Close()
 			mu.Lock()
 			req.TTY, req.Env, req.Group = tty, env, group
+			forward := agentFwd && volumeID == 0 && req.Kind != gpuportal.SessionSFTP
 			mu.Unlock()
 			if volumeID > 0 {
 				// volume-<id>: SFTP into the volume's files, nothing else.
@@ -279,7 +281,11 @@ func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID, vo
 				}
 				req = gpuportal.SessionRequest{Kind: gpuportal.SessionVolume, VolumeID: volumeID, Group: group}
 			}
-			c, done, err := g.hub.Open(ctx, u, instanceID, req)
+			var forwardTo func(*stream.Conn)
+			if forward {
+				forwardTo = func(c *stream.Conn) { forwardAgent(client, c) }
+			}
+			c, done, err := g.hub.OpenForwarding(ctx, u, instanceID, req, forwardTo)
 			if err != nil {
 				fmt.Fprintf(ch.Stderr(), "gpuportal: %s\r\n", gpuportal.ErrorMessage(err))
 				sendExit(ch, 255)
@@ -297,7 +303,7 @@ func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID, vo
 		}()
 	}
 	for r := range reqs {
-		g.request(r, &mu, &tty, &env, &conn, &started, start)
+		g.request(r, &mu, &tty, &env, &agentFwd, &conn, &started, start)
 	}
 	close(closed)
 	mu.Lock()
@@ -308,7 +314,7 @@ func (g *Gateway) session(ctx context.Context, u *gpuportal.User, instanceID, vo
 }
 
 // request answers one channel request of a session.
-func (g *Gateway) request(r *ssh.Request, mu *sync.Mutex, tty **gpuportal.TTY, env *[]string, conn **stream.Conn, started *bool, start func(gpuportal.SessionRequest)) {
+func (g *Gateway) request(r *ssh.Request, mu *sync.Mutex, tty **gpuportal.TTY, env *[]string, agentFwd *bool, conn **stream.Conn, started *bool, start func(gpuportal.SessionRequest)) {
 	reply := func(ok bool) {
 		if r.WantReply {
 			_ = r.Reply(ok, nil)
@@ -338,6 +344,15 @@ func (g *Gateway) request(r *ssh.Request, mu *sync.Mutex, tty **gpuportal.TTY, e
 			return
 		}
 		*env = append(*env, p.Name+"="+p.Value)
+		reply(true)
+	case "auth-agent-req@openssh.com":
+		// ssh -A: the session gets SSH_AUTH_SOCK, each connection to it a
+		// channel back to the client's agent (forwardAgent).
+		if *started {
+			reply(false)
+			return
+		}
+		*agentFwd = true
 		reply(true)
 	case "window-change":
 		var p struct{ Cols, Rows, Width, Height uint32 }
@@ -385,7 +400,7 @@ func (g *Gateway) request(r *ssh.Request, mu *sync.Mutex, tty **gpuportal.TTY, e
 		reply(true)
 		start(req)
 	default:
-		// agent forwarding, X11: not offered.
+		// X11: not offered.
 		reply(false)
 	}
 }
@@ -475,4 +490,22 @@ func endWith(ctx context.Context, closed <-chan struct{}, done func()) {
 	case <-closed:
 	}
 	done()
+}
+
+// forwardAgent joins one connection to the forwarded agent socket inside
+// the instance (c, the agent's stream) to a new auth-agent channel to the
+// client, which answers it with its own ssh-agent.
+func forwardAgent(client ssh.Conn, c *stream.Conn) {
+	ch, reqs, err := client.OpenChannel("auth-agent@openssh.com", nil)
+	if err != nil {
+		return // the client stopped offering its agent, or went away
+	}
+	go ssh.DiscardRequests(reqs)
+	defer ch.Close()
+	go func() {
+		_, _ = io.Copy(ch, c)
+		_ = ch.CloseWrite()
+	}()
+	_, _ = io.Copy(c, ch)
+	_ = c.CloseWrite()
 }

@@ -152,9 +152,9 @@ func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID 
 		} else {
 			instance = sql.NullInt64{Int64: instanceID, Valid: true}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, instance_id, volume_id, user_id, node_id, kind, command, port, tty, grp, url, opened_at, seen_at, env)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			s.ID, instance, volume, user.ID, s.Node, req.Kind, req.Command, req.Port, tty, req.Group, url, unix(now), unix(now), env); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, instance_id, volume_id, user_id, node_id, kind, command, port, tty, grp, url, opened_at, seen_at, env, agent_forward)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			s.ID, instance, volume, user.ID, s.Node, req.Kind, req.Command, req.Port, tty, req.Group, url, unix(now), unix(now), env, req.AgentForward); err != nil {
 			return fmt.Errorf("open session: %w", err)
 		}
 		// Who entered which instance, when: once per connection (its
@@ -188,7 +188,7 @@ func (db *DB) ClaimSession(ctx context.Context, node, id string) (gpuportal.Desi
 		var tty, env string
 		err := tx.QueryRowContext(ctx, `SELECT `+desiredSessionColumns+` FROM sessions s LEFT JOIN instances i ON i.id = s.instance_id LEFT JOIN volumes v ON v.id = s.volume_id
 			WHERE s.id = ? AND s.node_id = ? AND (s.kind = 'log' OR i.node_id = s.node_id OR (s.kind = 'volume' AND v.deleted_at IS NULL)) AND s.connected_at IS NULL AND `+sessionOpenSQL, id, node, unix(now.Add(-gpuportal.SessionStaleAfter))).
-			Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly, &env)
+			Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly, &env, &d.AgentForward)
 		if errors.Is(err, sql.ErrNoRows) {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "No session %s waits for this node.", id)
 		} else if err != nil {
@@ -209,6 +209,21 @@ func (db *DB) ClaimSession(ctx context.Context, node, id string) (gpuportal.Desi
 		return err
 	})
 	return d, err
+}
+
+// CheckAgentForward says whether node may open a connection to the
+// client's SSH agent for session id: the session asked for forwarding,
+// node claimed it, and it is still open.
+func (db *DB) CheckAgentForward(ctx context.Context, node, id string) error {
+	var n int
+	if err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE id = ? AND node_id = ? AND agent_forward <> 0
+		AND connected_at IS NOT NULL AND closed_at IS NULL`, id, node).Scan(&n); err != nil {
+		return fmt.Errorf("read session: %w", err)
+	}
+	if n == 0 {
+		return gpuportal.Errorf(gpuportal.ENOTFOUND, "No session %s of this node forwards an SSH agent.", id)
+	}
+	return nil
 }
 
 // CloseSession ends a session (its customer or its agent went away).
@@ -258,7 +273,7 @@ func (db *DB) OpenSessions(ctx context.Context, instanceID int64) ([]gpuportal.S
 
 // desiredSessionColumns are what an agent is told of a session (a
 // volume's has no instance, an instance's no volume).
-const desiredSessionColumns = `s.id, coalesce(s.instance_id, 0), coalesce(i.attempt, 0), s.kind, s.command, s.port, s.tty, s.url, coalesce(s.volume_id, 0), coalesce(v.size_gib, 0), v.suspended_at IS NOT NULL, s.env`
+const desiredSessionColumns = `s.id, coalesce(s.instance_id, 0), coalesce(i.attempt, 0), s.kind, s.command, s.port, s.tty, s.url, coalesce(s.volume_id, 0), coalesce(v.size_gib, 0), v.suspended_at IS NOT NULL, s.env, s.agent_forward <> 0`
 
 // desiredSessions lists the sessions node's agent should connect out for:
 // opened, not yet claimed, still waiting (younger than the connect
@@ -267,7 +282,7 @@ func (db *DB) desiredSessions(ctx context.Context, node string) ([]gpuportal.Des
 	now := db.Wall.Now()
 	return scanAll(ctx, db.read, func(r *sql.Rows, d *gpuportal.DesiredSession) error {
 		var tty, env string
-		if err := r.Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly, &env); err != nil {
+		if err := r.Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly, &env, &d.AgentForward); err != nil {
 			return err
 		}
 		if env != "" {

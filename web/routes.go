@@ -247,6 +247,7 @@ func (s *Server) routes() {
 	api.POST("/agent/events", s.apiAgentEvents)
 	api.POST("/agent/rotate-token", s.apiAgentRotateToken)
 	api.GET("/agent/sessions/:id/stream", s.apiAgentSessionStream)
+	api.GET("/agent/sessions/:id/agent-forward", s.apiAgentForwardStream)
 
 	// Anything else under /api/ is a JSON 404, not a page.
 	api.Any("/*", func(c echo.Context) error { return echo.ErrNotFound })

@@ -44,6 +44,26 @@ func (s *Server) apiAgentSessionStream(c echo.Context) error {
 	return nil
 }
 
+// apiAgentForwardStream is a node's stream to the SSH agent of the client
+// of one of its sessions (ssh -A): a connection to the session's agent
+// socket inside the instance.
+func (s *Server) apiAgentForwardStream(c echo.Context) error {
+	node, err := s.nodeOf(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	if err := s.db.CheckAgentForward(c.Request().Context(), node, id); err != nil {
+		return err
+	}
+	if err := s.hub.AcceptForward(c.Response(), c.Request(), id); errors.Is(err, sessions.ErrNotWaiting) {
+		return gpuportal.Errorf(gpuportal.ENOTFOUND, "No session %s of this node forwards an SSH agent.", id)
+	} else if err != nil {
+		s.log.Warn("agent forward stream", "session", id, "node", node, "err", err)
+	}
+	return nil
+}
+
 // apiSSH tells a customer where the SSH gateway is (for ~/.ssh/config).
 func (s *Server) apiSSH(c echo.Context) error {
 	if s.cfg.SSH.Port == 0 {

@@ -1,3 +1,6 @@
 -- env: the locale variables (LANG, LC_*) the SSH client asked its session
 -- to have (SetEnv/SendEnv), a JSON list of KEY=value; '' for none.
 ALTER TABLE sessions ADD COLUMN env TEXT NOT NULL DEFAULT '';
+-- agent_forward: the client asked for its SSH agent (ssh -A); the agent
+-- offers the session a socket that reaches it.
+ALTER TABLE sessions ADD COLUMN agent_forward INTEGER NOT NULL DEFAULT 0;
