@@ -3,6 +3,7 @@ package gpuportal
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -67,6 +68,9 @@ type SessionRequest struct {
 	Kind    string
 	Command string // SessionExec
 	Port    int    // SessionTCP
+	// Host is where a SessionTCP connection goes as the instance reaches
+	// it (ssh -D, -L to another host); "" is the instance's own loopback.
+	Host string
 	// VolumeID is the volume of a SessionVolume (the instance id is 0).
 	VolumeID int64
 	TTY      *TTY // a pty of this size (shells)
@@ -104,6 +108,7 @@ type DesiredSession struct {
 	Kind           string `json:"kind"`
 	Command        string `json:"command,omitempty"`
 	Port           int    `json:"port,omitempty"`
+	Host           string `json:"host,omitempty"`
 	TTY            *TTY   `json:"tty,omitempty"`
 	// Env: the client's locale variables (LANG, LC_*), KEY=value.
 	Env []string `json:"env,omitempty"`
@@ -172,4 +177,27 @@ func SessionEnvAllowed(name, value string) bool {
 		}
 	}
 	return true
+}
+
+// ForwardHost reads where a forwarded connection should go: "" for the
+// instance's own loopback (localhost, 127.0.0.1, ::1), else an IP address
+// or a host name as DNS has them; ok is false for anything else.
+func ForwardHost(host string) (string, bool) {
+	switch host {
+	case "", "localhost", "127.0.0.1", "::1":
+		return "", true
+	}
+	if len(host) > 253 {
+		return "", false
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return host, true
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(host, "."), ".") {
+		if label == "" || len(label) > 63 || strings.Trim(label, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" ||
+			strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") {
+			return "", false
+		}
+	}
+	return host, true
 }

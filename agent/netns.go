@@ -1,10 +1,15 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -54,4 +59,47 @@ func inNetns[T any](pid int, open func() (T, error)) (T, error) {
 	}()
 	r := <-done
 	return r.v, r.err
+}
+
+// resolveInside looks host up as the container of process pid would: an
+// IP address is itself; a name is asked of the name servers of the
+// container's /etc/resolv.conf, over sockets made inside its network
+// namespace (so the node's own resolver is never asked on its behalf).
+func resolveInside(pid int, host string) (string, error) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.String(), nil
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/resolv.conf", pid))
+	if err != nil {
+		return "", fmt.Errorf("the instance's name servers: %w", err)
+	}
+	var servers []string
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "nameserver" {
+			if ip, err := netip.ParseAddr(f[1]); err == nil && ip.Is4() {
+				servers = append(servers, net.JoinHostPort(ip.String(), "53"))
+			}
+		}
+	}
+	if len(servers) == 0 {
+		return "", errors.New("the instance has no name server")
+	}
+	var next atomic.Int64
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		server := servers[int(next.Add(1)-1)%len(servers)]
+		return inNetns(pid, func() (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, server)
+		})
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	addrs, err := r.LookupNetIP(ctx, "ip4", host)
+	if err != nil {
+		return "", err
+	}
+	if len(addrs) == 0 {
+		return "", fmt.Errorf("%s has no IPv4 address", host)
+	}
+	return addrs[0].String(), nil
 }

@@ -36,8 +36,9 @@ type Sessioner interface {
 	// sessionEnv=id in its environment (see hangUp).
 	// env: the client's own variables (LANG, LC_*, TERM), already checked.
 	SessionCommand(p Process, id string, argv []string, tty bool, env []string) (*exec.Cmd, error)
-	// DialInside connects to 127.0.0.1:port as the workload sees it.
-	DialInside(p Process, port int) (net.Conn, error)
+	// DialInside connects to host:port as the workload would ("" is
+	// its own 127.0.0.1).
+	DialInside(p Process, host string, port int) (net.Conn, error)
 	// SFTPServer is the path of the SFTP helper as the workload sees it
 	// ("" when the node has none).
 	SFTPServer() string
@@ -153,9 +154,12 @@ func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
 	a.log.Info("session", "session", ds.ID, "instance", ds.InstanceID, "kind", ds.Kind, "port", ds.Port)
 	switch ds.Kind {
 	case gpuportal.SessionTCP:
-		c, err := rt.DialInside(proc, ds.Port)
-		if err != nil {
+		c, err := rt.DialInside(proc, ds.Host, ds.Port)
+		if err != nil && ds.Host == "" {
 			fail("nothing answers on port %d inside the instance: %v", ds.Port, err)
+			return
+		} else if err != nil {
+			fail("the instance cannot reach %s: %v", net.JoinHostPort(ds.Host, fmt.Sprint(ds.Port)), err)
 			return
 		}
 		joinTCP(conn, c)
@@ -429,9 +433,19 @@ func (r *ContainerRuntime) SessionCommand(p Process, id string, argv []string, t
 	return exec.Command(r.CLI, args...), nil
 }
 
-// DialInside connects to a port in the container's own network namespace.
-func (r *ContainerRuntime) DialInside(p Process, port int) (net.Conn, error) {
-	return dialInNetns(p.PID(), fmt.Sprintf("127.0.0.1:%d", port))
+// DialInside connects from the container's own network namespace: to its
+// loopback, or to a host it may reach (its egress rules apply, as to the
+// workload's own connections). A name is resolved by the container's own
+// name servers, also from inside.
+func (r *ContainerRuntime) DialInside(p Process, host string, port int) (net.Conn, error) {
+	if host == "" {
+		return dialInNetns(p.PID(), fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	addr, err := resolveInside(p.PID(), host)
+	if err != nil {
+		return nil, err
+	}
+	return dialInNetns(p.PID(), net.JoinHostPort(addr, fmt.Sprint(port)))
 }
 
 func (r *ContainerRuntime) SFTPServer() string {
@@ -471,8 +485,11 @@ func (r ExecRuntime) SessionCommand(p Process, id string, argv []string, tty boo
 }
 
 // DialInside: an exec workload shares the node's network.
-func (r ExecRuntime) DialInside(_ Process, port int) (net.Conn, error) {
-	return net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 5*time.Second)
+func (r ExecRuntime) DialInside(_ Process, host string, port int) (net.Conn, error) {
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.DialTimeout("tcp", net.JoinHostPort(host, fmt.Sprint(port)), 5*time.Second)
 }
 
 func (r ExecRuntime) SFTPServer() string { return r.SFTPHelper }

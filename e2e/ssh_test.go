@@ -265,6 +265,58 @@ func TestSSHIntoAContainer(t *testing.T) {
 	if !strings.Contains(page, "served-from-inside") {
 		t.Fatalf("forwarded port answered %q (ssh: %s)", page, fwdLog.String())
 	}
+	// (issue 45) -L to another host (and -D, which asks the same) goes
+	// from inside the instance: its egress rules hold, so the node itself
+	// is out of reach, and a name that is none is refused at once.
+	nodeSide, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nodeSide.Close()
+	reached := make(chan struct{}, 1)
+	go func() {
+		if c, err := nodeSide.Accept(); err == nil {
+			c.Close()
+			reached <- struct{}{}
+		}
+	}()
+	var nodeIP string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && nodeIP == "" {
+			nodeIP = n.IP.String()
+		}
+	}
+	if nodeIP != "" {
+		_, otherPortText, _ := net.SplitHostPort(freeAddr(t))
+		toNode := exec.CommandContext(ctx, "ssh", append(append([]string{"-p", alice.port, "-N", "-o", "ExitOnForwardFailure=yes",
+			"-L", fmt.Sprintf("127.0.0.1:%s:%s:%d", otherPortText, nodeIP, nodeSide.Addr().(*net.TCPAddr).Port)}, alice.opts()...), alice.target(inst.ID))...)
+		var toNodeLog bytes.Buffer
+		toNode.Stderr = &toNodeLog
+		if err := toNode.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var refused bool
+		eventually(t, 30*time.Second, "a forward to the node to be refused", func() bool {
+			c, err := net.Dial("tcp", "127.0.0.1:"+otherPortText)
+			if err != nil {
+				return false // ssh is not listening yet
+			}
+			defer c.Close()
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err = c.Read(make([]byte, 1))
+			refused = err != nil
+			return strings.Contains(toNodeLog.String(), "open failed") || refused
+		})
+		select {
+		case <-reached:
+			t.Error("a forward through the instance reached the node")
+		default:
+		}
+		_ = toNode.Process.Kill()
+		_ = toNode.Wait()
+	}
+
 	// A connection held open through the forward is a session the
 	// instance's page lists.
 	held, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(localPort))

@@ -1510,4 +1510,5 @@ var zhCN = map[string]string{
 	"Write one KEY=value a line (%q has no =).":                             "每行写一个 KEY=value（%q 中没有 =）。",
 	"Give the region's workload_env: an object of variables ({} for none).": "请给出区域的 workload_env：一个变量对象（没有则为 {}）。",
 	"No session %s of this node forwards an SSH agent.":                     "此节点没有转发 SSH agent 的会话 %s。",
+	"%q is not a host name or an IP address.":                               "%q 不是主机名或 IP 地址。",
 }

@@ -438,8 +438,11 @@ func sendExit(ch ssh.Channel, status int) {
 	_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(status)}))
 }
 
-// forward serves `ssh -L local:localhost:PORT`: a TCP connection to a port
-// inside the instance (nothing else: not the node, not another host).
+// forward serves `ssh -L local:localhost:PORT` (a port inside the
+// instance) and `ssh -D` or `-L local:HOST:PORT` (a host the instance may
+// reach: its agent connects from inside the instance's network namespace,
+// so its egress rules hold — never the node, other tenants or private
+// ranges).
 func (g *Gateway) forward(ctx context.Context, u *gpuportal.User, instanceID int64, group string, nc ssh.NewChannel) {
 	var p struct {
 		Host       string
@@ -451,13 +454,12 @@ func (g *Gateway) forward(ctx context.Context, u *gpuportal.User, instanceID int
 		_ = nc.Reject(ssh.ConnectionFailed, "bad request")
 		return
 	}
-	switch p.Host {
-	case "localhost", "127.0.0.1", "::1":
-	default:
-		_ = nc.Reject(ssh.Prohibited, "only ports of the instance can be forwarded: -L <local port>:localhost:<port>")
+	host, ok := gpuportal.ForwardHost(p.Host)
+	if !ok {
+		_ = nc.Reject(ssh.Prohibited, "not a host name or an IP address")
 		return
 	}
-	c, done, err := g.hub.Open(ctx, u, instanceID, gpuportal.SessionRequest{Kind: gpuportal.SessionTCP, Port: int(p.Port), Group: group})
+	c, done, err := g.hub.Open(ctx, u, instanceID, gpuportal.SessionRequest{Kind: gpuportal.SessionTCP, Port: int(p.Port), Host: host, Group: group})
 	if err != nil {
 		_ = nc.Reject(ssh.ConnectionFailed, gpuportal.ErrorMessage(err))
 		return
