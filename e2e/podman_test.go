@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,13 +60,38 @@ func needPodman(t testing.TB) {
 		t.Skipf("skipping: container tests need %s (apt-get install -y podman runc busybox-static)", missing)
 	}
 	podmanOnce.Do(func() {
-		podmanErr = agent.ImportBusyboxImage("podman", podmanTestImage, busybox, map[string]string{"/usr/local/bin/imdsworkload": imdsWorkloadBin, "/usr/local/bin/agentlist": agentListBin})
+		extra := map[string]string{"/usr/local/bin/imdsworkload": imdsWorkloadBin, "/usr/local/bin/agentlist": agentListBin}
+		maps.Copy(extra, withLibraries("rsync")) // rsync over ssh needs it at both ends
+		podmanErr = agent.ImportBusyboxImage("podman", podmanTestImage, busybox, extra)
 	})
 	if podmanErr != nil {
 		t.Fatal(podmanErr)
 	}
 	podmanOneAtATime.Lock()
 	t.Cleanup(podmanOneAtATime.Unlock)
+}
+
+// withLibraries is the node's program name (when installed) with the
+// shared libraries and loader it needs, each at its own path, to put in
+// the busybox test image; none when it is not installed.
+func withLibraries(name string) map[string]string {
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		return nil
+	}
+	out, err := exec.Command("ldd", bin).Output()
+	if err != nil {
+		return nil
+	}
+	files := map[string]string{bin: bin}
+	for line := range strings.SplitSeq(string(out), "\n") {
+		for _, f := range strings.Fields(line) {
+			if strings.HasPrefix(f, "/") {
+				files[f] = f
+			}
+		}
+	}
+	return files
 }
 
 // podmanNode is an agent running workloads in containers.

@@ -238,6 +238,32 @@ func TestSSHIntoAContainer(t *testing.T) {
 		t.Fatalf("sftp brought back %d bytes, not the file", len(got))
 	}
 
+	// (issue 45) rsync over the gateway, where the image has rsync: a
+	// tree up into the instance's disk and back down, intact.
+	if _, err := exec.LookPath("rsync"); err == nil {
+		tree := filepath.Join(dir, "tree")
+		os.MkdirAll(filepath.Join(tree, "sub"), 0o755)
+		os.WriteFile(filepath.Join(tree, "a.txt"), []byte("alpha\n"), 0o644)
+		os.WriteFile(filepath.Join(tree, "sub", "big.bin"), big[:4<<20], 0o600)
+		rsh := strings.Join(append([]string{"ssh", "-p", alice.port}, alice.opts()...), " ")
+		up := exec.Command("rsync", "-a", "-e", rsh, tree+"/", alice.target(inst.ID)+":/root/tree/")
+		if out, err := up.CombinedOutput(); err != nil {
+			t.Fatalf("rsync up: %v\n%s", err, out)
+		}
+		down := filepath.Join(dir, "tree-back")
+		if out, err := exec.Command("rsync", "-a", "-e", rsh, alice.target(inst.ID)+":/root/tree/", down+"/").CombinedOutput(); err != nil {
+			t.Fatalf("rsync down: %v\n%s", err, out)
+		}
+		if got, _ := os.ReadFile(filepath.Join(down, "sub", "big.bin")); !bytes.Equal(got, big[:4<<20]) {
+			t.Errorf("rsync brought back %d bytes, not the file", len(got))
+		}
+		if got, _ := os.ReadFile(filepath.Join(down, "a.txt")); string(got) != "alpha\n" {
+			t.Errorf("rsync brought back %q", got)
+		}
+	} else if os.Getenv("CI") == "true" {
+		t.Error("rsync is not installed; .ci/run installs it")
+	}
+
 	// -L: a local port reaching the web server inside the container.
 	_, localPortText, _ := net.SplitHostPort(freeAddr(t))
 	localPort, _ := strconv.Atoi(localPortText)
