@@ -1511,4 +1511,6 @@ var zhCN = map[string]string{
 	"Give the region's workload_env: an object of variables ({} for none).": "请给出区域的 workload_env：一个变量对象（没有则为 {}）。",
 	"No session %s of this node forwards an SSH agent.":                     "此节点没有转发 SSH agent 的会话 %s。",
 	"%q is not a host name or an IP address.":                               "%q 不是主机名或 IP 地址。",
+	"Disk (GiB), empty: the platform's":                                     "系统盘（GiB），留空为平台默认",
+	"Disk (GiB)":                                                            "系统盘（GiB）",
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"gpuportal"
+	"gpuportal/store"
 	"gpuportal/store/storetest"
 )
 
@@ -39,5 +40,32 @@ func TestRegionVariablesFromThePageToTheLaunchForm(t *testing.T) {
 	}
 	if p := alice.get("/admin/regions"); p.status != http.StatusForbidden {
 		t.Errorf("a customer's /admin/regions = %d", p.status)
+	}
+}
+
+// (issue 45) The booking form's launch sizes the instances' disk; a size
+// no policy allows is refused next to the form, and nothing is booked.
+func TestBookingFormSizesTheLaunchDisk(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	alice := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	if p := b.get("/calendar"); !strings.Contains(p.body, `data-testid="launch-disk-gib"`) && !strings.Contains(b.get("/calendar/quote?model=a100-80g&region=cd-1&count=1&start=2026-12-01T10:00&end=2026-12-01T14:00").body, `launch_disk_gib`) {
+		t.Error("the booking form offers no disk size")
+	}
+	form := url.Values{"model": {"a100-80g"}, "region": {"cd-1"}, "count": {"1"}, "start": {"2026-12-01T10:00"}, "end": {"2026-12-01T14:00"},
+		"launch": {"machine"}, "launch_disk_gib": {"5000"}}
+	if p := b.post("/reservations", form); p.status != http.StatusUnprocessableEntity || !strings.Contains(p.body, "A disk is 1 to 500 GiB") {
+		t.Fatalf("a 5000 GiB disk = %d", p.status)
+	}
+	form.Set("launch_disk_gib", "120")
+	if p := b.post("/reservations", form); p.status != http.StatusSeeOther {
+		t.Fatalf("book = %d %s", p.status, p.body)
+	}
+	list, err := e.db.Reservations(t.Context(), alice, store.ReservationFilter{})
+	if err != nil || len(list) != 1 || list[0].Launch == nil || list[0].Launch.DiskGiB == nil || *list[0].Launch.DiskGiB != 120 {
+		t.Fatalf("reservations = %+v %v", list, err)
 	}
 }
