@@ -44,6 +44,7 @@ try unshare -m true > "$d/unshare"
 try mount -t tmpfs none /mnt > "$d/mount"
 try mknod /dev-null-copy c 1 3 > "$d/mknod"
 try nsenter -t 1 -m true > "$d/setns"
+grep NoNewPrivs /proc/self/status | tr -d ' \t' > "$d/nnp"
 echo done > "$d/written"
 ` + untilTERM(marker)
 	body, _ := json.Marshal(map[string]any{"kind": "spot", "model": "a100-80g", "region": "cd-1", "count": 1, "command": probe, "image": "e2e-busybox", "disk_gib": 1})
@@ -71,6 +72,7 @@ echo done > "$d/written"
 	want := map[string]string{
 		"uid": "0", "home": "/root", "home-writable": "home-writable", "install": "installed", "chown": "1000:1000", "dd-code": "1",
 		"unshare": "refused", "mount": "refused", "mknod": "refused", "setns": "refused",
+		"nnp": "NoNewPrivs:1", // a setuid binary gains nothing
 	}
 	for file, w := range want {
 		if got := readTrim(filepath.Join(runDir, file)); got != w {
