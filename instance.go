@@ -162,6 +162,11 @@ func (r *LaunchRequest) Validate() error {
 	if r.Count < 1 || r.Count > MaxGPUsPerInstance {
 		return FieldErrorf(EINVALID, "count", "An instance runs on 1 to %d GPUs of one node.", MaxGPUsPerInstance)
 	}
+	if strings.TrimSpace(r.Command) == "" {
+		// No command: a machine to log into (SSH, the terminal,
+		// JupyterLab), which idles until it is stopped.
+		r.Command = MachineCommand
+	}
 	return ValidateCommand(&r.Command)
 }
 

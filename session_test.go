@@ -30,3 +30,11 @@ func TestForwardHostsAndSessionVariables(t *testing.T) {
 		}
 	}
 }
+
+// (issue 50) A launch without a command is a machine to log into.
+func TestLaunchWithoutACommandIsAMachine(t *testing.T) {
+	r := LaunchRequest{Kind: KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "  "}
+	if err := r.Validate(); err != nil || r.Command != MachineCommand {
+		t.Fatalf("Validate = %v, command %q", err, r.Command)
+	}
+}

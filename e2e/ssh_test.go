@@ -317,12 +317,10 @@ func TestSSHIntoAContainer(t *testing.T) {
 		_, otherPortText, _ := net.SplitHostPort(freeAddr(t))
 		toNode := exec.CommandContext(ctx, "ssh", append(append([]string{"-p", alice.port, "-N", "-o", "ExitOnForwardFailure=yes",
 			"-L", fmt.Sprintf("127.0.0.1:%s:%s:%d", otherPortText, nodeIP, nodeSide.Addr().(*net.TCPAddr).Port)}, alice.opts()...), alice.target(inst.ID))...)
-		var toNodeLog bytes.Buffer
-		toNode.Stderr = &toNodeLog
 		if err := toNode.Start(); err != nil {
 			t.Fatal(err)
 		}
-		var refused bool
+		// The forwarded connection ends at once, unanswered.
 		eventually(t, 30*time.Second, "a forward to the node to be refused", func() bool {
 			c, err := net.Dial("tcp", "127.0.0.1:"+otherPortText)
 			if err != nil {
@@ -331,8 +329,7 @@ func TestSSHIntoAContainer(t *testing.T) {
 			defer c.Close()
 			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 			_, err = c.Read(make([]byte, 1))
-			refused = err != nil
-			return strings.Contains(toNodeLog.String(), "open failed") || refused
+			return err != nil
 		})
 		select {
 		case <-reached:

@@ -157,7 +157,7 @@ func (s *Server) handleLaunchForm(c echo.Context) error {
 		return s.render(c, status, templates.Instances(p))
 	}
 	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Instance #%d launched: it starts as soon as its GPUs are assigned.", inst.ID))
-	return redirect(c, "/instances")
+	return redirect(c, fmt.Sprintf("/instances/%d", inst.ID)) // where it is used
 }
 
 func (s *Server) handleStopForm(c echo.Context) error {

@@ -21,7 +21,7 @@ func TestLaunchInputAndPrivacy(t *testing.T) {
 		{`{"kind":"spot","model":"a100-80g","region":"cd-1","count":0,"command":"x"}`, gpuportal.EINVALID, "count"},
 		{`{"kind":"spot","model":"a100-80g","region":"cd-1","count":9,"command":"x"}`, gpuportal.EINVALID, "count"},
 		{`{"kind":"spot","model":"a100-80g","region":"cd-1","count":-1,"command":"x"}`, gpuportal.EINVALID, "count"},
-		{`{"kind":"spot","model":"a100-80g","region":"cd-1","count":1,"command":"  "}`, gpuportal.EINVALID, "command"},
+		{`{"kind":"spot","model":"a100-80g","region":"cd-1","count":1,"command":"` + strings.Repeat("x", 8200) + `"}`, gpuportal.EINVALID, "command"},
 		{`{"kind":"rented","model":"a100-80g","region":"cd-1","count":1,"command":"x"}`, gpuportal.EINVALID, "kind"},
 		{`{"kind":"spot","model":"v100","region":"cd-1","count":1,"command":"x"}`, gpuportal.EINVALID, "model"},
 		{`{"kind":"on_demand","model":"a100-80g","region":"cd-1","count":1,"command":"x","auto_restart":true}`, gpuportal.EINVALID, "auto_restart"},
@@ -137,8 +137,8 @@ func TestInstanceAndFleetPages(t *testing.T) {
 		t.Fatalf("instances page = %d", p.status)
 	}
 	p := b.post("/instances", url.Values{"kind": {"spot"}, "model": {"a100-80g"}, "region": {"cd-1"}, "count": {"2"}, "command": {"python train.py"}, "auto_restart": {"true"}})
-	if p.status != http.StatusSeeOther {
-		t.Fatalf("launch form = %d %s", p.status, p.body)
+	if p.status != http.StatusSeeOther || p.location != "/instances/1" {
+		t.Fatalf("launch form = %d to %q %s; want the instance's page", p.status, p.location, p.body)
 	}
 	list := b.get("/instances/list")
 	if !strings.Contains(list.body, `data-testid="instance-1"`) || strings.Contains(list.body, "<html") {

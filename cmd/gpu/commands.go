@@ -304,9 +304,9 @@ func (c *cli) launch(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
-	command := strings.Join(fs.Args(), " ")
-	if *model == "" || command == "" {
-		return usageError{c.T("a launch needs --model and a command (after --)")}
+	command := strings.Join(fs.Args(), " ") // none: a machine to log into
+	if *model == "" {
+		return usageError{c.T("a launch needs --model (and a command after --, or none for a machine to log into)")}
 	}
 	req := map[string]any{"kind": *kind, "model": *model, "region": *region, "count": *count, "command": command, "auto_restart": *autoRestart}
 	if *image != "" {

@@ -45,7 +45,7 @@ var commands = []command{
 	{"login", "login --url URL (--email EMAIL | --token TOKEN)", "keep an API token for this portal (the password is read from stdin)", (*cli).login},
 	{"models", "models", "GPU models with their on-demand and spot prices", (*cli).models},
 	{"instances", "instances", "your instances", (*cli).instances},
-	{"launch", "launch --kind spot|on_demand --model M [--region R] [--count N] [--image I] [--idle-stop MIN] [--volume ID] [--disk GIB] -- COMMAND…", "launch an instance", (*cli).launch},
+	{"launch", "launch --kind spot|on_demand --model M [--region R] [--count N] [--image I] [--idle-stop MIN] [--volume ID] [--disk GIB] [-- COMMAND…]", "launch an instance (no command: a machine to log into)", (*cli).launch},
 	{"stop", "stop ID", "stop an instance", (*cli).stop},
 	{"logs", "logs [-f] ID", "an instance's whole log, from its node (-f: follow it until the instance ends)", (*cli).logs},
 	{"ssh", "ssh ID [ssh arguments…]", "log into a running instance with the system ssh", (*cli).ssh},
