@@ -74,23 +74,6 @@ func TestInstanceDiskSizesAndReports(t *testing.T) {
 	}
 }
 
-func diskCharges(t *testing.T, db interface {
-	Ledger(context.Context, int64, int) ([]gpuportal.LedgerEntry, gpuportal.Fen, error)
-}, userID int64) (total gpuportal.Fen, n int) {
-	t.Helper()
-	entries, _, err := db.Ledger(context.Background(), userID, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.Kind == gpuportal.LedgerDisk {
-			total += e.Amount
-			n++
-		}
-	}
-	return total, n
-}
-
 // (issue 45) The part of a disk beyond the policy's free 50 GiB is billed
 // per started hour at the volume price while the instance runs, through
 // the ledger, and not an hour after it ended; a disk within the free
@@ -118,7 +101,7 @@ func TestDiskBeyondTheFreePartIsBilledByTheStartedHour(t *testing.T) {
 		tick(t, db, clock, at.Add(time.Duration(m)*time.Minute))
 	}
 	// 2 h 30 in: three hours started.
-	if total, _ := diskCharges(t, db, u.ID); total != 9 {
+	if total, _ := chargesOf(t, db, u.ID, gpuportal.LedgerDisk); total != 9 {
 		t.Errorf("2 h 30 of a 122 GiB disk cost %d fen, want 9", total)
 	}
 	for _, i := range []int64{inst.ID, free.ID} {
@@ -130,7 +113,7 @@ func TestDiskBeyondTheFreePartIsBilledByTheStartedHour(t *testing.T) {
 	for m := 160; m <= 300; m += 10 {
 		tick(t, db, clock, at.Add(time.Duration(m)*time.Minute))
 	}
-	if total, n := diskCharges(t, db, u.ID); total != 9 || n < 1 {
+	if total, n := chargesOf(t, db, u.ID, gpuportal.LedgerDisk); total != 9 || n < 1 {
 		t.Errorf("after the stop: %d fen in %d entries, want 9", total, n)
 	}
 	checkLedger(t, db, u)

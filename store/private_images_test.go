@@ -100,14 +100,7 @@ func TestPrivateImageFromAVolume(t *testing.T) {
 	for h := 1; h <= 24; h++ {
 		tick(t, db, clock, at.Add(time.Duration(h)*time.Hour))
 	}
-	var charged gpuportal.Fen
-	entries, _, _ := db.Ledger(ctx, u.ID, 1000)
-	for _, e := range entries {
-		if e.Kind == gpuportal.LedgerImage {
-			charged += e.Amount
-		}
-	}
-	if charged != 6 {
+	if charged, _ := chargesOf(t, db, u.ID, gpuportal.LedgerImage); charged != 6 {
 		t.Errorf("a day of a 6 GiB image cost %d fen, want 6", charged)
 	}
 	if _, err := db.Stop(ctx, u, inst.ID); err != nil {

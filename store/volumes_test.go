@@ -13,12 +13,18 @@ import (
 
 func volumeCharges(t *testing.T, db *store.DB, userID int64) (total gpuportal.Fen, n int) {
 	t.Helper()
+	return chargesOf(t, db, userID, gpuportal.LedgerVolume)
+}
+
+// chargesOf sums a user's ledger entries of one kind (and counts them).
+func chargesOf(t *testing.T, db *store.DB, userID int64, kind string) (total gpuportal.Fen, n int) {
+	t.Helper()
 	entries, _, err := db.Ledger(context.Background(), userID, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if e.Kind == gpuportal.LedgerVolume {
+		if e.Kind == kind {
 			total += e.Amount
 			n++
 		}
