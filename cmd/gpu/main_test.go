@@ -72,8 +72,8 @@ func TestCLIOverThePublicAPI(t *testing.T) {
 	if r := gpu(t, env, "", "models"); r.code != exitOK || !strings.Contains(r.stdout, "a100-80g") || !strings.Contains(r.stdout, "SPOT/GPU-H") {
 		t.Fatalf("models: %+v", r)
 	}
-	if r := gpu(t, env, "", "launch", "--model", "a100-80g"); r.code != exitUsage {
-		t.Fatalf("a launch without a command: %+v", r)
+	if r := gpu(t, env, "", "launch", "--kind", "on_demand"); r.code != exitUsage {
+		t.Fatalf("a launch without a model: %+v", r)
 	}
 	if r := gpu(t, env, "", "launch", "--kind", "on_demand", "--model", "a100-80g", "--count", "99", "--", "train"); r.code != exitRefused || !strings.Contains(r.stderr, "422") && !strings.Contains(r.stderr, "409") && !strings.Contains(r.stderr, "400") {
 		t.Fatalf("99 GPUs: %+v", r)
