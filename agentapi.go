@@ -179,6 +179,10 @@ type DesiredWorkload struct {
 	// DiskGiB sizes the workload's writable root filesystem (its disk);
 	// 0: none (instances launched before disks).
 	DiskGiB int `json:"disk_gib,omitempty"`
+	// DiskKept: the disk is kept across runs: it was kept by a stop (a
+	// start finds it in the image root), and — with Stop — this stop keeps
+	// it: the agent leaves the file in place at the end.
+	DiskKept bool `json:"disk_kept,omitempty"`
 }
 
 // TaskRef names a job's task.
@@ -202,6 +206,10 @@ type AgentDesired struct {
 	// ImportImages: private images to import from a volume's archive
 	// into the image root (each until the portal has the agent's report).
 	ImportImages []ImageImportOrder `json:"import_images,omitempty"`
+	// ReleaseDisks: instances of the node's region whose kept disks were
+	// released lately: the agent removes their files from the image root
+	// (each is the same file on every node) unless it runs the instance.
+	ReleaseDisks []int64 `json:"release_disks,omitempty"`
 	// DeleteImages: private images deleted lately in the node's region:
 	// the agent removes its loaded copy (and the archive, if still there).
 	DeleteImages []int64 `json:"delete_images,omitempty"`

@@ -247,6 +247,40 @@ type Instance struct {
 	Disk *InstanceDisk `json:"disk,omitempty"`
 }
 
+// StopOptions are what a stop may ask besides stopping.
+type StopOptions struct {
+	// KeepDisk keeps the instance's disk (everything written outside its
+	// volumes) for a later start, billed while kept.
+	KeepDisk bool `json:"keep_disk"`
+}
+
+// CanKeepDisk says whether a stop may keep i's disk: it must run with a
+// disk its node holds (not only a read-only image), and be an instance
+// its owner starts (not a reservation's or a job's).
+func CanKeepDisk(i *Instance) error {
+	switch {
+	case i.Kind == KindReserved || i.JobID != nil:
+		return FieldErrorf(ECONFLICT, "keep_disk", "Instance %d runs for a reservation or a job, which start their own; it keeps no disk.", i.ID)
+	case i.Status != InstanceRunning && i.Status != InstanceInterrupting:
+		return FieldErrorf(ECONFLICT, "keep_disk", "Instance %d is %s: it has no disk yet to keep.", i.ID, i.Status)
+	case i.Disk == nil || i.Disk.Enforced == nil || !*i.Disk.Enforced:
+		return FieldErrorf(ECONFLICT, "keep_disk", "Instance %d's node gives it no disk of its own (a read-only image), so there is nothing to keep.", i.ID)
+	}
+	return nil
+}
+
+// CanStart says whether instance i starts again (POST .../start): it must
+// be stopped (or have ended otherwise) with its disk kept.
+func CanStart(i *Instance) error {
+	switch {
+	case i.Status == InstancePending || i.Status == InstanceRunning || i.Status == InstanceInterrupting:
+		return Errorf(ECONFLICT, "Instance %d is %s already.", i.ID, i.Status)
+	case i.Disk == nil || !i.Disk.Kept:
+		return Errorf(ECONFLICT, "Instance %d is %s without a kept disk: launch a new one (a stop that keeps the disk lets an instance start again).", i.ID, i.Status)
+	}
+	return nil
+}
+
 // InstanceDisk is an instance's disk: its size, how much of it was
 // written when its agent last looked, and whether the node holds writes
 // to the size (enforced; false says why not in Note, nil: not reported

@@ -298,6 +298,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) error {
 		a.acknowledge(hb.Workloads)
 		a.deleteVolumes(desired.DeleteVolumes)
 		a.removeImages(desired.DeleteImages)
+		a.releaseDisks(desired.ReleaseDisks)
 		a.importImages(desired.ImportImages)
 		a.reconcile(desired)
 		a.startSessions(ctx, desired.Sessions)

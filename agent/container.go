@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -281,14 +282,17 @@ func (r *ContainerRuntime) Start(spec Spec) (Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A start that fails keeps what the disk held before it (a kept
+	// disk is the customer's environment), and takes a new one away.
+	keepOnFailure := spec.DiskKept
 	id, err := r.cli(r.createArgs(spec, rootfs, img)...)
 	if err != nil {
-		r.releaseDisk(spec.InstanceID, spec.Attempt)
+		r.releaseDisk(spec.InstanceID, keepOnFailure)
 		return nil, r.explain(err, spec)
 	}
 	fail := func(err error) (Process, error) {
 		_, _ = r.cli("rm", "--force", id)
-		r.releaseDisk(spec.InstanceID, spec.Attempt)
+		r.releaseDisk(spec.InstanceID, keepOnFailure)
 		return nil, err
 	}
 	var meta net.Listener
@@ -359,14 +363,14 @@ func (r *ContainerRuntime) prepareDisk(spec Spec) (string, imageLayout, error) {
 	return root, img, nil
 }
 
-// releaseDisk takes down an attempt's tree and removes its disk, once its
-// container is gone.
-func (r *ContainerRuntime) releaseDisk(instanceID int64, attempt int) {
+// releaseDisk takes down an attempt's tree and removes its disk (unless
+// keep), once its container is gone.
+func (r *ContainerRuntime) releaseDisk(instanceID int64, keep bool) {
 	if !r.Disks {
 		return
 	}
-	if err := r.releaseRootfs(instanceID, attempt); err != nil {
-		r.Log.Warn("cannot release an instance's disk", "instance", instanceID, "attempt", attempt, "err", err)
+	if err := r.releaseRootfs(instanceID, keep); err != nil {
+		r.Log.Warn("cannot release an instance's disk", "instance", instanceID, "keep", keep, "err", err)
 	}
 }
 
@@ -520,9 +524,11 @@ type containerProcess struct {
 	ns   pidNamespace // every process of the container is in it
 	meta net.Listener
 	gpus int
-	// instance and attempt name its disk, if it has one.
+	// instance and attempt name its disk, if it has one; keepDisk: the
+	// portal asked for it to be kept at the end (a stop that keeps it).
 	instance int64
 	attempt  int
+	keepDisk atomic.Bool
 
 	done chan struct{}
 	code *int
@@ -597,7 +603,7 @@ func (c *containerProcess) watch(st containerState) {
 		c.rt.Log.Warn("cannot remove ended container", "container", c.id, "err", err)
 		return // its tree stays until the container is gone
 	}
-	c.rt.releaseDisk(c.instance, c.attempt)
+	c.rt.releaseDisk(c.instance, c.keepDisk.Load())
 }
 
 // DiskUsed is how much of its disk the workload has written.
@@ -605,8 +611,11 @@ func (c *containerProcess) DiskUsed() (int64, bool) {
 	if !c.rt.Disks {
 		return 0, false
 	}
-	return c.rt.diskUsed(c.instance, c.attempt)
+	return c.rt.diskUsed(c.instance)
 }
+
+// KeepDisk says whether its disk outlives it (set before it is stopped).
+func (c *containerProcess) KeepDisk(keep bool) { c.keepDisk.Store(keep) }
 
 // pidsInNamespace lists the host PIDs of the processes in PID namespace ns.
 func pidsInNamespace(ns string) []int {

@@ -264,3 +264,27 @@ func (a *Agent) removeImages(ids []int64) {
 		}
 	}
 }
+
+// releaseDisks removes the files of kept disks the portal released (in
+// the shared image root, so any node of the region may), but never the
+// disk of an instance this node runs.
+func (a *Agent) releaseDisks(ids []int64) {
+	rt, ok := a.cfg.Runtime.(*ContainerRuntime)
+	if !ok || len(ids) == 0 {
+		return
+	}
+	for _, id := range ids {
+		a.mu.Lock()
+		w := a.workloads[id]
+		running := w != nil && !w.exited
+		a.mu.Unlock()
+		if running {
+			continue
+		}
+		if err := os.Remove(DiskFile(rt.ImageRoot, id)); err == nil {
+			a.log.Info("released a kept disk", "instance", id)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			a.log.Warn("cannot remove a released disk", "instance", id, "err", err)
+		}
+	}
+}

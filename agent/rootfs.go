@@ -36,8 +36,9 @@ import (
 // The engine runs the container on that tree (podman --rootfs); the agent
 // unmounts it once the container is gone.
 
-// rootfsLayout is where one instance attempt's tree is mounted on the
-// node: <run dir>/instance-<id>-<attempt>/{disk,disk.idmap,layers/N,root}.
+// rootfsLayout is where one instance's tree is mounted on the node (one
+// attempt of it runs on a node at a time): <run dir>/instance-<id>/{disk,
+// disk.idmap,layers/N,root}.
 // The run dir is under /run, not the state dir: the container's own
 // init (an unprivileged UID of the node) must reach the root through
 // every directory above it, and a state dir is private to root.
@@ -48,8 +49,8 @@ func (l rootfsLayout) diskMapped() string { return filepath.Join(string(l), "dis
 func (l rootfsLayout) layer(i int) string { return filepath.Join(string(l), "layers", fmt.Sprint(i)) }
 func (l rootfsLayout) root() string       { return filepath.Join(string(l), "root") }
 
-func (r *ContainerRuntime) rootfsLayout(instanceID int64, attempt int) rootfsLayout {
-	return rootfsLayout(filepath.Join(DiskMountDir(r.StateDir), fmt.Sprintf("instance-%d-%d", instanceID, attempt)))
+func (r *ContainerRuntime) rootfsLayout(instanceID int64) rootfsLayout {
+	return rootfsLayout(filepath.Join(DiskMountDir(r.StateDir), fmt.Sprintf("instance-%d", instanceID)))
 }
 
 // DiskMountDir is where the disk trees of the node with stateDir are mounted:
@@ -74,9 +75,18 @@ func makeTraversable(dir string) error {
 	return nil
 }
 
-// diskFile is the disk image of one instance attempt in the image root.
-func (r *ContainerRuntime) diskFile(instanceID int64, attempt int) string {
-	return filepath.Join(r.ImageRoot, "disks", fmt.Sprintf("instance-%d-%d.ext4", instanceID, attempt))
+// diskFile is an instance's disk image in the image root: the same file
+// for each of its attempts, so that a kept disk starts again on any node
+// of the region. The portal names an instance on one node at a time, and
+// an attempt's disk is let go before its end is reported, so no two
+// nodes ever mount it at once.
+func (r *ContainerRuntime) diskFile(instanceID int64) string {
+	return DiskFile(r.ImageRoot, instanceID)
+}
+
+// DiskFile is instance id's disk under an image root.
+func DiskFile(imageRoot string, instanceID int64) string {
+	return filepath.Join(imageRoot, "disks", fmt.Sprintf("instance-%d.ext4", instanceID))
 }
 
 // imageLayout is what the agent reads of an image to run it on a tree of
@@ -163,11 +173,11 @@ func makeDisk(path string, sizeGiB int) error {
 // its root. Whatever an earlier, unfinished start left mounted there is
 // taken down first.
 func (r *ContainerRuntime) mountRootfs(spec Spec, img imageLayout) (string, error) {
-	l := r.rootfsLayout(spec.InstanceID, spec.Attempt)
+	l := r.rootfsLayout(spec.InstanceID)
 	if err := unmountTree(string(l)); err != nil {
 		return "", err
 	}
-	file := r.diskFile(spec.InstanceID, spec.Attempt)
+	file := r.diskFile(spec.InstanceID)
 	if err := makeDisk(file, spec.DiskGiB); err != nil {
 		return "", fmt.Errorf("make the instance's disk: %w", err)
 	}
@@ -219,24 +229,29 @@ func (r *ContainerRuntime) mountRootfs(spec Spec, img imageLayout) (string, erro
 	return l.root(), nil
 }
 
-// diskUsed is how much of an attempt's disk is written (0 when it has no
-// mounted disk).
-func (r *ContainerRuntime) diskUsed(instanceID int64, attempt int) (int64, bool) {
+// diskUsed is how much of an instance's disk is written (0 when it has
+// no mounted disk).
+func (r *ContainerRuntime) diskUsed(instanceID int64) (int64, bool) {
 	var st unix.Statfs_t
-	dir := r.rootfsLayout(instanceID, attempt).disk()
+	dir := r.rootfsLayout(instanceID).disk()
 	if !isMountPoint(dir) || unix.Statfs(dir, &st) != nil {
 		return 0, false
 	}
 	return int64(st.Blocks-st.Bfree) * st.Bsize, true
 }
 
-// releaseRootfs takes an ended attempt's tree down and removes its disk.
-func (r *ContainerRuntime) releaseRootfs(instanceID int64, attempt int) error {
-	l := r.rootfsLayout(instanceID, attempt)
+// releaseRootfs takes an ended attempt's tree down and removes its disk,
+// unless it is kept (a stop that keeps it: the disk stays in the image
+// root for the instance's next start, on any node).
+func (r *ContainerRuntime) releaseRootfs(instanceID int64, keep bool) error {
+	l := r.rootfsLayout(instanceID)
 	if err := unmountTree(string(l)); err != nil {
 		return err
 	}
-	if err := os.Remove(r.diskFile(instanceID, attempt)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if keep {
+		return nil
+	}
+	if err := os.Remove(r.diskFile(instanceID)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

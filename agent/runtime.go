@@ -30,6 +30,9 @@ type Spec struct {
 	// DiskGiB sizes its writable root filesystem, its disk (container
 	// runtimes on nodes that can; 0: none, the image read-only).
 	DiskGiB int
+	// DiskKept: its disk was kept by an earlier stop; a failed start
+	// leaves it as it was.
+	DiskKept bool
 }
 
 // SpecVolume is one volume a workload mounts.
@@ -55,9 +58,10 @@ type Process interface {
 }
 
 // diskReporter is a Process with a disk of its own, which says how much
-// of it is written.
+// of it is written, and keeps it at its end when asked.
 type diskReporter interface {
 	DiskUsed() (bytes int64, ok bool)
+	KeepDisk(keep bool)
 }
 
 // Runtime starts workloads and re-adopts them after an agent restart.

@@ -27,6 +27,7 @@ type workloadRecord struct {
 	GPUs          []string  `json:"gpus"`
 	Command       string    `json:"command"`
 	DiskGiB       int       `json:"disk_gib,omitempty"`
+	DiskKept      bool      `json:"disk_kept,omitempty"` // the portal keeps its disk past this run
 	CheckpointDir string    `json:"checkpoint_dir"`
 	ProcessID     string    `json:"process_id"`
 	StartTicks    uint64    `json:"start_ticks"`

@@ -48,6 +48,14 @@ func (a *Agent) reconcile(d gpuportal.AgentDesired) {
 	for id, w := range a.workloads {
 		dw, ok := want[id]
 		current := ok && dw.Attempt == w.rec.Attempt
+		if current && !w.exited && dw.DiskKept != w.rec.DiskKept {
+			// A stop that keeps the disk says so before the workload ends.
+			w.rec.DiskKept = dw.DiskKept
+			if d, ok := w.proc.(diskReporter); ok {
+				d.KeepDisk(dw.DiskKept)
+			}
+			changed = true
+		}
 		switch {
 		case current && !dw.Stop:
 			continue
@@ -146,7 +154,7 @@ func (a *Agent) gpusBusyLocked(uuids []string) string {
 // instance pending.
 func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	w := &workload{rec: workloadRecord{
-		InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Command: dw.Command, DiskGiB: dw.DiskGiB,
+		InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Command: dw.Command, DiskGiB: dw.DiskGiB, DiskKept: dw.DiskKept,
 		CheckpointDir: filepath.Join(a.cfg.CheckpointRoot, safeName(dw.CheckpointKey, dw.InstanceID)),
 		StartedAt:     a.clock.Now(),
 	}}
@@ -221,7 +229,7 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	spec := Spec{
 		Node: a.creds.NodeID, InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Slot: a.slotOf(dw.GPUs),
 		Command: dw.Command, Image: dw.Image, ImageArchive: dw.ImageArchive, Env: env, CheckpointDir: w.rec.CheckpointDir, LogPath: a.logPath(dw.InstanceID), Volumes: volumes,
-		DiskGiB: dw.DiskGiB,
+		DiskGiB: dw.DiskGiB, DiskKept: dw.DiskKept,
 	}
 	go func() {
 		proc, err := a.cfg.Runtime.Start(spec)
@@ -252,6 +260,9 @@ func (a *Agent) runningLocked(w *workload, proc Process) {
 	}
 	if obs, ok := a.cfg.GPUs.(WorkloadObserver); ok {
 		obs.WorkloadStarted(w.rec.GPUs, proc.PID())
+	}
+	if d, ok := proc.(diskReporter); ok {
+		d.KeepDisk(w.rec.DiskKept)
 	}
 	go a.watch(w)
 }

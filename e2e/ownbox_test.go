@@ -88,7 +88,7 @@ echo done > "$d/written"
 	}
 	// The disk file takes the node only what was written (64 MiB, not the
 	// 1.3 GiB tried nor its 1 GiB size).
-	files, _ := filepath.Glob(filepath.Join(state, "images", "disks", fmt.Sprintf("instance-%d-*.ext4", inst.ID)))
+	files, _ := filepath.Glob(filepath.Join(state, "images", "disks", fmt.Sprintf("instance-%d.ext4", inst.ID)))
 	if len(files) != 1 {
 		t.Fatalf("disk files %v", files)
 	}
@@ -105,8 +105,8 @@ echo done > "$d/written"
 	p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", inst.ID), p.user, "", &stopped)
 	eventually(t, 30*time.Second, "the stop", func() bool { return p.instance(inst.ID).Status == gpuportal.InstanceStopped })
 	eventually(t, 30*time.Second, "the disk to go", func() bool {
-		left, _ := filepath.Glob(filepath.Join(state, "images", "disks", fmt.Sprintf("instance-%d-*", inst.ID)))
-		trees, _ := filepath.Glob(filepath.Join(agent.DiskMountDir(state), fmt.Sprintf("instance-%d-*", inst.ID)))
+		left, _ := filepath.Glob(filepath.Join(state, "images", "disks", fmt.Sprintf("instance-%d*", inst.ID)))
+		trees, _ := filepath.Glob(filepath.Join(agent.DiskMountDir(state), fmt.Sprintf("instance-%d*", inst.ID)))
 		return len(left) == 0 && len(trees) == 0
 	})
 }

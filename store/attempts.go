@@ -62,6 +62,12 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 		if err != nil {
 			return err
 		}
+		// A kept disk is billed while kept, from its end on (a disk within
+		// the free part was not billed while it ran).
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET disk_billed_until = coalesce(disk_billed_until, ?) WHERE id = ? AND disk_kept <> 0 AND disk_released_at IS NULL`,
+			unix(now), i.ID); err != nil {
+			return err
+		}
 	}
 	if i.JobID != nil {
 		if err := db.taskAttemptEnded(ctx, tx, i, outcome, exitCode, errText, userStopped, cause, now); err != nil {

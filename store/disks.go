@@ -44,14 +44,15 @@ func (db *DB) startDiskBilling(ctx context.Context, tx *sql.Tx, i *gpuportal.Ins
 	if policies.Global.BilledDiskGiB(i.Disk.SizeGiB) == 0 {
 		return nil
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE instances SET disk_billed_until = ? WHERE id = ?`, unix(now), i.ID)
+	// A kept disk started again is already on the clock.
+	_, err = tx.ExecContext(ctx, `UPDATE instances SET disk_billed_until = coalesce(disk_billed_until, ?) WHERE id = ?`, unix(now), i.ID)
 	return err
 }
 
 // billDisks charges the started hours of every disk with a paid part: up
 // to now while its instance runs, up to its end once it ended (then its
-// clock stops). Charges go on the ledger as the instance's, saying what
-// they are for.
+// clock stops) — or, for a disk kept past its end, its whole size up to
+// now while it is kept. Charges go on the ledger as the instance's disk.
 func (db *DB) billDisks(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	policies, err := db.policies(ctx, tx)
 	if err != nil {
@@ -61,10 +62,11 @@ func (db *DB) billDisks(ctx context.Context, tx *sql.Tx, now time.Time) error {
 		id, user, billedUntil, carry int64
 		size                         int
 		ended                        sql.NullInt64
+		kept                         bool
 	}
 	list, err := scanAll(ctx, tx, func(r *sql.Rows, d *due) error {
-		return r.Scan(&d.id, &d.user, &d.size, &d.billedUntil, &d.carry, &d.ended)
-	}, `SELECT id, user_id, disk_gib, disk_billed_until, disk_carry, ended_at FROM instances
+		return r.Scan(&d.id, &d.user, &d.size, &d.billedUntil, &d.carry, &d.ended, &d.kept)
+	}, `SELECT id, user_id, disk_gib, disk_billed_until, disk_carry, ended_at, disk_kept <> 0 AND disk_released_at IS NULL FROM instances
 		WHERE disk_billed_until IS NOT NULL AND disk_billed_until <= ? ORDER BY id`, unix(now))
 	if err != nil {
 		return fmt.Errorf("disks due: %w", err)
@@ -73,7 +75,10 @@ func (db *DB) billDisks(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	for _, d := range list {
 		from := fromUnix(d.billedUntil)
 		until, done := now, false
-		if d.ended.Valid {
+		billed := policies.Global.BilledDiskGiB(d.size)
+		if d.ended.Valid && d.kept {
+			billed = d.size // kept: all of it, while it is
+		} else if d.ended.Valid {
 			// The hours started before the end (an end on the hour
 			// starts none).
 			until, done = fromUnix(d.ended.Int64).Add(-time.Nanosecond), true
@@ -82,7 +87,6 @@ func (db *DB) billDisks(ctx context.Context, tx *sql.Tx, now time.Time) error {
 		if !until.Before(from) {
 			hours = gpuportal.VolumeHoursDue(from, until)
 		}
-		billed := policies.Global.BilledDiskGiB(d.size)
 		cost, carry := gpuportal.VolumeHoursCost(billed, price, d.carry, hours)
 		next := sql.NullInt64{Int64: unix(from.Add(time.Duration(hours) * time.Hour)), Valid: !done}
 		if _, err := tx.ExecContext(ctx, `UPDATE instances SET disk_billed_until = ?, disk_carry = ? WHERE id = ?`, next, carry, d.id); err != nil {

@@ -160,3 +160,107 @@ func TestRegionWorkloadVariables(t *testing.T) {
 		t.Errorf("%d audit entries", len(entries))
 	}
 }
+
+// (issue 46) Stop keeping the disk, start again: the node is told to keep
+// it at the end, the stopped instance shows it kept and bills all of it
+// while kept, a start puts it back to pending (a new attempt that mounts
+// the same disk, anywhere in the region), and a release lets it go —
+// the region's nodes told to remove the file.
+func TestStopKeepingTheDiskThenStartAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	other := storetest.MustCreateUser(t, db, "o@example.com", gpuportal.RoleCustomer)
+	agent := fakeAgent{t, db}
+	size := 60
+	inst, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, DiskGiB: &size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); gpuportal.ErrorField(err) != "keep_disk" {
+		t.Errorf("keeping the disk of a pending instance: %v", err)
+	}
+	at := clock.Now()
+	tick(t, db, clock, at)
+	agent.runAll()
+	running := getInstance(t, db, inst.ID)
+	// Its node has not said it holds a disk: nothing to keep yet.
+	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); gpuportal.ErrorField(err) != "keep_disk" {
+		t.Errorf("keeping a disk the node does not hold: %v", err)
+	}
+	if err := db.ApplyWorkloadReports(ctx, running.Node, []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: running.Attempt, State: gpuportal.WorkloadRunning,
+		Disk: &gpuportal.WorkloadDisk{UsedBytes: 5 << 30, Enforced: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.StartInstance(ctx, u, inst.ID, nil); gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+		t.Errorf("start while running: %v", err)
+	}
+	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := db.DesiredFor(ctx, running.Node)
+	if len(d.Workloads) != 1 || !d.Workloads[0].Stop || !d.Workloads[0].DiskKept {
+		t.Fatalf("the node is told %+v", d.Workloads)
+	}
+	agent.exit(getInstance(t, db, inst.ID))
+	stopped := getInstance(t, db, inst.ID)
+	if stopped.Status != gpuportal.InstanceStopped || stopped.Disk == nil || !stopped.Disk.Kept {
+		t.Fatalf("after the stop: %s %+v", stopped.Status, stopped.Disk)
+	}
+	// Kept a day: all 60 GiB at 30 fen a GiB-month is 60 fen a day
+	// (besides the 10 GiB beyond the free part while it ran).
+	before, _ := chargesOf(t, db, u.ID, gpuportal.LedgerDisk)
+	for h := 1; h <= 24; h++ {
+		tick(t, db, clock, at.Add(time.Duration(h)*time.Hour))
+	}
+	// (25 hours started: 62 fen)
+	if after, _ := chargesOf(t, db, u.ID, gpuportal.LedgerDisk); after-before < 60 || after-before > 63 {
+		t.Errorf("a day kept cost %d fen, want 60 to 63", after-before)
+	}
+	if _, err := db.StartInstance(ctx, other, inst.ID, nil); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Errorf("another's start: %v", err)
+	}
+	nine := 9
+	if _, err := db.StartInstance(ctx, u, inst.ID, &nine); gpuportal.ErrorField(err) != "count" {
+		t.Errorf("a start on 9 GPUs: %v", err)
+	}
+	started, err := db.StartInstance(ctx, u, inst.ID, nil)
+	if err != nil || started.Status != gpuportal.InstancePending || started.Disk == nil || !started.Disk.Kept {
+		t.Fatalf("start: %+v %v", started, err)
+	}
+	tick(t, db, clock, clock.Now())
+	again := getInstance(t, db, inst.ID)
+	if again.Attempt != running.Attempt+1 || again.Node == "" {
+		t.Fatalf("after the start: attempt %d on %q", again.Attempt, again.Node)
+	}
+	if d, _ := db.DesiredFor(ctx, again.Node); len(d.Workloads) != 1 || d.Workloads[0].DiskGiB != 60 || !d.Workloads[0].DiskKept || d.Workloads[0].Stop {
+		t.Fatalf("the new node is told %+v", d.Workloads)
+	}
+	if err := db.ReleaseDisk(ctx, u, inst.ID); gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+		t.Errorf("release while it runs: %v", err)
+	}
+	agent.runAll()
+	if err := db.ApplyWorkloadReports(ctx, again.Node, []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: again.Attempt, State: gpuportal.WorkloadRunning,
+		Disk: &gpuportal.WorkloadDisk{UsedBytes: 5 << 30, Enforced: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
+		t.Fatal(err)
+	}
+	agent.exit(getInstance(t, db, inst.ID))
+	if err := db.ReleaseDisk(ctx, u, inst.ID); err != nil {
+		t.Fatalf("release of a kept disk: %v", err)
+	}
+	if got := getInstance(t, db, inst.ID); got.Disk.Kept {
+		t.Error("released, yet kept")
+	}
+	if ids, err := db.ReleasedDisks(ctx, again.Node); err != nil || len(ids) != 1 || ids[0] != inst.ID {
+		t.Errorf("the region's nodes are told to remove %v (%v)", ids, err)
+	}
+	if _, err := db.StartInstance(ctx, u, inst.ID, nil); gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+		t.Errorf("start after the release: %v", err)
+	}
+	checkLedger(t, db, u)
+}

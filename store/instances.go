@@ -14,7 +14,7 @@ import (
 const instanceColumns = `id, user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, coalesce(node_id, ''),
 	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail, image,
 	job_id, task_index, last_checkpoint_at, lost_gpu_seconds, ready_at, drill_started_at, drill_wall_at, drill_seconds, drill_ready_after, idle_stop_minutes, idle_since, coalesce(stop_reason, ''),
-	disk_gib, disk_used_bytes, disk_enforced, disk_note`
+	disk_gib, disk_used_bytes, disk_enforced, disk_note, disk_kept <> 0 AND disk_released_at IS NULL`
 
 // scanInstance reads instanceColumns, then any extra columns into extra.
 func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal.Instance, error) {
@@ -29,7 +29,7 @@ func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal
 	dest := append([]any{&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
 		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &i.Image,
 		&jobID, &taskIndex, &checkpoint, &lost, &ready, &drillAt, &drillWall, &drillSeconds, &drillReady, &idleStop, &idleSince, &i.StopReason,
-		&disk.SizeGiB, &disk.UsedBytes, &diskEnforced, &disk.Note}, extra...)
+		&disk.SizeGiB, &disk.UsedBytes, &diskEnforced, &disk.Note, &disk.Kept}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -280,36 +280,9 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if err != nil {
 			return named("find the volumes", err)
 		}
-		price := policy.HourPrice(*model, req.Kind)
-		if req.Kind == gpuportal.KindSpot {
-			pl, err := db.livePool(ctx, tx, plan.PoolKey{Model: req.Model, Region: req.Region}, now,
-				func(pl *plan.Pool) bool { return plan.SpotLaunchNeedsDetail(pl, req.Count, now) })
-			if err != nil {
-				return fmt.Errorf("read the pool: %w", err)
-			}
-			// Job tasks give their GPUs to a spot launch (the scheduler
-			// gives them notice and they queue again).
-			if !plan.SpotLaunchFits(pl, req.Count, now) {
-				return gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for.",
-					req.Model, plan.SpotRoom(pl, now), req.Count)
-			}
-		}
-		if req.Kind != gpuportal.KindReserved {
-			if err := db.checkRunningQuota(ctx, tx, user.ID, req.Count); err != nil {
-				return named("check the quota", err)
-			}
-		}
-		if req.Kind == gpuportal.KindOnDemand {
-			if err := db.checkOnDemandFits(ctx, tx, req.Model, req.Region, req.Count, policy, now); err != nil {
-				return named("check on-demand capacity", err)
-			}
-		}
-		// A launch needs an hour of its price available, beside an hour
-		// of what already runs.
-		if price > 0 {
-			if err := db.requireLaunchFunds(ctx, tx, user.ID, price*gpuportal.Fen(req.Count), now); err != nil {
-				return named("check the balance", err)
-			}
+		price, err := db.admitRun(ctx, tx, user.ID, req.Kind, *model, req.Region, req.Count, policy, now)
+		if err != nil {
+			return err
 		}
 		var resID sql.NullInt64
 		if req.ReservationID != nil {
@@ -358,6 +331,14 @@ func insertInstance(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal
 // its agent stops it and reports. Stopping a finished instance changes
 // nothing. An admin stopping another's instance is audited.
 func (db *DB) Stop(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Instance, error) {
+	return db.StopWith(ctx, user, id, gpuportal.StopOptions{})
+}
+
+// StopWith is Stop with the stop's options: KeepDisk keeps the disk of a
+// running instance for its next start (refused for one whose node gives
+// it no disk of its own, and for reserved instances and job tasks, which
+// start by their reservation or job).
+func (db *DB) StopWith(ctx context.Context, user *gpuportal.User, id int64, opts gpuportal.StopOptions) (*gpuportal.Instance, error) {
 	var node string
 	err := db.inTx(ctx, "stop", func(tx *sql.Tx) error {
 		i, err := instanceFor(ctx, tx, user, id)
@@ -367,6 +348,18 @@ func (db *DB) Stop(ctx context.Context, user *gpuportal.User, id int64) (*gpupor
 		switch i.Status {
 		case gpuportal.InstanceStopped, gpuportal.InstanceFailed, gpuportal.InstanceInterrupted:
 			return nil
+		}
+		if opts.KeepDisk {
+			if err := gpuportal.CanKeepDisk(i); err != nil {
+				return err
+			}
+		}
+		// A stop keeps the disk when it says so, and lets a kept disk go
+		// when it does not (its node removes it at the end).
+		if i.Disk != nil && i.Disk.Kept != opts.KeepDisk {
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET disk_kept = ?, disk_released_at = NULL WHERE id = ?`, opts.KeepDisk, i.ID); err != nil {
+				return named("keep the disk", err)
+			}
 		}
 		now := db.now()
 		if i.UserID != user.ID {
@@ -465,4 +458,127 @@ func diskOf(asked *int, policy gpuportal.Policy, field string) (*int, error) {
 		return nil, err
 	}
 	return &n, nil
+}
+
+// admitRun checks that a run of count GPUs of kind may start now — a
+// launch's, or a stopped instance's start: room for it (spot: idle GPUs
+// past the notice horizon; on-demand: what bookings leave), the owner's
+// running-GPU quota, and an hour of its price available beside what
+// already runs. It returns the hour price per GPU.
+func (db *DB) admitRun(ctx context.Context, tx *sql.Tx, userID int64, kind string, model gpuportal.Model, region string, count int, policy gpuportal.Policy, now time.Time) (gpuportal.Fen, error) {
+	price := policy.HourPrice(model, kind)
+	if kind == gpuportal.KindSpot {
+		pl, err := db.livePool(ctx, tx, plan.PoolKey{Model: model.ID, Region: region}, now,
+			func(pl *plan.Pool) bool { return plan.SpotLaunchNeedsDetail(pl, count, now) })
+		if err != nil {
+			return 0, fmt.Errorf("read the pool: %w", err)
+		}
+		// Job tasks give their GPUs to a spot launch (the scheduler
+		// gives them notice and they queue again).
+		if !plan.SpotLaunchFits(pl, count, now) {
+			return 0, gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for.",
+				model.ID, plan.SpotRoom(pl, now), count)
+		}
+	}
+	if kind != gpuportal.KindReserved {
+		if err := db.checkRunningQuota(ctx, tx, userID, count); err != nil {
+			return 0, named("check the quota", err)
+		}
+	}
+	if kind == gpuportal.KindOnDemand {
+		if err := db.checkOnDemandFits(ctx, tx, model.ID, region, count, policy, now); err != nil {
+			return 0, named("check on-demand capacity", err)
+		}
+	}
+	// A run needs an hour of its price available, beside an hour of what
+	// already runs.
+	if price > 0 {
+		if err := db.requireLaunchFunds(ctx, tx, userID, price*gpuportal.Fen(count), now); err != nil {
+			return 0, named("check the balance", err)
+		}
+	}
+	return price, nil
+}
+
+// StartInstance starts a stopped instance whose disk was kept, on any
+// node of its region: the same id, image, command, volumes and disk, count
+// GPUs (nil: as many as before), a new attempt. 409 unless it is stopped
+// with its disk kept; capacity, quota and money as a launch.
+func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64, count *int) (*gpuportal.Instance, error) {
+	now := db.now()
+	err := db.inTx(ctx, "start instance", func(tx *sql.Tx) error {
+		i, err := instanceFor(ctx, tx, user, id)
+		if err != nil {
+			return err
+		}
+		if i.UserID != user.ID {
+			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only the instance's owner starts it.")
+		}
+		if err := gpuportal.CanStart(i); err != nil {
+			return err
+		}
+		n := i.Count
+		if count != nil {
+			n = *count
+		}
+		if n < 1 || n > gpuportal.MaxGPUsPerInstance {
+			return gpuportal.FieldErrorf(gpuportal.EPOLICY, "count", "An instance runs on 1 to %d GPUs of one node.", gpuportal.MaxGPUsPerInstance)
+		}
+		if err := db.lockAccount(ctx, tx, user.ID); err != nil {
+			return named("lock account", err)
+		}
+		model, policy, err := db.catalogEntry(ctx, tx, i.Model, i.Region)
+		if err != nil {
+			return named("read the catalog", err)
+		}
+		price, err := db.admitRun(ctx, tx, user.ID, i.Kind, *model, i.Region, n, policy, now)
+		if err != nil {
+			return err
+		}
+		// Pending again, as a fresh launch of the same instance: the
+		// scheduler places it on any node of the region, whose agent
+		// mounts the kept disk (the next attempt).
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'pending', count = ?, price_fen = ?, node_id = NULL, started_at = NULL, ended_at = NULL,
+			exit_code = NULL, error = '', stop_requested_at = NULL, notice_at = NULL, notice_wall_at = NULL, deadline_at = NULL, interrupt_reason = NULL,
+			ready_at = NULL, stop_reason = NULL, idle_since = NULL WHERE id = ?`, n, price, i.ID); err != nil {
+			return named("start", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	db.Kick(ctx) // place it now
+	return db.Instance(ctx, user, id)
+}
+
+// ReleaseDisk lets a stopped instance's kept disk go for good: billing
+// stops, and the region's nodes remove its file. 409 while it runs.
+func (db *DB) ReleaseDisk(ctx context.Context, user *gpuportal.User, id int64) error {
+	return db.inTx(ctx, "release disk", func(tx *sql.Tx) error {
+		i, err := instanceFor(ctx, tx, user, id)
+		if err != nil {
+			return err
+		}
+		if i.UserID != user.ID {
+			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only the instance's owner releases its disk.")
+		}
+		switch i.Status {
+		case gpuportal.InstancePending, gpuportal.InstanceRunning, gpuportal.InstanceInterrupting:
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s; stop it first.", i.ID, i.Status)
+		}
+		if i.Disk == nil || !i.Disk.Kept {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d has no kept disk.", i.ID)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE instances SET disk_kept = 0, disk_released_at = ?, disk_billed_until = NULL WHERE id = ?`, unix(db.now()), i.ID)
+		return err
+	})
+}
+
+// ReleasedDisks are the instances of node's region whose kept disks were
+// released lately: the node removes their files from the image root.
+func (db *DB) ReleasedDisks(ctx context.Context, node string) ([]int64, error) {
+	return scanAll(ctx, db.read, func(r *sql.Rows, id *int64) error { return r.Scan(id) },
+		`SELECT i.id FROM instances i JOIN nodes n ON n.region_id = i.region_id WHERE n.id = ? AND i.disk_released_at IS NOT NULL AND i.disk_released_at >= ? ORDER BY i.id`,
+		node, unix(db.now().Add(-imageDeletionNotice)))
 }

@@ -107,7 +107,7 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 		dw := gpuportal.DesiredWorkload{InstanceID: i.ID, Attempt: i.Attempt, Lifecycle: i.Lifecycle(), GPUs: i.GPUs, Command: i.Command, Image: i.Image, CheckpointKey: i.CheckpointKey,
 			Stop: extras[k].stop, Rebalance: extras[k].rebalance, Volumes: i.Volumes, Env: regionEnv}
 		if i.Disk != nil {
-			dw.DiskGiB = i.Disk.SizeGiB
+			dw.DiskGiB, dw.DiskKept = i.Disk.SizeGiB, i.Disk.Kept
 		}
 		if n, ok := gpuportal.PrivateImageOf(i.Image); ok {
 			dw.ImageArchive = gpuportal.PrivateImageArchive(n)

@@ -91,6 +91,9 @@ func (s *Server) apiAgentHeartbeat(c echo.Context) error {
 	if desired.ImportImages, desired.DeleteImages, err = s.db.ImageOrders(ctx, node); err != nil {
 		return err
 	}
+	if desired.ReleaseDisks, err = s.db.ReleasedDisks(ctx, node); err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, desired)
 }
 

@@ -165,11 +165,59 @@ func (s *Server) handleStopForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.db.Stop(c.Request().Context(), currentUser(c), id); err != nil {
+	keep := c.FormValue("keep_disk") == "true"
+	lang := reqOf(c).lang
+	if _, err := s.db.StopWith(c.Request().Context(), currentUser(c), id, gpuportal.StopOptions{KeepDisk: keep}); err != nil {
+		if gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+			return err
+		}
+		s.addFlash(c, "error", i18n.Error(lang, err))
+		return redirect(c, fmt.Sprintf("/instances/%d", id))
+	}
+	if keep {
+		s.addFlash(c, "info", i18n.T(lang, "Instance #%d is stopping; its disk is kept for its next start.", id))
+	} else {
+		s.addFlash(c, "info", i18n.T(lang, "Instance #%d is stopping.", id))
+	}
+	return redirect(c, "/instances")
+}
+
+// handleStartForm starts a stopped instance whose disk was kept; when its
+// GPUs are not free the page says so.
+func (s *Server) handleStartForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
 		return err
 	}
-	s.addFlash(c, "info", i18n.T(reqOf(c).lang, "Instance #%d is stopping.", id))
-	return redirect(c, "/instances")
+	lang := reqOf(c).lang
+	if _, err := s.db.StartInstance(c.Request().Context(), currentUser(c), id, nil); err != nil {
+		switch gpuportal.ErrorCode(err) {
+		case gpuportal.ECONFLICT, gpuportal.ECAPACITY, gpuportal.EFUNDS, gpuportal.EPOLICY:
+			s.addFlash(c, "error", i18n.Error(lang, err))
+			return redirect(c, fmt.Sprintf("/instances/%d", id))
+		}
+		return err
+	}
+	s.addFlash(c, "success", i18n.T(lang, "Instance #%d starts again with its disk as soon as its GPUs are assigned.", id))
+	return redirect(c, fmt.Sprintf("/instances/%d", id))
+}
+
+// handleReleaseDiskForm lets a stopped instance's kept disk go.
+func (s *Server) handleReleaseDiskForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	lang := reqOf(c).lang
+	if err := s.db.ReleaseDisk(c.Request().Context(), currentUser(c), id); err != nil {
+		if gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+			return err
+		}
+		s.addFlash(c, "error", i18n.Error(lang, err))
+	} else {
+		s.addFlash(c, "success", i18n.T(lang, "The disk of instance #%d is released.", id))
+	}
+	return redirect(c, fmt.Sprintf("/instances/%d", id))
 }
 
 // handleDrillForm starts a drill from the instances list.
@@ -210,6 +258,9 @@ func (s *Server) handleInstancePage(c echo.Context) error {
 		SSHHost: s.cfg.SSH.Host, SSHPort: s.cfg.SSH.Port, SSHFingerprint: s.cfg.SSH.Fingerprint}
 	if m, err := s.db.Model(ctx, i.Model); err == nil {
 		d.MemoryTotalMiB = m.MemoryGiB * 1024 * i.Count
+	}
+	if pol, err := s.db.Policies(ctx); err == nil {
+		d.DiskPricePerGiBMonth = gpuportal.Fen(pol.Global.VolumePricePerGiBMonthFen)
 	}
 	return s.render(c, http.StatusOK, templates.InstancePage(d))
 }

@@ -56,11 +56,50 @@ func (s *Server) apiStop(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	inst, err := s.db.Stop(c.Request().Context(), currentUser(c), id)
+	var opts gpuportal.StopOptions
+	if c.Request().ContentLength != 0 {
+		if err := bindJSON(c, &opts); err != nil {
+			return err
+		}
+	}
+	inst, err := s.db.StopWith(c.Request().Context(), currentUser(c), id, opts)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, inst)
+}
+
+// apiStart starts a stopped instance whose disk was kept.
+func (s *Server) apiStart(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Count *int `json:"count"`
+	}
+	if c.Request().ContentLength != 0 {
+		if err := bindJSON(c, &in); err != nil {
+			return err
+		}
+	}
+	inst, err := s.db.StartInstance(c.Request().Context(), currentUser(c), id, in.Count)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, inst)
+}
+
+// apiReleaseDisk is DELETE /instances/{id}: its kept disk, for good.
+func (s *Server) apiReleaseDisk(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.db.ReleaseDisk(c.Request().Context(), currentUser(c), id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
 }
 
 // drillJSON is POST /instances/{id}/drill's answer.

@@ -345,18 +345,72 @@ func (c *cli) instanceArg(args []string) (int64, error) {
 }
 
 func (c *cli) stop(args []string) error {
+	keep := len(args) > 0 && args[0] == "--keep-disk"
+	if keep {
+		args = args[1:]
+	}
 	id, err := c.instanceArg(args)
 	if err != nil {
 		return err
 	}
 	var inst gpuportal.Instance
-	if err := c.call("POST", fmt.Sprintf("/instances/%d/stop", id), nil, &inst); err != nil {
+	if err := c.call("POST", fmt.Sprintf("/instances/%d/stop", id), map[string]bool{"keep_disk": keep}, &inst); err != nil {
 		return err
 	}
 	if c.json {
 		return c.print(inst, nil, nil)
 	}
+	if keep {
+		fmt.Fprintln(c.out, c.T("Instance %d is stopping; its disk is kept: gpu start %d starts it again with it.", id, id))
+		return nil
+	}
 	fmt.Fprintln(c.out, c.T("Instance %d is stopping.", id))
+	return nil
+}
+
+// start starts a stopped instance whose disk was kept.
+func (c *cli) start(args []string) error {
+	fs := c.flags("start")
+	count := fs.Int("count", 0, "")
+	var rest []string
+	for len(args) > 0 { // the ID before or after the flags
+		if err := fs.Parse(args); err != nil {
+			return usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest, args = append(rest, fs.Arg(0)), fs.Args()[1:]
+	}
+	id, err := c.instanceArg(rest)
+	if err != nil {
+		return err
+	}
+	body := map[string]int{}
+	if *count != 0 {
+		body["count"] = *count
+	}
+	var inst gpuportal.Instance
+	if err := c.call("POST", fmt.Sprintf("/instances/%d/start", id), body, &inst); err != nil {
+		return err
+	}
+	if c.json {
+		return c.print(inst, nil, nil)
+	}
+	fmt.Fprintln(c.out, c.T("Instance %d starts again with its disk (%s); gpu ssh %d once it runs.", id, inst.Status, id))
+	return nil
+}
+
+// release lets a stopped instance's kept disk go for good.
+func (c *cli) release(args []string) error {
+	id, err := c.instanceArg(args)
+	if err != nil {
+		return err
+	}
+	if err := c.call("DELETE", fmt.Sprintf("/instances/%d", id), nil, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.out, c.T("The disk of instance %d is released.", id))
 	return nil
 }
 
