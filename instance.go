@@ -102,6 +102,23 @@ type LaunchRequest struct {
 	// DiskGiB sizes the instance's disk, its writable root filesystem;
 	// nil: the policy's container_disk_gib.
 	DiskGiB *int `json:"disk_gib,omitempty"`
+	// KeepDiskOnInterrupt (spot; default true when DiskGiB is given): an
+	// interruption keeps the disk, so an auto-restart resumes the same
+	// environment and an instance that does not restart can be started
+	// again with it.
+	KeepDiskOnInterrupt *bool `json:"keep_disk_on_interrupt,omitempty"`
+}
+
+// KeepsDiskOnInterrupt resolves keep_disk_on_interrupt: spot only, and on
+// by default when the launch sized its disk itself.
+func (r *LaunchRequest) KeepsDiskOnInterrupt() (bool, error) {
+	if r.KeepDiskOnInterrupt != nil && *r.KeepDiskOnInterrupt && r.Kind != KindSpot {
+		return false, FieldErrorf(EINVALID, "keep_disk_on_interrupt", "Only spot instances are interrupted; keep_disk_on_interrupt is for them.")
+	}
+	if r.KeepDiskOnInterrupt != nil {
+		return *r.KeepDiskOnInterrupt, nil
+	}
+	return r.Kind == KindSpot && r.DiskGiB != nil, nil
 }
 
 // MaxIdleStopMinutes bounds idle_stop_minutes (a week).

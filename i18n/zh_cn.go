@@ -1539,4 +1539,5 @@ var zhCN = map[string]string{
 	"stop an instance (--keep-disk: keep its disk to start it again)":                  "关机（--keep-disk：保留系统盘以便再次开机）",
 	"start a stopped instance whose disk was kept, on any node of its region":          "在其区域的任意节点重新开机一个保留了系统盘的实例",
 	"let a stopped instance's kept disk go for good":                                   "永久释放已关机实例保留的系统盘",
+	"Only spot instances are interrupted; keep_disk_on_interrupt is for them.":         "只有竞价实例会被中断；keep_disk_on_interrupt 只适用于它们。",
 }

@@ -27,7 +27,9 @@ func recordDisk(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, d *gpupo
 	if i.Disk.UsedBytes == d.UsedBytes && i.Disk.Note == d.Note && i.Disk.Enforced != nil && *i.Disk.Enforced == d.Enforced {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE instances SET disk_used_bytes = ?, disk_enforced = ?, disk_note = ? WHERE id = ?`, d.UsedBytes, enforced, d.Note, i.ID)
+	// A node that gives no disk of its own keeps nothing either.
+	_, err := tx.ExecContext(ctx, `UPDATE instances SET disk_used_bytes = ?, disk_enforced = ?, disk_note = ?, disk_kept = CASE WHEN ? = 0 THEN 0 ELSE disk_kept END WHERE id = ?`,
+		d.UsedBytes, enforced, d.Note, enforced, i.ID)
 	return err
 }
 

@@ -264,3 +264,58 @@ func TestStopKeepingTheDiskThenStartAgain(t *testing.T) {
 	}
 	checkLedger(t, db, u)
 }
+
+// (issue 46) A spot instance that sized its disk keeps it through its
+// interruptions: its auto-restart mounts the same disk (the node is told
+// to keep it at each end); keep_disk_on_interrupt:false lets it go; only
+// spot instances take the option.
+func TestSpotKeepsItsDiskThroughInterruptions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	admin := storetest.MustCreateUser(t, db, "admin@example.com", gpuportal.RoleAdmin)
+	agent := fakeAgent{t, db}
+	size, yes, no := 10, true, false
+	if _, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, KeepDiskOnInterrupt: &yes}); gpuportal.ErrorField(err) != "keep_disk_on_interrupt" {
+		t.Errorf("on-demand with keep_disk_on_interrupt: %v", err)
+	}
+	kept, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1, AutoRestart: true, DiskGiB: &size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notKept, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1, DiskGiB: &size, KeepDiskOnInterrupt: &no})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, clock.Now())
+	agent.runAll()
+	told := func(id int64) gpuportal.DesiredWorkload {
+		i := getInstance(t, db, id)
+		d, _ := db.DesiredFor(ctx, i.Node)
+		for _, w := range d.Workloads {
+			if w.InstanceID == id {
+				return w
+			}
+		}
+		t.Fatalf("instance %d is not on its node", id)
+		return gpuportal.DesiredWorkload{}
+	}
+	if !told(kept.ID).DiskKept || told(notKept.ID).DiskKept {
+		t.Fatal("the nodes are not told which disks to keep")
+	}
+	first := getInstance(t, db, kept.ID)
+	if _, err := db.AdminInterrupt(ctx, admin, kept.ID); err != nil {
+		t.Fatal(err)
+	}
+	agent.exit(getInstance(t, db, kept.ID))
+	if got := getInstance(t, db, kept.ID); got.Status != gpuportal.InstancePending {
+		t.Fatalf("after the interruption: %s", got.Status)
+	}
+	tick(t, db, clock, clock.Now())
+	again := told(kept.ID)
+	if again.Attempt != first.Attempt+1 || !again.DiskKept || again.DiskGiB != 10 {
+		t.Fatalf("the restart is told %+v", again)
+	}
+}

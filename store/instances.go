@@ -266,6 +266,10 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if err := req.ValidateIdleStop(); err != nil {
 			return err
 		}
+		keepOnInterrupt, err := req.KeepsDiskOnInterrupt()
+		if err != nil {
+			return err
+		}
 		if req.DiskGiB, err = diskOf(req.DiskGiB, policy, "disk_gib"); err != nil {
 			return err
 		}
@@ -291,6 +295,13 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		id, err := insertInstance(ctx, tx, user.ID, req, resID, price, image.Reference, now)
 		if err != nil {
 			return named("insert instance", err)
+		}
+		if keepOnInterrupt {
+			// Kept from the start: its runs end keeping the disk, unless
+			// its owner stops it without keeping it.
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET disk_kept = 1 WHERE id = ?`, id); err != nil {
+				return named("keep the disk on interruptions", err)
+			}
 		}
 		if err := db.mountVolumes(ctx, tx, id, mounts); err != nil {
 			return named("mount the volumes", err)
