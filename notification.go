@@ -38,6 +38,12 @@ const (
 	// NoteReservationLaunchFailed: a reservation started, but its launch
 	// spec could not run (Reason); its GPUs are the owner's all the same.
 	NoteReservationLaunchFailed = "reservation_launch_failed"
+	// Kept disks at zero balance follow the volumes' rule (InstanceID,
+	// Deadline): suspended and kept 15 days, told 3 days before, then
+	// released.
+	NoteDiskSuspended   = "disk_suspended"
+	NoteDiskReleaseSoon = "disk_release_soon"
+	NoteDiskReleased    = "disk_released"
 )
 
 // NoteKinds is every notification kind: each must render in every
@@ -46,7 +52,7 @@ var NoteKinds = []string{
 	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
 	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
 	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance, NoteReservationLaunched, NoteIdleStopped, NoteBudgetReached,
-	NoteScheduleFailed, NoteReservationLaunchFailed,
+	NoteScheduleFailed, NoteReservationLaunchFailed, NoteDiskSuspended, NoteDiskReleaseSoon, NoteDiskReleased,
 }
 
 // Notification channels.

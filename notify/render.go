@@ -126,6 +126,9 @@ var renderers = map[string]func(*rendering){
 	gpuportal.NoteVolumesSuspended:        renderVolumesSuspended,
 	gpuportal.NoteVolumeDeleteSoon:        renderVolumeDeleteSoon,
 	gpuportal.NoteVolumeDeleted:           renderVolumeDeleted,
+	gpuportal.NoteDiskSuspended:           renderDiskSuspended,
+	gpuportal.NoteDiskReleaseSoon:         renderDiskReleaseSoon,
+	gpuportal.NoteDiskReleased:            renderDiskReleased,
 	gpuportal.NoteIdleStopped:             renderIdleStopped,
 	gpuportal.NoteReservationLaunched:     renderReservationLaunched,
 	gpuportal.NoteReservationLaunchFailed: renderReservationLaunchFailed,
@@ -239,6 +242,28 @@ func renderVolumeDeleted(r *rendering) {
 	r.m.Subject = r.T("Volume %s was deleted", r.p.VolumeNames)
 	r.lines = []string{r.T("Volume %s was deleted with its files after 15 days with no balance to pay for it.", r.p.VolumeNames)}
 	r.m.SMS = r.T("gpuportal: volume %s was deleted after 15 days unpaid.", r.p.VolumeNames)
+}
+
+func renderDiskSuspended(r *rendering) {
+	r.link += fmt.Sprintf("/instances/%d", r.p.InstanceID)
+	r.m.Subject = r.T("Your balance ran out: the disk of instance #%d is kept until %s", r.p.InstanceID, r.when(r.p.Deadline))
+	r.lines = []string{r.T("Your balance reached zero, so the kept disk of instance #%d is suspended: it is kept, unbilled, until %s (%s) and then released with what it holds.", r.p.InstanceID, r.when(r.p.Deadline), r.zone),
+		r.T("Top up what it owes before then to keep it.")}
+	r.m.SMS = r.T("gpuportal: balance empty; the disk of instance #%d will be released on %s unless you top up.", r.p.InstanceID, r.when(r.p.Deadline))
+}
+
+func renderDiskReleaseSoon(r *rendering) {
+	r.link += fmt.Sprintf("/instances/%d", r.p.InstanceID)
+	r.m.Subject = r.T("The disk of instance #%d will be released on %s", r.p.InstanceID, r.when(r.p.Deadline))
+	r.lines = []string{r.T("The kept disk of instance #%d has been suspended since your balance ran out and will be released with what it holds on %s (%s). Top up to keep it.", r.p.InstanceID, r.when(r.p.Deadline), r.zone)}
+	r.m.SMS = r.T("gpuportal: the disk of instance #%d will be released on %s unless you top up.", r.p.InstanceID, r.when(r.p.Deadline))
+}
+
+func renderDiskReleased(r *rendering) {
+	r.link += fmt.Sprintf("/instances/%d", r.p.InstanceID)
+	r.m.Subject = r.T("The disk of instance #%d was released", r.p.InstanceID)
+	r.lines = []string{r.T("The kept disk of instance #%d was released with what it held after 15 days with no balance to pay for it.", r.p.InstanceID)}
+	r.m.SMS = r.T("gpuportal: the disk of instance #%d was released after 15 days unpaid.", r.p.InstanceID)
 }
 
 func renderIdleStopped(r *rendering) {

@@ -69,7 +69,7 @@ func (db *DB) billDisks(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	list, err := scanAll(ctx, tx, func(r *sql.Rows, d *due) error {
 		return r.Scan(&d.id, &d.user, &d.size, &d.billedUntil, &d.carry, &d.ended, &d.kept)
 	}, `SELECT id, user_id, disk_gib, disk_billed_until, disk_carry, ended_at, disk_kept <> 0 AND disk_released_at IS NULL FROM instances
-		WHERE disk_billed_until IS NOT NULL AND disk_billed_until <= ? ORDER BY id`, unix(now))
+		WHERE disk_billed_until IS NOT NULL AND disk_billed_until <= ? AND disk_suspended_at IS NULL ORDER BY id`, unix(now))
 	if err != nil {
 		return fmt.Errorf("disks due: %w", err)
 	}
@@ -102,6 +102,83 @@ func (db *DB) billDisks(ctx context.Context, tx *sql.Tx, now time.Time) error {
 			desc: fmt.Sprintf("Disk of instance #%d, %d GiB (%d GiB beyond the free part), %d h", d.id, d.size, billed, hours)}
 		if err := db.postLedger(ctx, tx, e); err != nil {
 			return err
+		}
+	}
+	return db.keptDisksAtZeroBalance(ctx, tx, now, price)
+}
+
+// keptDisksAtZeroBalance holds kept disks to the volumes' rule: an owner
+// whose balance ran out has them suspended (unbilled, told at once),
+// kept VolumeRetention from then and released at its end (told
+// VolumeWarnBefore). Paying their arrears (the hours since they were last
+// paid) lifts the suspension; a top-up that does not cover them lifts
+// nothing, so the days keep counting from the first unpaid one.
+func (db *DB) keptDisksAtZeroBalance(ctx context.Context, tx *sql.Tx, now time.Time, price gpuportal.Fen) error {
+	type kept struct {
+		id, user, billedUntil, carry int64
+		size                         int
+		suspended                    sql.NullInt64
+		warned                       bool
+	}
+	list, err := scanAll(ctx, tx, func(r *sql.Rows, k *kept) error {
+		return r.Scan(&k.id, &k.user, &k.size, &k.billedUntil, &k.carry, &k.suspended, &k.warned)
+	}, `SELECT i.id, i.user_id, i.disk_gib, i.disk_billed_until, i.disk_carry, i.disk_suspended_at, i.disk_warned_at IS NOT NULL FROM instances i
+		JOIN accounts a ON a.user_id = i.user_id
+		WHERE i.disk_kept <> 0 AND i.disk_released_at IS NULL AND i.ended_at IS NOT NULL AND i.disk_billed_until IS NOT NULL
+		AND (i.disk_suspended_at IS NOT NULL OR a.balance_fen + a.credit_limit_fen <= 0) ORDER BY i.id`)
+	if err != nil {
+		return fmt.Errorf("kept disks at zero balance: %w", err)
+	}
+	for _, k := range list {
+		p := gpuportal.NoteParams{InstanceID: k.id}
+		if !k.suspended.Valid {
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET disk_suspended_at = ? WHERE id = ?`, unix(now), k.id); err != nil {
+				return err
+			}
+			p.Deadline = now.Add(gpuportal.VolumeRetention)
+			if err := db.notify(ctx, tx, k.user, gpuportal.NoteDiskSuspended, p); err != nil {
+				return err
+			}
+			continue
+		}
+		hours := gpuportal.VolumeHoursDue(fromUnix(k.billedUntil), now)
+		arrears, carry := gpuportal.VolumeHoursCost(k.size, price, k.carry, hours)
+		var spendable gpuportal.Fen
+		if err := tx.QueryRowContext(ctx, `SELECT balance_fen + credit_limit_fen FROM accounts WHERE user_id = ?`, k.user).Scan(&spendable); err != nil {
+			return err
+		}
+		if spendable > 0 && spendable >= arrears {
+			until := fromUnix(k.billedUntil).Add(time.Duration(hours) * time.Hour)
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET disk_suspended_at = NULL, disk_warned_at = NULL, disk_billed_until = ?, disk_carry = ? WHERE id = ?`,
+				unix(until), carry, k.id); err != nil {
+				return err
+			}
+			if arrears > 0 {
+				id := k.id
+				if err := db.postLedger(ctx, tx, ledgerPost{userID: k.user, at: fromUnix(k.billedUntil), kind: gpuportal.LedgerDisk, amount: arrears, instanceID: &id,
+					desc: fmt.Sprintf("Disk of instance #%d, %d GiB kept while suspended, %d h", k.id, k.size, hours)}); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		releaseNow, warnNow := gpuportal.VolumeDeletion(fromUnix(k.suspended.Int64), now, k.warned)
+		p.Deadline = fromUnix(k.suspended.Int64).Add(gpuportal.VolumeRetention)
+		switch {
+		case releaseNow:
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET disk_kept = 0, disk_released_at = ?, disk_billed_until = NULL WHERE id = ?`, unix(now), k.id); err != nil {
+				return err
+			}
+			if err := db.notify(ctx, tx, k.user, gpuportal.NoteDiskReleased, p); err != nil {
+				return err
+			}
+		case warnNow:
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET disk_warned_at = ? WHERE id = ?`, unix(now), k.id); err != nil {
+				return err
+			}
+			if err := db.notify(ctx, tx, k.user, gpuportal.NoteDiskReleaseSoon, p); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -319,3 +319,90 @@ func TestSpotKeepsItsDiskThroughInterruptions(t *testing.T) {
 		t.Fatalf("the restart is told %+v", again)
 	}
 }
+
+// (issue 46) A kept disk at zero balance follows the volumes' rule: it is
+// suspended (unbilled, its owner told at once), kept 15 days from then,
+// told 3 days before, released at the end — and a top-up that does not
+// pay what it owes lifts nothing; a start is refused while suspended.
+func TestKeptDiskAtZeroBalance(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	u := storetest.MustCreatePoorUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	admin := &gpuportal.User{Role: gpuportal.RoleAdmin}
+	topUp(t, db, u, 2000) // an hour of an on-demand A100 and a little
+	agent := fakeAgent{t, db}
+	size := 500
+	inst, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, DiskGiB: &size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, clock.Now())
+	agent.runAll()
+	running := getInstance(t, db, inst.ID)
+	if err := db.ApplyWorkloadReports(ctx, running.Node, []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: running.Attempt, State: gpuportal.WorkloadRunning,
+		Disk: &gpuportal.WorkloadDisk{UsedBytes: 1 << 30, Enforced: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
+		t.Fatal(err)
+	}
+	agent.exit(getInstance(t, db, inst.ID))
+	kinds := func() map[string]int {
+		notes, _ := db.InApp(ctx, u.ID, 100)
+		out := map[string]int{}
+		for _, n := range notes {
+			out[n.Kind]++
+		}
+		return out
+	}
+	// 500 GiB kept: about 21 fen an hour; what is left runs out in hours.
+	start := clock.Now()
+	var suspendedAt time.Time
+	for h := 1; h <= 72 && suspendedAt.IsZero(); h++ {
+		tick(t, db, clock, start.Add(time.Duration(h)*time.Hour))
+		if kinds()[gpuportal.NoteDiskSuspended] == 1 {
+			suspendedAt = clock.Now()
+		}
+	}
+	if suspendedAt.IsZero() {
+		t.Fatal("never suspended")
+	}
+	if _, err := db.StartInstance(ctx, u, inst.ID, nil); gpuportal.ErrorCode(err) != gpuportal.EFUNDS {
+		t.Errorf("a start while suspended: %v", err)
+	}
+	charged, _ := chargesOf(t, db, u.ID, gpuportal.LedgerDisk)
+	releaseAt := suspendedAt.Add(gpuportal.VolumeRetention)
+	// A fen of credit pays nothing of what it owes: still suspended.
+	if _, err := db.Credit(ctx, admin, u.ID, gpuportal.CreditRequest{Amount: 1, Note: "a fen"}); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, releaseAt.Add(-4*24*time.Hour))
+	if k := kinds(); k[gpuportal.NoteDiskReleaseSoon] != 0 {
+		t.Errorf("warned too early: %v", k)
+	}
+	tick(t, db, clock, releaseAt.Add(-3*24*time.Hour+time.Minute))
+	tick(t, db, clock, releaseAt.Add(-2*24*time.Hour))
+	if k := kinds(); k[gpuportal.NoteDiskReleaseSoon] != 1 {
+		t.Errorf("warned 3 days before, once? %v", k)
+	}
+	if now, _ := chargesOf(t, db, u.ID, gpuportal.LedgerDisk); now != charged {
+		t.Errorf("a suspended disk was billed: %d → %d fen", charged, now)
+	}
+	tick(t, db, clock, releaseAt.Add(-time.Minute))
+	if !getInstance(t, db, inst.ID).Disk.Kept {
+		t.Fatal("released before its 15 days")
+	}
+	tick(t, db, clock, releaseAt)
+	if getInstance(t, db, inst.ID).Disk.Kept {
+		t.Fatal("still kept after 15 days")
+	}
+	if k := kinds(); k[gpuportal.NoteDiskReleased] != 1 {
+		t.Errorf("told of the release? %v", k)
+	}
+	if ids, _ := db.ReleasedDisks(ctx, running.Node); len(ids) != 1 {
+		t.Errorf("the nodes are told to remove %v", ids)
+	}
+	checkLedger(t, db, u)
+}

@@ -5,3 +5,9 @@
 ALTER TABLE instances ADD COLUMN disk_kept INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE instances ADD COLUMN disk_released_at INTEGER;
 CREATE INDEX instances_disk_released ON instances(region_id, disk_released_at) WHERE disk_released_at IS NOT NULL;
+-- disk_suspended_at: the owner's balance ran out while the disk was kept:
+-- unbilled, kept 15 days from then (disk_warned_at: told 3 days before),
+-- then released; paying its arrears lifts it.
+ALTER TABLE instances ADD COLUMN disk_suspended_at INTEGER;
+ALTER TABLE instances ADD COLUMN disk_warned_at INTEGER;
+CREATE INDEX instances_disk_suspended ON instances(disk_suspended_at) WHERE disk_suspended_at IS NOT NULL;
