@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -67,5 +68,58 @@ func TestBookingFormSizesTheLaunchDisk(t *testing.T) {
 	list, err := e.db.Reservations(t.Context(), alice, store.ReservationFilter{})
 	if err != nil || len(list) != 1 || list[0].Launch == nil || list[0].Launch.DiskGiB == nil || *list[0].Launch.DiskGiB != 120 {
 		t.Fatalf("reservations = %+v %v", list, err)
+	}
+}
+
+// (issue 46) From the instance's page: Stop with "keep its disk" ticked,
+// then Start and Release for the stopped instance.
+func TestInstancePageKeepsStartsAndReleasesTheDisk(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	nodes := storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	alice := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	ctx := t.Context()
+	inst, err := e.db.Launch(ctx, alice, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Tick(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	run := func(st gpuportal.WorkloadStatus) {
+		t.Helper()
+		i, _ := e.db.Instance(ctx, alice, inst.ID)
+		st.InstanceID, st.Attempt = i.ID, i.Attempt
+		if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(gpuportal.WorkloadStatus{State: gpuportal.WorkloadRunning, Disk: &gpuportal.WorkloadDisk{UsedBytes: 1 << 30, Enforced: true}})
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	page := b.get(fmt.Sprintf("/instances/%d", inst.ID))
+	if !strings.Contains(page.body, `data-testid="keep-disk"`) || !strings.Contains(page.body, `data-testid="stop"`) {
+		t.Fatal("the running instance's page offers no stop that keeps the disk")
+	}
+	if p := b.post(fmt.Sprintf("/instances/%d/stop", inst.ID), url.Values{"keep_disk": {"true"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("stop = %d", p.status)
+	}
+	code := 0
+	run(gpuportal.WorkloadStatus{State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true})
+	page = b.get(fmt.Sprintf("/instances/%d", inst.ID))
+	if !strings.Contains(page.body, `data-testid="kept-disk"`) || !strings.Contains(page.body, `data-testid="start"`) || !strings.Contains(page.body, `data-testid="release-disk"`) {
+		t.Fatalf("the stopped instance's page: %s", page.body)
+	}
+	if list := b.get("/instances/list?tab=ended"); !strings.Contains(list.body, `data-testid="disk-kept"`) && !strings.Contains(b.get("/instances/list").body, `data-testid="disk-kept"`) {
+		t.Error("the list does not say the disk is kept")
+	}
+	if p := b.post(fmt.Sprintf("/instances/%d/start", inst.ID), nil); p.status != http.StatusSeeOther {
+		t.Fatalf("start = %d", p.status)
+	}
+	if i, _ := e.db.Instance(ctx, alice, inst.ID); i.Status != gpuportal.InstancePending {
+		t.Fatalf("after Start: %s", i.Status)
+	}
+	if p := b.post(fmt.Sprintf("/instances/%d/release", inst.ID), nil); p.status != http.StatusSeeOther || !strings.Contains(b.get(p.location).body, "stop it first") {
+		t.Errorf("release while pending = %d", p.status)
 	}
 }
