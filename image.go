@@ -105,9 +105,17 @@ func ParsePrivateImageID(id string) (int64, bool) {
 }
 
 // PrivateImageReference is the reference a node loads private image n
-// under: a local name no registry serves, so it is never pulled.
-func PrivateImageReference(n int64) string {
-	return "localhost/gpuportal-private/" + PrivateImageID(n) + ":latest"
+// under: a local name no registry serves, so it is never pulled. token is
+// the image's own random tag, so that a node never takes another image
+// of the same number (a portal's database made anew, another portal on
+// the same machine) for it.
+func PrivateImageReference(n int64, token string) string {
+	return "localhost/gpuportal-private/" + PrivateImageID(n) + ":" + token
+}
+
+// PrivateImageRepository is where every tag of private image n lives.
+func PrivateImageRepository(n int64) string {
+	return "localhost/gpuportal-private/" + PrivateImageID(n)
 }
 
 // PrivateImageArchive is where private image n's archive lives under an
@@ -127,12 +135,25 @@ func PrivateImageOf(ref string) (int64, bool) {
 	return ParsePrivateImageID(id)
 }
 
-// ImageImportOrder tells an agent to import a private image from a volume.
+// ImageImportOrder tells an agent to make a private image: from an
+// archive in a volume (VolumeID, Path), or from an instance's disk
+// (InstanceID: running on the node, or stopped with its disk kept, over
+// BaseImage, the image it runs in, of DiskGiB).
 type ImageImportOrder struct {
-	ImageID  int64  `json:"image_id"`
-	VolumeID int64  `json:"volume_id"`
-	Path     string `json:"path"`
-	MaxBytes int64  `json:"max_bytes"`
+	ImageID int64 `json:"image_id"`
+	// Reference is what the image is loaded as (PrivateImageReference).
+	Reference  string `json:"reference"`
+	VolumeID   int64  `json:"volume_id,omitempty"`
+	Path       string `json:"path,omitempty"`
+	InstanceID int64  `json:"instance_id,omitempty"`
+	BaseImage  string `json:"base_image,omitempty"`
+	DiskGiB    int    `json:"disk_gib,omitempty"`
+	MaxBytes   int64  `json:"max_bytes"`
+}
+
+// ImageSave asks for a private image of an instance's disk.
+type ImageSave struct {
+	Name string `json:"name"`
 }
 
 // ImageReport is an agent's word on an import it was asked for.

@@ -91,6 +91,13 @@ func (a *Agent) importImage(o gpuportal.ImageImportOrder) gpuportal.ImageReport 
 	if !ok {
 		return failed("this node runs workloads without a container engine, so it cannot load images")
 	}
+	if o.InstanceID != 0 {
+		size, err := a.saveInstanceImage(rt, o)
+		if err != nil {
+			return failed("%v", err)
+		}
+		return gpuportal.ImageReport{ImageID: o.ImageID, Status: gpuportal.ImageReady, SizeBytes: size}
+	}
 	path, err := gpuportal.CleanVolumePath(o.Path)
 	if err != nil || path == "." {
 		return failed("the archive's path %q is not a file in the volume", o.Path)
@@ -103,7 +110,7 @@ func (a *Agent) importImage(o gpuportal.ImageImportOrder) gpuportal.ImageReport 
 		if err := checkImageArchive(tmp); err != nil {
 			return err
 		}
-		return rt.loadImage(tmp, gpuportal.PrivateImageReference(o.ImageID))
+		return rt.loadImage(tmp, o.Reference)
 	})
 	if err != nil {
 		return failed("%v", err)
@@ -258,7 +265,11 @@ func (a *Agent) removeImages(ids []int64) {
 	}
 	ii.mu.Unlock()
 	for _, id := range todo {
-		_, _ = rt.cli("rmi", "--force", gpuportal.PrivateImageReference(id))
+		// Every tag of it (each is its own, whatever its token).
+		out, _ := rt.cli("images", "--quiet", "--filter", "reference="+gpuportal.PrivateImageRepository(id))
+		for _, img := range strings.Fields(out) {
+			_, _ = rt.cli("rmi", "--force", img)
+		}
 		if err := os.Remove(filepath.Join(rt.ImageRoot, gpuportal.PrivateImageArchive(id))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			a.log.Warn("cannot remove a deleted image's archive", "image", id, "err", err)
 		}

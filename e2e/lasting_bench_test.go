@@ -80,3 +80,50 @@ echo up > "$d/up"
 		b.StartTimer()
 	}
 }
+
+// BenchmarkSaveImage prints DESIGN §7's other figure for environments
+// that last: saving a running instance's disk holding 5 GiB as a private
+// image, from POST .../images to ready (the archive kept in the image
+// root, where every node of the region loads it from).
+func BenchmarkSaveImage(b *testing.B) {
+	needPodman(b)
+	p := startPortalB(b)
+	addTestImage(b, p)
+	dir := b.TempDir()
+	startPodmanAgent(b, p, filepath.Join(dir, "node"), filepath.Join(dir, "ckpt"), "--image-root", filepath.Join(dir, "images"))
+	command := `dd if=/dev/urandom of=/data.bin bs=1M count=5120 2> /dev/null; echo up > "$GPUPORTAL_CHECKPOINT_DIR/up"; ` + untilTERM("sleep 3600")
+	body, _ := json.Marshal(map[string]any{"kind": "on_demand", "model": "a100-80g", "region": "cd-1", "count": 1, "image": "e2e-busybox", "disk_gib": 50, "command": command})
+	var inst gpuportal.Instance
+	if st := p.api("POST", "/api/v1/instances", p.user, string(body), &inst); st != 201 {
+		b.Fatalf("launch = %d", st)
+	}
+	up := filepath.Join(dir, "ckpt", fmt.Sprintf("instance-%d", inst.ID), "up")
+	deadline := time.Now().Add(10 * time.Minute)
+	for readTrim(up) != "up" || p.instance(inst.ID).Disk == nil || p.instance(inst.ID).Disk.Enforced == nil {
+		if time.Now().After(deadline) {
+			b.Fatal("the 5 GiB were not written")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for b.Loop() {
+		var im gpuportal.Image
+		if st := p.api("POST", fmt.Sprintf("/api/v1/instances/%d/images", inst.ID), p.user, `{"name":"bench"}`, &im); st != 201 {
+			b.Fatalf("save = %d", st)
+		}
+		for {
+			var got gpuportal.Image
+			p.api("GET", "/api/v1/images/"+im.ID, p.user, "", &got)
+			if got.Status == gpuportal.ImageFailed {
+				b.Fatalf("the save failed: %s", got.Error)
+			}
+			if got.Status == gpuportal.ImageReady {
+				b.ReportMetric(float64(got.SizeBytes)/(1<<30), "GiB")
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		b.StopTimer()
+		p.api("DELETE", "/api/v1/images/"+im.ID, p.user, "", nil)
+		b.StartTimer()
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,8 +16,9 @@ import (
 // (issue 46) An environment that lasts: what a workload installed on its
 // disk is there when the instance is stopped keeping its disk and started
 // again — on another node of the region (the first is drained), which
-// mounts the same disk from the region's shared image root. A stop that
-// does not keep it lets it go.
+// mounts the same disk from the region's shared image root; saved as an
+// image, a new instance starts from it. A stop that does not keep it lets
+// it go.
 func TestStopKeepingTheDiskStartsElsewhereWithIt(t *testing.T) {
 	t.Parallel()
 	needPodman(t)
@@ -62,6 +64,23 @@ if [ -f /opt/env/marker ]; then cp /opt/env/marker "$d/seen-again"; else mkdir -
 	if _, err := os.Stat(disk); err != nil {
 		t.Fatalf("the kept disk is not in the shared image root: %v", err)
 	}
+	// Save the stopped disk as an image (a node mounts it for the while).
+	var saved gpuportal.Image
+	if st := p.api("POST", fmt.Sprintf("/api/v1/instances/%d/images", inst.ID), p.user, `{"name":"my env"}`, &saved); st != 201 || saved.Status != gpuportal.ImageSaving {
+		t.Fatalf("save as image = %d %+v", st, saved)
+	}
+	t.Cleanup(func() { exec.Command("podman", "rmi", "--force", saved.Reference).Run() })
+	if st := p.api("POST", fmt.Sprintf("/api/v1/instances/%d/images", inst.ID), p.user, `{"name":"twice"}`, nil); st != 409 {
+		t.Errorf("a second save meanwhile = %d", st)
+	}
+	eventually(t, 60*time.Second, "the image to be saved", func() bool {
+		var got gpuportal.Image
+		p.api("GET", "/api/v1/images/"+saved.ID, p.user, "", &got)
+		if got.Status == gpuportal.ImageFailed {
+			t.Fatalf("the save failed: %s", got.Error)
+		}
+		return got.Status == gpuportal.ImageReady
+	})
 	if st := p.api("POST", "/api/v1/admin/nodes/"+firstNode+"/drain", p.admin, "", nil); st != 200 {
 		t.Fatalf("drain = %d", st)
 	}
@@ -83,6 +102,21 @@ if [ -f /opt/env/marker ]; then cp /opt/env/marker "$d/seen-again"; else mkdir -
 	if st := p.api("DELETE", fmt.Sprintf("/api/v1/instances/%d", inst.ID), p.user, "", nil); st != 409 {
 		t.Errorf("release while it runs = %d", st)
 	}
+	// A new instance from the saved image has the install in its image.
+	fromImage, _ := json.Marshal(map[string]any{"kind": "on_demand", "model": "a100-80g", "region": "cd-1", "count": 1, "image": saved.ID, "disk_gib": 1,
+		"command": `cp /opt/env/marker "$GPUPORTAL_CHECKPOINT_DIR/from-image"; ` + untilTERM("sleep 600")})
+	var clone gpuportal.Instance
+	if st := p.api("POST", "/api/v1/instances", p.user, string(fromImage), &clone); st != 201 {
+		t.Fatalf("launch from the saved image = %d", st)
+	}
+	eventually(t, 60*time.Second, "the clone to find the install", func() bool {
+		if i := p.instance(clone.ID); i.Status == gpuportal.InstanceFailed {
+			t.Fatalf("the clone failed: %s", i.Error)
+		}
+		return readTrim(filepath.Join(ckpt, fmt.Sprintf("instance-%d", clone.ID), "from-image")) == fmt.Sprintf("installed on instance-%d", inst.ID)
+	})
+	p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", clone.ID), p.user, "", nil)
+
 	// A stop that does not keep it lets the disk go.
 	if st := p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", inst.ID), p.user, "", nil); st != 200 {
 		t.Fatalf("stop = %d", st)

@@ -48,12 +48,12 @@ func TestPrivateImageFromAVolumeArchive(t *testing.T) {
 	}
 	exec.Command("podman", "rmi", "--force", own).Run()
 	os.WriteFile(filepath.Join(volDir, "images", "notes.txt"), []byte("no image here\n"), 0o644)
-	t.Cleanup(func() { exec.Command("podman", "rmi", "--force", gpuportal.PrivateImageReference(1)).Run() })
 
 	var im, bad gpuportal.Image
 	if st := p.api("POST", "/api/v1/images", p.user, fmt.Sprintf(`{"name":"my env","volume_id":%d,"path":"images/env.tar"}`, vol.ID), &im); st != 201 || im.Status != gpuportal.ImageSaving {
 		t.Fatalf("import = %d %+v", st, im)
 	}
+	t.Cleanup(func() { exec.Command("podman", "rmi", "--force", im.Reference).Run() })
 	if st := p.api("POST", "/api/v1/images", p.user, fmt.Sprintf(`{"name":"notes","volume_id":%d,"path":"images/notes.txt"}`, vol.ID), &bad); st != 201 {
 		t.Fatalf("import of a text file = %d", st)
 	}
@@ -88,7 +88,7 @@ func TestPrivateImageFromAVolumeArchive(t *testing.T) {
 	}
 	// This node must load it again from the image root, as any node of
 	// the region that never had it does.
-	exec.Command("podman", "rmi", "--force", gpuportal.PrivateImageReference(1)).Run()
+	exec.Command("podman", "rmi", "--force", im.Reference).Run()
 	body, _ := json.Marshal(map[string]any{"kind": "spot", "model": "a100-80g", "region": "cd-1", "count": 1, "image": im.ID, "disk_gib": 1,
 		"command": `cat /etc/own-marker > "$GPUPORTAL_CHECKPOINT_DIR/seen"; ` + untilTERM("sleep 600")})
 	var inst gpuportal.Instance

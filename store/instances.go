@@ -535,6 +535,11 @@ func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64,
 		if suspended {
 			return gpuportal.Errorf(gpuportal.EFUNDS, "The kept disk of instance %d is suspended since your balance ran out: top up what it owes, and it can start again a minute later.", i.ID)
 		}
+		if saving, err := savingImageOf(ctx, tx, i.ID); err != nil {
+			return err
+		} else if saving {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is being saved as an image; it starts once that is done.", i.ID)
+		}
 		n := i.Count
 		if count != nil {
 			n = *count
@@ -587,6 +592,11 @@ func (db *DB) ReleaseDisk(ctx context.Context, user *gpuportal.User, id int64) e
 		}
 		if i.Disk == nil || !i.Disk.Kept {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d has no kept disk.", i.ID)
+		}
+		if saving, err := savingImageOf(ctx, tx, i.ID); err != nil {
+			return err
+		} else if saving {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is being saved as an image; release its disk once that is done.", i.ID)
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE instances SET disk_kept = 0, disk_released_at = ?, disk_billed_until = NULL WHERE id = ?`, unix(db.now()), i.ID)
 		return err

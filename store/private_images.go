@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gpuportal"
@@ -22,16 +25,24 @@ import (
 // an unused copy until its image storage is cleaned).
 const imageDeletionNotice = 30 * time.Minute
 
-const privateImageColumns = `id, name, region_id, status, error, size_bytes`
+const privateImageColumns = `id, name, region_id, status, error, size_bytes, ref_token`
 
 func scanPrivateImage(row interface{ Scan(...any) error }) (gpuportal.Image, error) {
 	var n int64
+	var token string
 	im := gpuportal.Image{Owner: "me"}
-	if err := row.Scan(&n, &im.Name, &im.Region, &im.Status, &im.Error, &im.SizeBytes); err != nil {
+	if err := row.Scan(&n, &im.Name, &im.Region, &im.Status, &im.Error, &im.SizeBytes, &token); err != nil {
 		return im, err
 	}
-	im.ID, im.Reference = gpuportal.PrivateImageID(n), gpuportal.PrivateImageReference(n)
+	im.ID, im.Reference = gpuportal.PrivateImageID(n), gpuportal.PrivateImageReference(n, token)
 	return im, nil
+}
+
+// newImageToken is a private image's own tag (PrivateImageReference).
+func newImageToken() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // ImagesFor lists the catalog (ready, in the admins' order) and then the
@@ -89,8 +100,8 @@ func (db *DB) ImportImage(ctx context.Context, user *gpuportal.User, req gpuport
 		if node, err = db.volumeTarget(ctx, tx, user, v.ID); err != nil {
 			return err
 		}
-		if err := tx.QueryRowContext(ctx, `INSERT INTO private_images (user_id, name, region_id, volume_id, path, node_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			user.ID, req.Name, v.Region, v.ID, req.Path, node, unix(db.now())).Scan(&id); err != nil {
+		if err := tx.QueryRowContext(ctx, `INSERT INTO private_images (user_id, name, region_id, volume_id, path, node_id, created_at, ref_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			user.ID, req.Name, v.Region, v.ID, req.Path, node, unix(db.now()), newImageToken()).Scan(&id); err != nil {
 			return fmt.Errorf("insert image: %w", err)
 		}
 		return bumpNode(ctx, tx, node)
@@ -100,6 +111,68 @@ func (db *DB) ImportImage(ctx context.Context, user *gpuportal.User, req gpuport
 	}
 	db.wake(ctx, node)
 	return db.PrivateImage(ctx, user, gpuportal.PrivateImageID(id))
+}
+
+// SaveInstanceImage makes a private image of an instance's disk: while
+// it runs (on its node), or stopped with its disk kept (on a node of its
+// region, which mounts the disk for the while). 409 without a disk to
+// save, or while another save of it runs; another's instance is 404.
+func (db *DB) SaveInstanceImage(ctx context.Context, user *gpuportal.User, instanceID int64, req gpuportal.ImageSave) (*gpuportal.Image, error) {
+	name := strings.TrimSpace(req.Name)
+	if name == "" || len(name) > 100 {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "name", "The image name must be 1 to 100 characters.")
+	}
+	var id int64
+	var node string
+	err := db.inTx(ctx, "save instance image", func(tx *sql.Tx) error {
+		i, err := instanceFor(ctx, tx, user, instanceID)
+		if err != nil {
+			return err
+		}
+		if i.UserID != user.ID {
+			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only the instance's owner saves it as an image.")
+		}
+		running := i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting
+		switch {
+		case i.Disk == nil:
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d has no disk to save.", i.ID)
+		case running && (i.Disk.Enforced == nil || !*i.Disk.Enforced):
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d's node gives it no disk of its own (a read-only image): there is nothing of it to save.", i.ID)
+		case !running && !i.Disk.Kept:
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s without a kept disk: there is nothing of it to save.", i.ID, i.Status)
+		}
+		if saving, err := savingImageOf(ctx, tx, i.ID); err != nil {
+			return err
+		} else if saving {
+			return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is being saved as an image already; wait for that one.", i.ID)
+		}
+		node = i.Node
+		if !running {
+			if err := tx.QueryRowContext(ctx, `SELECT id FROM nodes WHERE region_id = ? AND online = 1 AND token_revoked_at IS NULL ORDER BY id LIMIT 1`, i.Region).Scan(&node); errors.Is(err, sql.ErrNoRows) {
+				return gpuportal.Errorf(gpuportal.EUNAVAILABLE, "No node of region %s is online to read the disk; try again shortly.", i.Region)
+			} else if err != nil {
+				return err
+			}
+		}
+		if err := tx.QueryRowContext(ctx, `INSERT INTO private_images (user_id, name, region_id, instance_id, node_id, created_at, ref_token) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			user.ID, name, i.Region, i.ID, node, unix(db.now()), newImageToken()).Scan(&id); err != nil {
+			return fmt.Errorf("insert image: %w", err)
+		}
+		return bumpNode(ctx, tx, node)
+	})
+	if err != nil {
+		return nil, err
+	}
+	db.wake(ctx, node)
+	return db.PrivateImage(ctx, user, gpuportal.PrivateImageID(id))
+}
+
+// savingImageOf says whether an image of instance id is being saved (its
+// disk is being read: it neither starts nor goes meanwhile).
+func savingImageOf(ctx context.Context, q queryer, id int64) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM private_images WHERE instance_id = ? AND status = 'saving' AND deleted_at IS NULL`, id).Scan(&n)
+	return n > 0, err
 }
 
 // DeletePrivateImage deletes one of the user's images: refused (409)
@@ -140,8 +213,15 @@ func (db *DB) DeletePrivateImage(ctx context.Context, user *gpuportal.User, id s
 // deleted lately (whose copies it removes).
 func (db *DB) ImageOrders(ctx context.Context, node string) ([]gpuportal.ImageImportOrder, []int64, error) {
 	imports, err := scanAll(ctx, db.read, func(r *sql.Rows, o *gpuportal.ImageImportOrder) error {
-		return r.Scan(&o.ImageID, &o.VolumeID, &o.Path)
-	}, `SELECT id, volume_id, path FROM private_images WHERE node_id = ? AND status = 'saving' AND deleted_at IS NULL ORDER BY id`, node)
+		var token string
+		if err := r.Scan(&o.ImageID, &o.VolumeID, &o.Path, &o.InstanceID, &o.BaseImage, &o.DiskGiB, &token); err != nil {
+			return err
+		}
+		o.Reference = gpuportal.PrivateImageReference(o.ImageID, token)
+		return nil
+	}, `SELECT p.id, coalesce(p.volume_id, 0), p.path, coalesce(p.instance_id, 0), coalesce(i.image, ''), coalesce(i.disk_gib, 0), p.ref_token
+		FROM private_images p LEFT JOIN instances i ON i.id = p.instance_id
+		WHERE p.node_id = ? AND p.status = 'saving' AND p.deleted_at IS NULL ORDER BY p.id`, node)
 	if err != nil {
 		return nil, nil, fmt.Errorf("image imports: %w", err)
 	}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,7 +84,7 @@ func TestPrivateImageFromAVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inst.Image != gpuportal.PrivateImageReference(1) {
+	if inst.Image != im.Reference || !strings.HasPrefix(im.Reference, "localhost/gpuportal-private/img-1:") {
 		t.Errorf("the instance runs %q", inst.Image)
 	}
 	tick(t, db, clock, clock.Now())

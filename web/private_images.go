@@ -61,6 +61,44 @@ func (s *Server) apiDeletePrivateImage(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+// apiSaveInstanceImage is POST /instances/{id}/images: a private image of
+// the instance's disk.
+func (s *Server) apiSaveInstanceImage(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	var req gpuportal.ImageSave
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	im, err := s.db.SaveInstanceImage(c.Request().Context(), currentUser(c), id, req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, im)
+}
+
+// handleSaveInstanceImageForm is the instance page's "Save as image".
+func (s *Server) handleSaveInstanceImageForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	lang := reqOf(c).lang
+	im, err := s.db.SaveInstanceImage(c.Request().Context(), currentUser(c), id, gpuportal.ImageSave{Name: c.FormValue("name")})
+	if err != nil {
+		switch gpuportal.ErrorCode(err) {
+		case gpuportal.ECONFLICT, gpuportal.EINVALID, gpuportal.EUNAVAILABLE:
+			s.addFlash(c, "error", i18n.Error(lang, err))
+			return redirect(c, fmt.Sprintf("/instances/%d", id))
+		}
+		return err
+	}
+	s.addFlash(c, "success", i18n.T(lang, "Image %s is being saved from instance #%d; it is listed with your images on the volumes page.", im.ID, id))
+	return redirect(c, fmt.Sprintf("/instances/%d", id))
+}
+
 // handleImportImageForm is the volumes page's import form.
 func (s *Server) handleImportImageForm(c echo.Context) error {
 	volumeID, _ := strconv.ParseInt(strings.TrimSpace(c.FormValue("volume_id")), 10, 64)

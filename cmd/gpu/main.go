@@ -58,7 +58,7 @@ var commands = []command{
 	{"cancel", "cancel ID", "cancel a reservation (its fee as the policy says)", (*cli).cancel},
 	{"jobs", "jobs [list | submit --model M --tasks N [--gpus N] [--parallel N] [--volume ID] [--disk GIB] -- COMMAND… | show ID | cancel ID]", "batch jobs", (*cli).jobs},
 	{"volumes", "volumes [list | create NAME --size GIB [--region R] | delete ID | ls ID [PATH]]", "your volumes", (*cli).volumes},
-	{"images", "images [list | import NAME --volume ID --path PATH | show ID | delete ID]", "the image catalog and your own images (import one from a docker save archive in a volume)", (*cli).images},
+	{"images", "images [list | import NAME --volume ID --path PATH | save INSTANCE NAME | show ID | delete ID]", "the image catalog and your own images (import one from a docker save archive in a volume, or save an instance's disk)", (*cli).images},
 	{"cp", "cp SOURCE DESTINATION (one of them vol:ID:PATH; - for stdin or stdout)", "copy a file into or out of a volume", (*cli).cp},
 	{"balance", "balance", "your balance and what runs on it", (*cli).balance},
 	{"completion", "completion", "print the bash completion script (eval \"$(gpu completion)\")", (*cli).completion},

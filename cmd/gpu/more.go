@@ -531,6 +531,23 @@ func (c *cli) images(args []string) error {
 		}
 		fmt.Fprintln(c.out, c.T("Image %s is being imported; gpu images show %s says when it is ready.", im.ID, im.ID))
 		return nil
+	case "save":
+		if len(args) < 2 {
+			return usageError{c.T("images save needs an instance ID and a NAME")}
+		}
+		id, err := c.instanceArg(args)
+		if err != nil {
+			return err
+		}
+		var im gpuportal.Image
+		if err := c.call("POST", fmt.Sprintf("/instances/%d/images", id), map[string]string{"name": strings.Join(args[1:], " ")}, &im); err != nil {
+			return err
+		}
+		if c.json {
+			return c.print(im, nil, nil)
+		}
+		fmt.Fprintln(c.out, c.T("Image %s is being saved from instance %d; gpu images show %s says when it is ready.", im.ID, id, im.ID))
+		return nil
 	case "show", "delete":
 		if len(args) == 0 || !strings.HasPrefix(args[0], "img-") {
 			return usageError{c.T("which image? give its ID (img-N)")}
@@ -549,5 +566,5 @@ func (c *cli) images(args []string) error {
 		return c.print(im, []string{"ID", "NAME", "REGION", "STATUS", "SIZE BYTES", "ERROR"},
 			[][]string{{im.ID, im.Name, im.Region, im.Status, strconv.FormatInt(im.SizeBytes, 10), im.Error}})
 	}
-	return usageError{c.T("images takes list, import NAME --volume ID --path PATH, show ID or delete ID")}
+	return usageError{c.T("images takes list, import NAME --volume ID --path PATH, save INSTANCE NAME, show ID or delete ID")}
 }
