@@ -190,10 +190,7 @@ func TestStopKeepingTheDiskThenStartAgain(t *testing.T) {
 	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); gpuportal.ErrorField(err) != "keep_disk" {
 		t.Errorf("keeping a disk the node does not hold: %v", err)
 	}
-	if err := db.ApplyWorkloadReports(ctx, running.Node, []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: running.Attempt, State: gpuportal.WorkloadRunning,
-		Disk: &gpuportal.WorkloadDisk{UsedBytes: 5 << 30, Enforced: true}}}); err != nil {
-		t.Fatal(err)
-	}
+	reportDisk(t, db, running, 5 << 30)
 	if _, err := db.StartInstance(ctx, u, inst.ID, nil); gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
 		t.Errorf("start while running: %v", err)
 	}
@@ -242,10 +239,7 @@ func TestStopKeepingTheDiskThenStartAgain(t *testing.T) {
 		t.Errorf("release while it runs: %v", err)
 	}
 	agent.runAll()
-	if err := db.ApplyWorkloadReports(ctx, again.Node, []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: again.Attempt, State: gpuportal.WorkloadRunning,
-		Disk: &gpuportal.WorkloadDisk{UsedBytes: 5 << 30, Enforced: true}}}); err != nil {
-		t.Fatal(err)
-	}
+	reportDisk(t, db, again, 5 << 30)
 	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -341,10 +335,7 @@ func TestKeptDiskAtZeroBalance(t *testing.T) {
 	tick(t, db, clock, clock.Now())
 	agent.runAll()
 	running := getInstance(t, db, inst.ID)
-	if err := db.ApplyWorkloadReports(ctx, running.Node, []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: running.Attempt, State: gpuportal.WorkloadRunning,
-		Disk: &gpuportal.WorkloadDisk{UsedBytes: 1 << 30, Enforced: true}}}); err != nil {
-		t.Fatal(err)
-	}
+	reportDisk(t, db, running, 1 << 30)
 	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -405,4 +396,15 @@ func TestKeptDiskAtZeroBalance(t *testing.T) {
 		t.Errorf("the nodes are told to remove %v", ids)
 	}
 	checkLedger(t, db, u)
+}
+
+// reportDisk is i's agent saying its disk holds used bytes, within a size
+// the node holds.
+func reportDisk(t *testing.T, db *store.DB, i *gpuportal.Instance, used int64) {
+	t.Helper()
+	err := db.ApplyWorkloadReports(context.Background(), i.Node, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadRunning,
+		Disk: &gpuportal.WorkloadDisk{UsedBytes: used, Enforced: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
