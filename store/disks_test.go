@@ -190,7 +190,7 @@ func TestStopKeepingTheDiskThenStartAgain(t *testing.T) {
 	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); gpuportal.ErrorField(err) != "keep_disk" {
 		t.Errorf("keeping a disk the node does not hold: %v", err)
 	}
-	reportDisk(t, db, running, 5 << 30)
+	reportDisk(t, db, running, 5<<30)
 	if _, err := db.StartInstance(ctx, u, inst.ID, nil); gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
 		t.Errorf("start while running: %v", err)
 	}
@@ -239,7 +239,7 @@ func TestStopKeepingTheDiskThenStartAgain(t *testing.T) {
 		t.Errorf("release while it runs: %v", err)
 	}
 	agent.runAll()
-	reportDisk(t, db, again, 5 << 30)
+	reportDisk(t, db, again, 5<<30)
 	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func TestKeptDiskAtZeroBalance(t *testing.T) {
 	tick(t, db, clock, clock.Now())
 	agent.runAll()
 	running := getInstance(t, db, inst.ID)
-	reportDisk(t, db, running, 1 << 30)
+	reportDisk(t, db, running, 1<<30)
 	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
 		t.Fatal(err)
 	}
