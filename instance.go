@@ -276,8 +276,8 @@ type StopOptions struct {
 // its owner starts (not a reservation's or a job's).
 func CanKeepDisk(i *Instance) error {
 	switch {
-	case i.Kind == KindReserved || i.JobID != nil:
-		return FieldErrorf(ECONFLICT, "keep_disk", "Instance %d runs for a reservation or a job, which start their own; it keeps no disk.", i.ID)
+	case i.JobID != nil:
+		return FieldErrorf(ECONFLICT, "keep_disk", "Instance %d runs a job's task, which starts its own; it keeps no disk.", i.ID)
 	case i.Status != InstanceRunning && i.Status != InstanceInterrupting:
 		return FieldErrorf(ECONFLICT, "keep_disk", "Instance %d is %s: it has no disk yet to keep.", i.ID, i.Status)
 	case i.Disk == nil || i.Disk.Enforced == nil || !*i.Disk.Enforced:

@@ -73,6 +73,11 @@ type LaunchSpec struct {
 	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// DiskGiB sizes each instance's disk (nil: the policy's).
 	DiskGiB *int `json:"disk_gib,omitempty"`
+	// ResumeInstanceID: book your resume — at the start, the booker's
+	// stopped instance with this id starts on the reservation's GPUs with
+	// its kept disk (its own image, command and volumes; the rest of the
+	// spec is not used).
+	ResumeInstanceID *int64 `json:"resume_instance_id,omitempty"`
 }
 
 // MachineCommand is the command of "a machine to log into": it runs until
@@ -84,6 +89,12 @@ const MaxCommandLength = 4096
 
 // Validate checks the shape of a launch spec.
 func (s *LaunchSpec) Validate() error {
+	if s.ResumeInstanceID != nil {
+		if *s.ResumeInstanceID <= 0 {
+			return FieldErrorf(EINVALID, "launch.resume_instance_id", "Name the stopped instance to resume by its id.")
+		}
+		return nil
+	}
 	s.Command = strings.TrimSpace(s.Command)
 	if s.Command == "" {
 		return FieldErrorf(EINVALID, "launch.command", "Say what to run at the start (a command), or choose a machine to log into.")

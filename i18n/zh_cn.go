@@ -1567,4 +1567,13 @@ var zhCN = map[string]string{
 	"Image name, e.g. my-env": "镜像名称，例如 my-env",
 	"Image name":              "镜像名称",
 	"Save as image":           "保存为镜像",
+	"book GPUs for a window (paid from the balance; --resume: a stopped instance with its kept disk starts on them)": "预订一段时间的 GPU（从余额支付；--resume：一个保留了系统盘的已关机实例将在这些 GPU 上开机）",
+	"Name the stopped instance to resume by its id.":                                                                 "请用 ID 指定要恢复的已关机实例。",
+	"Instance %d is not one of yours.":                                                                               "实例 %d 不是您的。",
+	"Instance %d cannot be resumed: %s":                                                                              "实例 %d 无法恢复：%s",
+	"Instance %d runs %s in %s; the booking is for %s in %s.":                                                        "实例 %d 运行的是 %s（%s 区域）；该预订是 %s（%s 区域）。",
+	"Instance %d runs on %d GPUs; the booking has %d.":                                                               "实例 %d 使用 %d 块 GPU；该预订只有 %d 块。",
+	"The kept disk of instance %d is suspended since your balance ran out: top up what it owes first.":               "实例 %d 保留的系统盘因余额用完已暂停：请先充值补足所欠费用。",
+	"Instance %d is being saved as an image; resume it once that is done.":                                           "实例 %d 正在保存为镜像；完成后再恢复。",
+	"Instance %d runs a job's task, which starts its own; it keeps no disk.":                                         "实例 %d 运行的是任务的子任务，由任务自行启动；不保留系统盘。",
 }

@@ -408,3 +408,101 @@ func reportDisk(t *testing.T, db *store.DB, i *gpuportal.Instance, used int64) {
 		t.Fatal(err)
 	}
 }
+
+// (issue 46) Book your resume: a reservation may name the booker's
+// stopped instance with a kept disk; at the start it runs on the
+// reservation's GPUs with that disk (a reserved instance, a new attempt),
+// and after the reservation it starts again on demand. A booking that
+// names another's instance, a running one or another model is refused;
+// an instance started meanwhile fails the launch alone (the owner told).
+func TestBookYourResume(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	other := storetest.MustCreateUser(t, db, "o@example.com", gpuportal.RoleCustomer)
+	agent := fakeAgent{t, db}
+	inst, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, clock.Now())
+	agent.runAll()
+	reportDisk(t, db, getInstance(t, db, inst.ID), 1<<30)
+	start := clock.Now().Truncate(time.Hour).Add(3 * time.Hour)
+	book := func(who *gpuportal.User, id int64, count int) (*gpuportal.Reservation, error) {
+		return db.Book(ctx, who, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: count, Start: start, End: start.Add(4 * time.Hour),
+			Launch: &gpuportal.LaunchSpec{ResumeInstanceID: &id}})
+	}
+	if _, err := book(u, inst.ID, 4); gpuportal.ErrorField(err) != "launch.resume_instance_id" || gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+		t.Errorf("a booking resuming a running instance: %v", err)
+	}
+	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
+		t.Fatal(err)
+	}
+	agent.exit(getInstance(t, db, inst.ID))
+	if _, err := book(other, inst.ID, 4); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Errorf("another's booking resuming it: %v", err)
+	}
+	if _, err := book(u, inst.ID, 1); gpuportal.ErrorField(err) != "launch.resume_instance_id" {
+		t.Errorf("a booking smaller than the instance: %v", err)
+	}
+	r, err := book(u, inst.ID, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, start)
+	tick(t, db, clock, start.Add(time.Minute))
+	got := getInstance(t, db, inst.ID)
+	if got.Kind != gpuportal.KindReserved || got.ReservationID == nil || *got.ReservationID != r.ID || got.Node == "" || got.PricePerGPU != 0 {
+		t.Fatalf("at the start: %s on reservation %v, node %q, price %d", got.Kind, got.ReservationID, got.Node, got.PricePerGPU)
+	}
+	d, _ := db.DesiredFor(ctx, got.Node)
+	if len(d.Workloads) != 1 || !d.Workloads[0].DiskKept || d.Workloads[0].Lifecycle != gpuportal.LifecycleScheduled {
+		t.Fatalf("the node is told %+v", d.Workloads)
+	}
+	// Stopped keeping the disk again, it starts on demand afterwards.
+	agent.runAll()
+	reportDisk(t, db, getInstance(t, db, inst.ID), 1<<30)
+	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
+		t.Fatal(err)
+	}
+	agent.exit(getInstance(t, db, inst.ID))
+	again, err := db.StartInstance(ctx, u, inst.ID, nil)
+	if err != nil || again.Kind != gpuportal.KindOnDemand || again.ReservationID != nil || again.PricePerGPU == 0 {
+		t.Fatalf("a start after the reservation: %+v %v", again, err)
+	}
+	// A second booking to resume it, which is running by its start: the
+	// launch fails alone and its owner is told; the reservation starts.
+	start2 := start.Add(24 * time.Hour)
+	tick(t, db, clock, clock.Now())
+	agent.runAll()
+	reportDisk(t, db, getInstance(t, db, inst.ID), 1<<30)
+	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
+		t.Fatal(err)
+	}
+	agent.exit(getInstance(t, db, inst.ID))
+	r2, err := db.Book(ctx, u, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 4, Start: start2, End: start2.Add(4 * time.Hour),
+		Launch: &gpuportal.LaunchSpec{ResumeInstanceID: &inst.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.StartInstance(ctx, u, inst.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, start2)
+	if got, _ := db.Reservation(ctx, u, r2.ID); got.Status != gpuportal.ReservationActive {
+		t.Fatalf("the second reservation is %s", got.Status)
+	}
+	notes, _ := db.InApp(ctx, u.ID, 100)
+	failed := 0
+	for _, n := range notes {
+		if n.Kind == gpuportal.NoteReservationLaunchFailed {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d launch-failed notes, want 1", failed)
+	}
+}

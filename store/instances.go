@@ -554,16 +554,21 @@ func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64,
 		if err != nil {
 			return named("read the catalog", err)
 		}
-		price, err := db.admitRun(ctx, tx, user.ID, i.Kind, *model, i.Region, n, policy, now)
+		// One resumed on a reservation that has ended starts on demand.
+		kind := i.Kind
+		if kind == gpuportal.KindReserved {
+			kind = gpuportal.KindOnDemand
+		}
+		price, err := db.admitRun(ctx, tx, user.ID, kind, *model, i.Region, n, policy, now)
 		if err != nil {
 			return err
 		}
 		// Pending again, as a fresh launch of the same instance: the
 		// scheduler places it on any node of the region, whose agent
 		// mounts the kept disk (the next attempt).
-		if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'pending', count = ?, price_fen = ?, node_id = NULL, started_at = NULL, ended_at = NULL,
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'pending', kind = ?, reservation_id = NULL, count = ?, price_fen = ?, node_id = NULL, started_at = NULL, ended_at = NULL,
 			exit_code = NULL, error = '', stop_requested_at = NULL, notice_at = NULL, notice_wall_at = NULL, deadline_at = NULL, interrupt_reason = NULL,
-			ready_at = NULL, stop_reason = NULL, idle_since = NULL WHERE id = ?`, n, price, i.ID); err != nil {
+			ready_at = NULL, stop_reason = NULL, idle_since = NULL WHERE id = ?`, kind, n, price, i.ID); err != nil {
 			return named("start", err)
 		}
 		return nil

@@ -13,6 +13,9 @@ import (
 // GPUs of the reservation that no instance of it holds ("Launch on this
 // reservation"). 409 when every GPU already runs something.
 func (db *DB) LaunchOnReservation(ctx context.Context, user *gpuportal.User, reservationID int64, spec gpuportal.LaunchSpec) ([]gpuportal.Instance, error) {
+	if id := spec.ResumeInstanceID; id != nil && *id <= 0 {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, "resume_instance_id", "Name the stopped instance to resume by its id.")
+	}
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -31,7 +34,11 @@ func (db *DB) LaunchOnReservation(ctx context.Context, user *gpuportal.User, res
 		if r.Status != gpuportal.ReservationActive {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "Reservation %d is %s; work runs on it while it is active.", r.ID, r.Status)
 		}
-		ids, err = db.launchOnReservation(ctx, tx, r, spec)
+		if spec.ResumeInstanceID != nil {
+			ids, err = db.resumeOnReservation(ctx, tx, r, *spec.ResumeInstanceID)
+		} else {
+			ids, err = db.launchOnReservation(ctx, tx, r, spec)
+		}
 		if err == nil && len(ids) == 0 {
 			err = gpuportal.Errorf(gpuportal.ECONFLICT, "Every GPU of reservation %d already runs an instance of it; stop one first.", r.ID)
 		}
@@ -131,7 +138,12 @@ func (a *applier) startLaunch(ctx context.Context, reservationID int64) error {
 	// A launch that cannot run (the image left the catalog, a volume is
 	// suspended) fails this decision alone: the reservation has started,
 	// and its owner is told why and launches by hand (decisions.go).
-	ids, err := a.db.launchOnReservation(ctx, a.tx, r, *r.Launch)
+	var ids []int64
+	if r.Launch.ResumeInstanceID != nil {
+		ids, err = a.db.resumeOnReservation(ctx, a.tx, r, *r.Launch.ResumeInstanceID)
+	} else {
+		ids, err = a.db.launchOnReservation(ctx, a.tx, r, *r.Launch)
+	}
 	if err != nil {
 		return err
 	}
@@ -141,4 +153,56 @@ func (a *applier) startLaunch(ctx context.Context, reservationID int64) error {
 	a.launched += len(ids)
 	return a.db.notify(ctx, a.tx, r.UserID, gpuportal.NoteReservationLaunched, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region,
 		Count: r.Count, Start: r.Start, End: r.End})
+}
+
+// canResume checks that reservation r (model, region, count, owner) may
+// resume instance id at its start: the owner's, stopped with its disk
+// kept (and not suspended or being saved), of the same model and region,
+// on no more GPUs than the reservation has. field names the request's
+// field in the error.
+func canResume(ctx context.Context, q queryer, userID int64, model, region string, count int, id int64, field string) (*gpuportal.Instance, error) {
+	i, err := instanceFor(ctx, q, &gpuportal.User{ID: userID}, id)
+	if err != nil {
+		return nil, gpuportal.FieldErrorf(gpuportal.ENOTFOUND, field, "Instance %d is not one of yours.", id)
+	}
+	if err := gpuportal.CanStart(i); err != nil {
+		return nil, gpuportal.FieldErrorf(gpuportal.ECONFLICT, field, "Instance %d cannot be resumed: %s", id, gpuportal.ErrorMessage(err))
+	}
+	if i.Model != model || i.Region != region {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, field, "Instance %d runs %s in %s; the booking is for %s in %s.", id, i.Model, i.Region, model, region)
+	}
+	if i.Count > count {
+		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, field, "Instance %d runs on %d GPUs; the booking has %d.", id, i.Count, count)
+	}
+	var suspended bool
+	if err := q.QueryRowContext(ctx, `SELECT disk_suspended_at IS NOT NULL FROM instances WHERE id = ?`, id).Scan(&suspended); err != nil {
+		return nil, err
+	}
+	if suspended {
+		return nil, gpuportal.FieldErrorf(gpuportal.EFUNDS, field, "The kept disk of instance %d is suspended since your balance ran out: top up what it owes first.", id)
+	}
+	if saving, err := savingImageOf(ctx, q, id); err != nil {
+		return nil, err
+	} else if saving {
+		return nil, gpuportal.FieldErrorf(gpuportal.ECONFLICT, field, "Instance %d is being saved as an image; resume it once that is done.", id)
+	}
+	return i, nil
+}
+
+// resumeOnReservation starts the reservation's stopped instance on its
+// GPUs at its start (book your resume): a reserved instance of it, a new
+// attempt that mounts its kept disk. When the instance was started,
+// released or deleted meanwhile, the decision fails and the owner is told
+// why; the GPUs stay theirs.
+func (db *DB) resumeOnReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.Reservation, id int64) ([]int64, error) {
+	i, err := canResume(ctx, tx, r.UserID, r.Model, r.Region, r.Count, id, "launch.resume_instance_id")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE instances SET kind = 'reserved', reservation_id = ?, status = 'pending', price_fen = 0, auto_restart = 0, idle_stop_minutes = NULL,
+		node_id = NULL, started_at = NULL, ended_at = NULL, exit_code = NULL, error = '', stop_requested_at = NULL, notice_at = NULL, notice_wall_at = NULL,
+		deadline_at = NULL, interrupt_reason = NULL, ready_at = NULL, stop_reason = NULL, idle_since = NULL WHERE id = ?`, r.ID, i.ID); err != nil {
+		return nil, fmt.Errorf("resume instance %d: %w", i.ID, err)
+	}
+	return []int64{i.ID}, nil
 }

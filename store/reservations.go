@@ -148,7 +148,11 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 		if err := req.Launch.Validate(); err != nil {
 			return nil, err
 		}
-		if _, err := imageForLaunch(ctx, tx, userID, req.Region, req.Launch.Image); err != nil {
+		if id := req.Launch.ResumeInstanceID; id != nil {
+			if _, err := canResume(ctx, tx, userID, req.Model, req.Region, req.Count, *id, "launch.resume_instance_id"); err != nil {
+				return nil, err
+			}
+		} else if _, err := imageForLaunch(ctx, tx, userID, req.Region, req.Launch.Image); err != nil {
 			if e, ok := err.(*gpuportal.Error); ok && e.Field == "image" {
 				e.Field = "launch.image"
 			}

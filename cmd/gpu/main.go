@@ -53,7 +53,7 @@ var commands = []command{
 	{"ssh", "ssh ID [ssh arguments…]", "log into a running instance with the system ssh", (*cli).ssh},
 	{"availability", "availability --model M [--region R] [--from TIME] [--hours N]", "free GPUs and prices, hour by hour", (*cli).availability},
 	{"offerings", "offerings --model M --hours N [--count N] [--sort price|start] [--limit N]", "windows that fit a booking, cheapest or earliest first", (*cli).offerings},
-	{"book", "book --model M --count N --start TIME (--end TIME | --hours N) [--region R]", "book GPUs for a window (paid from the balance)", (*cli).book},
+	{"book", "book --model M --count N --start TIME (--end TIME | --hours N) [--region R] [--resume INSTANCE]", "book GPUs for a window (paid from the balance; --resume: a stopped instance with its kept disk starts on them)", (*cli).book},
 	{"reservations", "reservations", "your reservations", (*cli).reservations},
 	{"cancel", "cancel ID", "cancel a reservation (its fee as the policy says)", (*cli).cancel},
 	{"jobs", "jobs [list | submit --model M --tasks N [--gpus N] [--parallel N] [--volume ID] [--disk GIB] -- COMMAND… | show ID | cancel ID]", "batch jobs", (*cli).jobs},

@@ -105,6 +105,7 @@ func (c *cli) book(args []string) error {
 	start := fs.String("start", "", "")
 	end := fs.String("end", "", "")
 	hours := fs.Int("hours", 0, "")
+	resume := fs.Int64("resume", 0, "")
 	if err := fs.Parse(args); err != nil || *model == "" || *start == "" || (*end == "") == (*hours == 0) {
 		return usageError{c.T("book needs --model, --count, --start and --end (or --hours)")}
 	}
@@ -118,9 +119,13 @@ func (c *cli) book(args []string) error {
 			return err
 		}
 	}
+	req := map[string]any{"model": *model, "region": *region, "count": *count, "start": from.Format(time.RFC3339), "end": to.Format(time.RFC3339)}
+	if *resume > 0 {
+		// Book your resume: the stopped instance starts on these GPUs.
+		req["launch"] = map[string]int64{"resume_instance_id": *resume}
+	}
 	var r gpuportal.Reservation
-	if err := c.call("POST", "/reservations", map[string]any{"model": *model, "region": *region, "count": *count,
-		"start": from.Format(time.RFC3339), "end": to.Format(time.RFC3339)}, &r); err != nil {
+	if err := c.call("POST", "/reservations", req, &r); err != nil {
 		return err
 	}
 	if c.json {
