@@ -1576,4 +1576,7 @@ var zhCN = map[string]string{
 	"The kept disk of instance %d is suspended since your balance ran out: top up what it owes first.":               "实例 %d 保留的系统盘因余额用完已暂停：请先充值补足所欠费用。",
 	"Instance %d is being saved as an image; resume it once that is done.":                                           "实例 %d 正在保存为镜像；完成后再恢复。",
 	"Instance %d runs a job's task, which starts its own; it keeps no disk.":                                         "实例 %d 运行的是任务的子任务，由任务自行启动；不保留系统盘。",
+	"Resume a stopped instance with its kept disk on these GPUs":                                                     "在这些 GPU 上恢复一个保留了系统盘的已关机实例",
+	"Instance to resume":                 "要恢复的实例",
+	"Instance #%d (%d GPU, %d GiB disk)": "实例 #%d（%d 块 GPU，%d GiB 系统盘）",
 }

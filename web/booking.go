@@ -46,6 +46,10 @@ func launchSpecValues(get func(string) string) *gpuportal.LaunchSpec {
 		spec = &gpuportal.LaunchSpec{Image: get("launch_image"), Command: gpuportal.MachineCommand}
 	case "command":
 		spec = &gpuportal.LaunchSpec{Image: get("launch_image"), Command: get("launch_command")}
+	case "resume":
+		// Not a number: an id no instance has, refused with the field.
+		id, _ := strconv.ParseInt(strings.TrimSpace(get("launch_resume")), 10, 64)
+		return &gpuportal.LaunchSpec{ResumeInstanceID: &id}
 	default:
 		return nil
 	}

@@ -123,3 +123,49 @@ func TestInstancePageKeepsStartsAndReleasesTheDisk(t *testing.T) {
 		t.Errorf("release while pending = %d", p.status)
 	}
 }
+
+// (issue 46) The booking form offers to resume a stopped instance with its
+// kept disk at the start, and books it so.
+func TestBookingFormResumesAStoppedInstance(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	nodes := storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	alice := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	ctx := t.Context()
+	inst, err := e.db.Launch(ctx, alice, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Tick(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	report := func(st gpuportal.WorkloadStatus) {
+		t.Helper()
+		i, _ := e.db.Instance(ctx, alice, inst.ID)
+		st.InstanceID, st.Attempt = i.ID, i.Attempt
+		if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report(gpuportal.WorkloadStatus{State: gpuportal.WorkloadRunning, Disk: &gpuportal.WorkloadDisk{UsedBytes: 1 << 30, Enforced: true}})
+	if _, err := e.db.StopWith(ctx, alice, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	report(gpuportal.WorkloadStatus{State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true})
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	q := b.get("/calendar/quote?model=a100-80g&region=cd-1&count=1&start=2026-12-02T10:00&end=2026-12-02T14:00")
+	if !strings.Contains(q.body, `data-testid="launch-resume"`) || !strings.Contains(q.body, fmt.Sprintf(`value="%d"`, inst.ID)) {
+		t.Fatalf("the quote panel offers no resume: %s", q.body)
+	}
+	form := url.Values{"model": {"a100-80g"}, "region": {"cd-1"}, "count": {"1"}, "start": {"2026-12-02T10:00"}, "end": {"2026-12-02T14:00"},
+		"launch": {"resume"}, "launch_resume": {fmt.Sprint(inst.ID)}}
+	if p := b.post("/reservations", form); p.status != http.StatusSeeOther {
+		t.Fatalf("book = %d %s", p.status, p.body)
+	}
+	list, err := e.db.Reservations(ctx, alice, store.ReservationFilter{})
+	if err != nil || len(list) != 1 || list[0].Launch == nil || list[0].Launch.ResumeInstanceID == nil || *list[0].Launch.ResumeInstanceID != inst.ID {
+		t.Fatalf("reservations = %+v %v", list, err)
+	}
+}

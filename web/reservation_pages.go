@@ -127,6 +127,7 @@ func (s *Server) quotePanel(c echo.Context, get func(string) string, model, regi
 			if images, err := s.launchImages(c); err == nil {
 				q.Images = images
 			}
+			q.Resumable = s.resumable(c, req.Model, req.Region)
 			s.fundsFor(c, &q, quote.Total)
 			if policies, err := s.db.Policies(c.Request().Context()); err == nil {
 				q.Terms = gpuportal.CancellationSchedule(policies.For(model).CancellationTiers, quote.Start, s.cfg.Clock.Now())
@@ -496,4 +497,24 @@ func hourValue(get func(string) string, name string) string {
 		return "" // not picked yet: the panel asks for it
 	}
 	return fmt.Sprintf("%sT%02d:00", date, h)
+}
+
+// resumable are the signed-in user's stopped instances with kept disks of
+// model and region, which a booking may resume at its start.
+func (s *Server) resumable(c echo.Context, model, region string) []gpuportal.Instance {
+	u := currentUser(c)
+	if u == nil {
+		return nil
+	}
+	list, err := s.db.Instances(c.Request().Context(), u, 0)
+	if err != nil {
+		return nil
+	}
+	var out []gpuportal.Instance
+	for _, i := range list {
+		if i.UserID == u.ID && i.Model == model && i.Region == region && gpuportal.CanStart(&i) == nil {
+			out = append(out, i)
+		}
+	}
+	return out
 }

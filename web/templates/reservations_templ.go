@@ -1687,7 +1687,7 @@ func ReservationPage(d ReservationDetail) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = launchChoice(d.Images, "machine").Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = launchChoice(d.Images, nil, "machine").Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
