@@ -84,10 +84,38 @@ func (s *Server) apiStart(c echo.Context) error {
 		}
 	}
 	inst, err := s.db.StartInstance(c.Request().Context(), currentUser(c), id, in.Count)
+	if gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
+		// Its GPUs are not free now: the nearest windows to book for this
+		// start instead (a booking that resumes it, launch.resume_instance_id).
+		if req, ok := s.bookingForStart(c, id, in.Count); ok {
+			return s.withAlternatives(c, req, err)
+		}
+	}
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, inst)
+}
+
+// bookingForStart is the booking a refused start would make instead: its
+// GPUs from the next hour, for the policy's shortest booking, resuming it.
+func (s *Server) bookingForStart(c echo.Context, id int64, count *int) (gpuportal.BookingRequest, bool) {
+	ctx := c.Request().Context()
+	i, err := s.db.Instance(ctx, currentUser(c), id)
+	if err != nil {
+		return gpuportal.BookingRequest{}, false
+	}
+	pol, err := s.db.Policies(ctx)
+	if err != nil {
+		return gpuportal.BookingRequest{}, false
+	}
+	n := i.Count
+	if count != nil {
+		n = *count
+	}
+	start := s.cfg.Clock.Now().Truncate(time.Hour).Add(time.Hour)
+	return gpuportal.BookingRequest{Model: i.Model, Region: i.Region, Count: n, Start: start,
+		End: start.Add(time.Duration(max(pol.For(i.Model).MinDurationHours, 1)) * time.Hour), Launch: &gpuportal.LaunchSpec{ResumeInstanceID: &id}}, true
 }
 
 // apiReleaseDisk is DELETE /instances/{id}: its kept disk, for good.

@@ -169,3 +169,43 @@ func TestBookingFormResumesAStoppedInstance(t *testing.T) {
 		t.Fatalf("reservations = %+v %v", list, err)
 	}
 }
+
+// (issue 46) A start whose GPUs are not free is 409 capacity_unavailable
+// with what could be booked for it instead (the nearest windows, and the
+// most GPUs free), as a full booking's is.
+func TestStartWithoutRoomOffersBookings(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	nodes := storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	alice := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	bob := storetest.MustCreateUser(t, e.db, "bob@example.com", gpuportal.RoleCustomer)
+	ctx := t.Context()
+	inst, err := e.db.Launch(ctx, alice, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Tick(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	i, _ := e.db.Instance(ctx, alice, inst.ID)
+	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadRunning,
+		Disk: &gpuportal.WorkloadDisk{UsedBytes: 1 << 30, Enforced: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.StopWith(ctx, alice, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Launch(ctx, bob, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 8}); err != nil {
+		t.Fatal(err)
+	}
+	status, body := e.apiCall("POST", fmt.Sprintf("/api/v1/instances/%d/start", inst.ID), e.tokenFor(alice), "")
+	// (Bob's on-demand GPUs hold the only node from now on: no window
+	// opens, and the answer says so with most_free.)
+	if status != http.StatusConflict || errorCode(t, body) != gpuportal.ECAPACITY || !strings.Contains(body, `"most_free":`) {
+		t.Fatalf("start on a full fleet = %d %s", status, body)
+	}
+}
