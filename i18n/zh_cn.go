@@ -1577,6 +1577,7 @@ var zhCN = map[string]string{
 	"Instance %d is being saved as an image; resume it once that is done.":                                           "实例 %d 正在保存为镜像；完成后再恢复。",
 	"Instance %d runs a job's task, which starts its own; it keeps no disk.":                                         "实例 %d 运行的是任务的子任务，由任务自行启动；不保留系统盘。",
 	"Resume a stopped instance with its kept disk on these GPUs":                                                     "在这些 GPU 上恢复一个保留了系统盘的已关机实例",
-	"Instance to resume":                 "要恢复的实例",
-	"Instance #%d (%d GPU, %d GiB disk)": "实例 #%d（%d 块 GPU，%d GiB 系统盘）",
+	"Instance to resume":                                              "要恢复的实例",
+	"Instance #%d (%d GPU, %d GiB disk)":                              "实例 #%d（%d 块 GPU，%d GiB 系统盘）",
+	"Instance #%d starts again on its GPUs then, with its kept disk.": "届时实例 #%d 将带着保留的系统盘在这些 GPU 上重新开机。",
 }

@@ -189,6 +189,9 @@ func renderReservationStarts(r *rendering) {
 	r.link += fmt.Sprintf("/reservations/%d", r.p.ReservationID)
 	r.m.Subject = r.T("Reservation #%d starts in 1 hour", r.p.ReservationID)
 	r.lines = []string{r.T("Reservation #%d (%s) starts at %s (%s).", r.p.ReservationID, r.what, r.when(r.p.Start), r.zone)}
+	if r.p.InstanceID > 0 {
+		r.lines = append(r.lines, r.T("Instance #%d starts again on its GPUs then, with its kept disk.", r.p.InstanceID))
+	}
 	r.m.SMS = r.T("gpuportal: reservation #%d starts at %s.", r.p.ReservationID, r.when(r.p.Start))
 }
 

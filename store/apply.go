@@ -492,6 +492,9 @@ func (a *applier) remind(ctx context.Context, rm plan.Reminder) error {
 	if rm.Kind == gpuportal.NoteReservationEnds {
 		params.ExtendHours = a.db.extendableHours(ctx, a.tx, r)
 	}
+	if rm.Kind == gpuportal.NoteReservationStarts && r.Launch != nil && r.Launch.ResumeInstanceID != nil {
+		params.InstanceID = *r.Launch.ResumeInstanceID // the reminder names what it resumes
+	}
 	return a.db.notify(ctx, a.tx, r.UserID, rm.Kind, params)
 }
 

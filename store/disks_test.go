@@ -452,6 +452,15 @@ func TestBookYourResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tick(t, db, clock, start.Add(-time.Hour)) // the reminder names the instance
+	reminded := false
+	notes, _ := db.InApp(ctx, u.ID, 100)
+	for _, n := range notes {
+		reminded = reminded || (n.Kind == gpuportal.NoteReservationStarts && n.Params.InstanceID == inst.ID)
+	}
+	if !reminded {
+		t.Error("the reminder before the start does not name the instance it resumes")
+	}
 	tick(t, db, clock, start)
 	tick(t, db, clock, start.Add(time.Minute))
 	got := getInstance(t, db, inst.ID)
@@ -495,7 +504,7 @@ func TestBookYourResume(t *testing.T) {
 	if got, _ := db.Reservation(ctx, u, r2.ID); got.Status != gpuportal.ReservationActive {
 		t.Fatalf("the second reservation is %s", got.Status)
 	}
-	notes, _ := db.InApp(ctx, u.ID, 100)
+	notes, _ = db.InApp(ctx, u.ID, 100)
 	failed := 0
 	for _, n := range notes {
 		if n.Kind == gpuportal.NoteReservationLaunchFailed {
