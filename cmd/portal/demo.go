@@ -82,7 +82,7 @@ func startDemoAgents(ctx context.Context, db *store.DB, portalURL, agentBin, dir
 			name := fmt.Sprintf("%s-%d", spec.prefix, i)
 			state := filepath.Join(dir, name)
 			args := []string{"--portal", portalURL, "--state-dir", state, "--checkpoint-root", filepath.Join(dir, "checkpoints"),
-				"--volume-root", filepath.Join(dir, "volumes"), "--region", "cd-1", "--nvml", spec.backend, "--hostname", name + ".cd-1.demo"}
+				"--volume-root", filepath.Join(dir, "volumes"), "--image-root", filepath.Join(dir, "images"), "--region", "cd-1", "--nvml", spec.backend, "--hostname", name + ".cd-1.demo"}
 			args = append(args, runtimeArgs...)
 			if _, err := os.Stat(filepath.Join(state, "node.json")); err != nil {
 				tok, err := db.CreateEnrollmentToken(ctx, nil, "cd-1")
@@ -113,17 +113,26 @@ func startDemoAgents(ctx context.Context, db *store.DB, portalURL, agentBin, dir
 			procs = append(procs, cmd)
 		}
 	}
-	// Wait for the fleet to be there (48 GPUs), then seed bookings once.
-	for range 150 {
-		a, _ := db.HealthyGPUs(ctx, "a100-80g", "cd-1")
-		h, _ := db.HealthyGPUs(ctx, "h100-80g", "cd-1")
-		if a >= 32 && h >= 16 {
-			break
+	// Wait for the fleet to be there (48 GPUs), then seed bookings once —
+	// beside the server, which the agents need to enrol (it starts
+	// serving once this returns): six podman agents starting at once on a
+	// small machine take a while, up to a minute.
+	go func() {
+		for range 600 {
+			if ctx.Err() != nil {
+				return
+			}
+			a, _ := db.HealthyGPUs(ctx, "a100-80g", "cd-1")
+			h, _ := db.HealthyGPUs(ctx, "h100-80g", "cd-1")
+			if a >= 32 && h >= 16 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	log.Info("demo fleet running", "agents", len(procs), "logs", dir)
-	if fresh == 0 {
+		log.Info("demo fleet running", "agents", len(procs), "logs", dir)
+		if fresh != 0 {
+			return
+		}
 		var customers []*gpuportal.User
 		for _, email := range []string{"alice@gpuportal.demo", "bob@gpuportal.demo"} {
 			if u, err := db.UserByEmail(ctx, email); err == nil {
@@ -143,7 +152,7 @@ func startDemoAgents(ctx context.Context, db *store.DB, portalURL, agentBin, dir
 				log.Warn("demo volume", "err", err)
 			}
 		}
-	}
+	}()
 	return stop, nil
 }
 
