@@ -249,13 +249,13 @@ func (a *Agent) removeImages(ids []int64) {
 	if ii.removed == nil {
 		ii.removed = map[int64]bool{}
 	}
-	var todo []int64
+	var fresh []int64
 	listed := map[int64]bool{}
 	for _, id := range ids {
 		listed[id] = true
 		if !ii.removed[id] {
 			ii.removed[id] = true
-			todo = append(todo, id)
+			fresh = append(fresh, id)
 		}
 	}
 	for id := range ii.removed {
@@ -264,7 +264,7 @@ func (a *Agent) removeImages(ids []int64) {
 		}
 	}
 	ii.mu.Unlock()
-	for _, id := range todo {
+	for _, id := range fresh {
 		// Every tag of it (each is its own, whatever its token).
 		out, _ := rt.cli("images", "--quiet", "--filter", "reference="+gpuportal.PrivateImageRepository(id))
 		for _, img := range strings.Fields(out) {

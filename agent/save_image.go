@@ -73,9 +73,9 @@ func (a *Agent) saveInstanceImage(rt *ContainerRuntime, o gpuportal.ImageImportO
 
 // writeImageArchive writes the tree at root as a one-layer `docker save`
 // archive at path, tagged ref, with img's environment and working
-// directory. The layer goes in first, streamed once: its entry's header
-// (whose size is known only at its end) is written over a placeholder
-// afterwards. An archive past limit bytes is refused.
+// directory. The layer goes in first, streamed once: its entry's header,
+// whose size is known only at its end, is written into the first block,
+// kept free for it. An archive past limit bytes is refused.
 func writeImageArchive(path, root string, base int, ref string, img imageLayout, limit int64) (int64, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
 	if err != nil {
@@ -83,7 +83,7 @@ func writeImageArchive(path, root string, base int, ref string, img imageLayout,
 	}
 	defer f.Close()
 	const layerName = "layer/layer.tar"
-	if _, err := f.Write(make([]byte, 512)); err != nil { // the layer's header, later
+	if _, err := f.Write(make([]byte, 512)); err != nil { // the block the layer's header goes in
 		return 0, err
 	}
 	digest := sha256.New()

@@ -183,3 +183,11 @@ func (db *DB) keptDisksAtZeroBalance(ctx context.Context, tx *sql.Tx, now time.T
 	}
 	return nil
 }
+
+// diskSuspended says whether instance id's kept disk is suspended (its
+// owner's balance ran out): it neither starts nor is resumed until paid.
+func diskSuspended(ctx context.Context, q queryer, id int64) (bool, error) {
+	var suspended bool
+	err := q.QueryRowContext(ctx, `SELECT disk_suspended_at IS NOT NULL FROM instances WHERE id = ?`, id).Scan(&suspended)
+	return suspended, err
+}

@@ -528,11 +528,9 @@ func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64,
 		if err := gpuportal.CanStart(i); err != nil {
 			return err
 		}
-		var suspended bool
-		if err := tx.QueryRowContext(ctx, `SELECT disk_suspended_at IS NOT NULL FROM instances WHERE id = ?`, i.ID).Scan(&suspended); err != nil {
+		if suspended, err := diskSuspended(ctx, tx, i.ID); err != nil {
 			return err
-		}
-		if suspended {
+		} else if suspended {
 			return gpuportal.Errorf(gpuportal.EFUNDS, "The kept disk of instance %d is suspended since your balance ran out: top up what it owes, and it can start again a minute later.", i.ID)
 		}
 		if saving, err := savingImageOf(ctx, tx, i.ID); err != nil {

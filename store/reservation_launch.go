@@ -174,11 +174,9 @@ func canResume(ctx context.Context, q queryer, userID int64, model, region strin
 	if i.Count > count {
 		return nil, gpuportal.FieldErrorf(gpuportal.EINVALID, field, "Instance %d runs on %d GPUs; the booking has %d.", id, i.Count, count)
 	}
-	var suspended bool
-	if err := q.QueryRowContext(ctx, `SELECT disk_suspended_at IS NOT NULL FROM instances WHERE id = ?`, id).Scan(&suspended); err != nil {
+	if suspended, err := diskSuspended(ctx, q, id); err != nil {
 		return nil, err
-	}
-	if suspended {
+	} else if suspended {
 		return nil, gpuportal.FieldErrorf(gpuportal.EFUNDS, field, "The kept disk of instance %d is suspended since your balance ran out: top up what it owes first.", id)
 	}
 	if saving, err := savingImageOf(ctx, q, id); err != nil {
