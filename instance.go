@@ -308,6 +308,16 @@ type InstanceDisk struct {
 	Kept      bool   `json:"kept"`
 	Enforced  *bool  `json:"enforced,omitempty"`
 	Note      string `json:"note,omitempty"`
+	// PricePerDayFen is what keeping it costs a day (all of its size at
+	// the volume price): billed while it is kept, shown before a stop
+	// that keeps it.
+	PricePerDayFen Fen `json:"price_per_day_fen"`
+}
+
+// KeptDiskPerDay is a day of a kept disk of sizeGiB at the volume price
+// per GiB-month (a month being 30 days).
+func KeptDiskPerDay(sizeGiB int, pricePerGiBMonth Fen) Fen {
+	return Fen(sizeGiB) * pricePerGiBMonth / 30
 }
 
 // UsedPercent is how full the disk is, 0–100, for its bar.
@@ -437,10 +447,15 @@ func BillableMinutes(start, end time.Time, kind string, interrupted, userStopped
 }
 
 // RunCost is the price of minutes of count GPUs at pricePerGPUHour, rounded
-// down to whole fen.
+// down to whole fen (an instance in no-GPU mode: of its one price).
 func RunCost(pricePerGPUHour Fen, count, minutes int) Fen {
-	return pricePerGPUHour * Fen(count) * Fen(minutes) / 60
+	return pricePerGPUHour * Fen(BilledUnits(count)) * Fen(minutes) / 60
 }
+
+// BilledUnits is what an instance's hour price is multiplied by: its GPUs,
+// or 1 in no-GPU mode (count 0), whose price is the mode's whole hourly
+// price (the policy's no_gpu_price_per_hour_fen).
+func BilledUnits(count int) int { return max(count, 1) }
 
 // AutoRestarts reports whether an instance whose run ended with outcome is
 // started again: an auto_restart instance interrupted by the platform is —

@@ -58,6 +58,10 @@ type Policy struct {
 	ContainerDiskGiB     int `json:"container_disk_gib"`
 	MaxContainerDiskGiB  int `json:"max_container_disk_gib"`
 	ContainerDiskFreeGiB int `json:"container_disk_free_gib"`
+	// NoGPUPricePerHourFen (global only) is the hourly price of an
+	// instance started with no GPU (无卡模式: start {count:0}), to set up
+	// an environment or move data without paying for GPUs.
+	NoGPUPricePerHourFen int `json:"no_gpu_price_per_hour_fen"`
 }
 
 // PolicyOverride names only what differs from the global policy for one
@@ -106,6 +110,7 @@ func DefaultPolicy() Policy {
 		SpotNoticeMinSeconds: 10, SpotNoticeMaxSeconds: 600, RebalanceLeadMinutes: 30,
 		VolumePricePerGiBMonthFen: 30, MaxVolumeGiB: 2048,
 		ContainerDiskGiB: 50, MaxContainerDiskGiB: 500, ContainerDiskFreeGiB: 50,
+		NoGPUPricePerHourFen: 10,
 	}
 }
 
@@ -116,7 +121,8 @@ func PoliciesToDecode() Policies {
 	d := DefaultPolicy()
 	return Policies{Global: Policy{SpotNoticeMinSeconds: d.SpotNoticeMinSeconds, SpotNoticeMaxSeconds: d.SpotNoticeMaxSeconds, RebalanceLeadMinutes: d.RebalanceLeadMinutes,
 		VolumePricePerGiBMonthFen: d.VolumePricePerGiBMonthFen, MaxVolumeGiB: d.MaxVolumeGiB,
-		ContainerDiskGiB: d.ContainerDiskGiB, MaxContainerDiskGiB: d.MaxContainerDiskGiB, ContainerDiskFreeGiB: d.ContainerDiskFreeGiB}}
+		ContainerDiskGiB: d.ContainerDiskGiB, MaxContainerDiskGiB: d.MaxContainerDiskGiB, ContainerDiskFreeGiB: d.ContainerDiskFreeGiB,
+		NoGPUPricePerHourFen: d.NoGPUPricePerHourFen}}
 }
 
 // DefaultPolicies is the policies document with no overrides.
@@ -223,6 +229,7 @@ func (p Policy) validate(prefix string) []*Error {
 	check("max_container_disk_gib", p.MaxContainerDiskGiB, 1, 100_000, "Must be between %d and %d GiB.")
 	check("container_disk_gib", p.ContainerDiskGiB, 1, max(p.MaxContainerDiskGiB, 1), "Must be between %d and %d GiB (the largest disk).")
 	check("container_disk_free_gib", p.ContainerDiskFreeGiB, 0, 100_000, "Must be between %d and %d GiB.")
+	check("no_gpu_price_per_hour_fen", p.NoGPUPricePerHourFen, 0, 100_000, "Must be between %d and %d fen.")
 	if p.SpotNoticeMinSeconds > p.SpotNoticeMaxSeconds {
 		errs = append(errs, FieldErrorf(EINVALID, prefix+".spot_notice_min_seconds", "The shortest notice must not exceed the longest."))
 	}

@@ -491,14 +491,22 @@ func (r *ContainerRuntime) Orphans(node string) []workloadRecord {
 			continue
 		}
 		recs = append(recs, workloadRecord{InstanceID: inst, Attempt: attempt, Lifecycle: l[labelLifecycle],
-			GPUs: strings.Split(l[labelGPUs], ","), CheckpointDir: l[labelCheckpoint], ProcessID: st.ID, StartedAt: st.Created})
+			GPUs: splitGPUs(l[labelGPUs]), CheckpointDir: l[labelCheckpoint], ProcessID: st.ID, StartedAt: st.Created})
 	}
 	return recs
 }
 
+// splitGPUs reads a container's GPU label: none for a no-GPU workload.
+func splitGPUs(label string) []string {
+	if label == "" {
+		return nil
+	}
+	return strings.Split(label, ",")
+}
+
 func (r *ContainerRuntime) track(id string, st containerState, meta net.Listener) *containerProcess {
 	c := &containerProcess{rt: r, id: id, pid: st.Pid, meta: meta, done: make(chan struct{}),
-		gpus: max(len(strings.Split(st.Labels[labelGPUs], ",")), 1)}
+		gpus: max(len(splitGPUs(st.Labels[labelGPUs])), 1)}
 	c.instance, _ = strconv.ParseInt(st.Labels[labelInstance], 10, 64)
 	c.attempt, _ = strconv.Atoi(st.Labels[labelAttempt])
 	if st.Running {

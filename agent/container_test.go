@@ -67,6 +67,14 @@ func TestContainerCreateArgs(t *testing.T) {
 			t.Errorf("argv on a disk has %q:\n%s", not, own)
 		}
 	}
+	// No-GPU mode (issue 46): no device, one GPU's share of the rest.
+	none := strings.Join(r.CreateArgs(Spec{Node: "n-1", InstanceID: 11, Command: "sleep 1"}), " ")
+	if strings.Contains(none, "--device") || !strings.Contains(none, "--label gpuportal.gpus= ") || !strings.Contains(none, "--cpus 2.50 --memory 8589934592") {
+		t.Errorf("argv in no-GPU mode:\n%s", none)
+	}
+	if got := splitGPUs(""); got != nil {
+		t.Errorf("the GPU label of a no-GPU container reads as %q", got)
+	}
 	docker := &ContainerRuntime{CLI: "docker", OCIRuntime: "runc", CDIKind: "nvidia.com/gpu", Network: "bridge", NoFile: 1024, PidsPerGPU: 10}
 	if d := strings.Join(docker.CreateArgs(Spec{InstanceID: 9, GPUs: []string{"GPU-d"}, Command: "true"}), " "); strings.Contains(d, "--runtime") || strings.Contains(d, "k8s-file") || !strings.Contains(d, "--network bridge") ||
 		!strings.Contains(d, "--sysctl net.ipv6.conf.all.disable_ipv6=1") {
@@ -201,5 +209,27 @@ func TestChownTreeStaysInside(t *testing.T) {
 	r := &ContainerRuntime{CLI: "podman", UserNSBase: 1_000_000, NoFile: 1024, PidsPerGPU: 10}
 	if got := strings.Join(r.CreateArgs(Spec{InstanceID: 1, GPUs: []string{"GPU-a"}, Command: "true"}), " "); !strings.Contains(got, "--uidmap 0:1000000:65536 --gidmap 0:1000000:65536") {
 		t.Errorf("argv without the user namespace: %s", got)
+	}
+}
+
+// A workload's slot makes its UID without a user namespace: its first
+// GPU's index, and for no-GPU workloads (issue 46) the first slot past the
+// GPUs that no other running one holds — never a GPU workload's UID, never
+// another's.
+func TestNoGPUWorkloadsGetSlotsOfTheirOwn(t *testing.T) {
+	a := &Agent{devices: []Device{{UUID: "GPU-a", Index: 0}, {UUID: "GPU-b", Index: 1}}, workloads: map[int64]*workload{}}
+	if s := a.slotOf([]string{"GPU-b"}); s != 1 {
+		t.Errorf("GPU-b's slot = %d", s)
+	}
+	first := a.slotOf(nil)
+	a.workloads[1] = &workload{rec: workloadRecord{InstanceID: 1, Slot: first}}
+	second := a.slotOf(nil)
+	a.workloads[2] = &workload{rec: workloadRecord{InstanceID: 2, Slot: second}}
+	if first != 2 || second != 3 {
+		t.Errorf("no-GPU slots = %d, %d; want 2, 3 (past the GPUs)", first, second)
+	}
+	a.workloads[1].exited = true
+	if again := a.slotOf(nil); again != 2 {
+		t.Errorf("an ended workload's slot is not used again: %d", again)
 	}
 }

@@ -21,10 +21,13 @@ type credentials struct {
 
 // workloadRecord is what survives an agent restart about a workload.
 type workloadRecord struct {
-	InstanceID    int64     `json:"instance_id"`
-	Attempt       int       `json:"attempt"`
-	Lifecycle     string    `json:"lifecycle"`
-	GPUs          []string  `json:"gpus"`
+	InstanceID int64    `json:"instance_id"`
+	Attempt    int      `json:"attempt"`
+	Lifecycle  string   `json:"lifecycle"`
+	GPUs       []string `json:"gpus"`
+	// Slot makes the workload's UID without a user namespace: its first
+	// GPU's index, or one past the GPUs for a workload with none.
+	Slot          int       `json:"slot,omitempty"`
 	Command       string    `json:"command"`
 	DiskGiB       int       `json:"disk_gib,omitempty"`
 	DiskKept      bool      `json:"disk_kept,omitempty"` // the portal keeps its disk past this run

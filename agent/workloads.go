@@ -154,7 +154,7 @@ func (a *Agent) gpusBusyLocked(uuids []string) string {
 // instance pending.
 func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 	w := &workload{rec: workloadRecord{
-		InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Command: dw.Command, DiskGiB: dw.DiskGiB, DiskKept: dw.DiskKept,
+		InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Slot: a.slotOf(dw.GPUs), Command: dw.Command, DiskGiB: dw.DiskGiB, DiskKept: dw.DiskKept,
 		CheckpointDir: filepath.Join(a.cfg.CheckpointRoot, safeName(dw.CheckpointKey, dw.InstanceID)),
 		StartedAt:     a.clock.Now(),
 	}}
@@ -190,7 +190,7 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 		"HOME=" + home,
 		"LANG=C.UTF-8",
 		"CUDA_VISIBLE_DEVICES=" + strings.Join(dw.GPUs, ","),
-		"NVIDIA_VISIBLE_DEVICES=" + strings.Join(dw.GPUs, ","),
+		"NVIDIA_VISIBLE_DEVICES=" + visibleDevices(dw.GPUs),
 		"GPUPORTAL_INSTANCE_ID=" + strconv.FormatInt(dw.InstanceID, 10),
 		"GPUPORTAL_CHECKPOINT_DIR=" + checkpointDir,
 		"GPUPORTAL_METADATA_URL=" + metaURL,
@@ -227,7 +227,7 @@ func (a *Agent) startLocked(dw gpuportal.DesiredWorkload) {
 		}
 	}
 	spec := Spec{
-		Node: a.creds.NodeID, InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Slot: a.slotOf(dw.GPUs),
+		Node: a.creds.NodeID, InstanceID: dw.InstanceID, Attempt: dw.Attempt, Lifecycle: dw.Lifecycle, GPUs: dw.GPUs, Slot: w.rec.Slot,
 		Command: dw.Command, Image: dw.Image, ImageArchive: dw.ImageArchive, Env: env, CheckpointDir: w.rec.CheckpointDir, LogPath: a.logPath(dw.InstanceID), Volumes: volumes,
 		DiskGiB: dw.DiskGiB, DiskKept: dw.DiskKept,
 	}
@@ -269,12 +269,37 @@ func (a *Agent) runningLocked(w *workload, proc Process) {
 
 // slotOf is the node index of the first of uuids.
 func (a *Agent) slotOf(uuids []string) int {
+	if len(uuids) == 0 {
+		// No-GPU mode: the first slot past the GPUs that no other such
+		// workload here holds, so no two share a UID.
+		used := map[int]bool{}
+		for _, w := range a.workloads {
+			if !w.exited && len(w.rec.GPUs) == 0 {
+				used[w.rec.Slot] = true
+			}
+		}
+		s := len(a.devices)
+		for used[s] {
+			s++
+		}
+		return s
+	}
 	for _, d := range a.devices {
 		if len(uuids) > 0 && d.UUID == uuids[0] {
 			return d.Index
 		}
 	}
 	return 0
+}
+
+// visibleDevices is NVIDIA_VISIBLE_DEVICES for a workload's GPUs: "void"
+// for none (no-GPU mode), which the NVIDIA container tooling reads as no
+// device at all (an empty value would mean its default, all of them).
+func visibleDevices(uuids []string) string {
+	if len(uuids) == 0 {
+		return "void"
+	}
+	return strings.Join(uuids, ",")
 }
 
 // safeName turns a checkpoint key into one directory name.

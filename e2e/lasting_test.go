@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 // disk is there when the instance is stopped keeping its disk and started
 // again — on another node of the region (the first is drained), which
 // mounts the same disk from the region's shared image root; saved as an
-// image, a new instance starts from it. A stop that does not keep it lets
-// it go.
+// image, a new instance starts from it; started in no-GPU mode it runs on
+// no GPU with the same install. A stop that does not keep it lets it go.
 func TestStopKeepingTheDiskStartsElsewhereWithIt(t *testing.T) {
 	t.Parallel()
 	needPodman(t)
@@ -34,6 +35,7 @@ func TestStopKeepingTheDiskStartsElsewhereWithIt(t *testing.T) {
 		}
 	}()
 	command := `d="$GPUPORTAL_CHECKPOINT_DIR"
+echo "$NVIDIA_VISIBLE_DEVICES" > "$d/visible"; ls /dev > "$d/dev"
 if [ -f /opt/env/marker ]; then cp /opt/env/marker "$d/seen-again"; else mkdir -p /opt/env && echo "installed on $(hostname)" > /opt/env/marker && echo done > "$d/first-run"; fi
 ` + untilTERM("sleep 600")
 	body, _ := json.Marshal(map[string]any{"kind": "on_demand", "model": "a100-80g", "region": "cd-1", "count": 1, "image": "e2e-busybox", "disk_gib": 1, "command": command})
@@ -116,6 +118,33 @@ if [ -f /opt/env/marker ]; then cp /opt/env/marker "$d/seen-again"; else mkdir -
 		return readTrim(filepath.Join(ckpt, fmt.Sprintf("instance-%d", clone.ID), "from-image")) == fmt.Sprintf("installed on instance-%d", inst.ID)
 	})
 	p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", clone.ID), p.user, "", nil)
+
+	// No-GPU mode: stopped keeping its disk again, it starts on no GPU,
+	// install and all.
+	if st := p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", inst.ID), p.user, `{"keep_disk":true}`, nil); st != 200 {
+		t.Fatalf("stop keeping the disk again = %d", st)
+	}
+	eventually(t, 30*time.Second, "the second stop", func() bool { return p.instance(inst.ID).Status == gpuportal.InstanceStopped })
+	os.Remove(filepath.Join(runDir, "seen-again"))
+	var noGPU gpuportal.Instance
+	if st := p.api("POST", fmt.Sprintf("/api/v1/instances/%d/start", inst.ID), p.user, `{"count":0}`, &noGPU); st != 200 || noGPU.Count != 0 {
+		t.Fatalf("start with no GPU = %d %+v", st, noGPU)
+	}
+	eventually(t, 60*time.Second, "the no-GPU run to find the install", func() bool {
+		if i := p.instance(inst.ID); i.Status == gpuportal.InstanceFailed {
+			t.Fatalf("the no-GPU start failed: %s", i.Error)
+		}
+		return readTrim(filepath.Join(runDir, "seen-again")) != "" && p.instance(inst.ID).Status == gpuportal.InstanceRunning
+	})
+	if got := p.instance(inst.ID); got.Status != gpuportal.InstanceRunning || len(got.GPUs) != 0 {
+		t.Errorf("in no-GPU mode: %s on GPUs %v", got.Status, got.GPUs)
+	}
+	if v := readTrim(filepath.Join(runDir, "visible")); v != "void" {
+		t.Errorf("NVIDIA_VISIBLE_DEVICES in no-GPU mode = %q, want void", v)
+	}
+	if dev := readTrim(filepath.Join(runDir, "dev")); strings.Contains(dev, "nvidia") {
+		t.Errorf("a GPU device in no-GPU mode: %s", dev)
+	}
 
 	// A stop that does not keep it lets the disk go.
 	if st := p.api("POST", fmt.Sprintf("/api/v1/instances/%d/stop", inst.ID), p.user, "", nil); st != 200 {

@@ -17,6 +17,14 @@ func (p *planner) place() {
 		if pl == nil || pl.Detail == DetailNone || p.stopped[i.UserID] {
 			continue
 		}
+		if i.Count == 0 {
+			// No-GPU mode holds no GPU and shares no pool count: any node
+			// of the pool will do.
+			if node, ok := placeWithoutGPUs(pl, i.LastNode); ok {
+				p.out.Place = append(p.out.Place, Placement{InstanceID: i.ID, Node: node})
+			}
+			continue
+		}
 		var node string
 		var gpus []string
 		var ok bool

@@ -57,6 +57,29 @@ func freeByNode(pl *Pool, allowed func(GPU) bool) []gpuportal.FreeGPUs {
 
 func unreserved(g GPU) bool { return g.Reservation == 0 }
 
+// placeWithoutGPUs picks the node for an instance in no-GPU mode: the one
+// it ran on last while it is still up (its files are warm there), else
+// the node with the most idle GPUs (whose CPUs the GPU workloads use
+// least), the first by name on ties.
+func placeWithoutGPUs(pl *Pool, last string) (string, bool) {
+	if last != "" && slices.Contains(pl.Nodes, last) {
+		return last, true
+	}
+	idle := map[string]int{}
+	for _, g := range pl.GPUs {
+		if g.Holder == 0 {
+			idle[g.Node]++
+		}
+	}
+	best := ""
+	for _, n := range pl.Nodes {
+		if best == "" || idle[n] > idle[best] || (idle[n] == idle[best] && n < best) {
+			best = n
+		}
+	}
+	return best, best != ""
+}
+
 // placeSpot finds count idle GPUs on one node for a spot instance, away
 // from avoid (the node it was just interrupted on) when another fits.
 func placeSpot(pl *Pool, count int, avoid string) (string, []string, bool) {

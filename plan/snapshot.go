@@ -90,6 +90,9 @@ type Pool struct {
 	Detail Detail
 	GPUs   []GPU
 	Spots  []Spot
+	// Nodes are the online, non-draining nodes with healthy GPUs of the
+	// pool (with any detail): where an instance with no GPU may run.
+	Nodes []string
 }
 
 // Detail is how much of a pool the snapshot holds beyond its counts.

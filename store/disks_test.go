@@ -515,3 +515,92 @@ func TestBookYourResume(t *testing.T) {
 		t.Errorf("%d launch-failed notes, want 1", failed)
 	}
 }
+
+// (issue 46) No-GPU mode: a stopped instance starts with count 0 on a
+// node whose GPUs are all busy — it holds none, is told to the node with
+// none, costs the policy's no-GPU price an hour (in its burn and its
+// bill) and is never a victim for a booking. A count above the largest
+// node, or below 0, is refused by field.
+func TestNoGPUModeRunsBesideBusyGPUs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 1)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	other := storetest.MustCreateUser(t, db, "o@example.com", gpuportal.RoleCustomer)
+	agent := fakeAgent{t, db}
+	size := 20
+	inst, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1, DiskGiB: &size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, clock.Now())
+	agent.runAll()
+	reportDisk(t, db, getInstance(t, db, inst.ID), 1<<30)
+	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
+		t.Fatal(err)
+	}
+	agent.exit(getInstance(t, db, inst.ID))
+	for range 2 {
+		if _, err := db.Launch(ctx, other, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick(t, db, clock, clock.Now())
+	agent.runAll()
+	for _, n := range []int{-1, 2} {
+		if _, err := db.StartInstance(ctx, u, inst.ID, &n); gpuportal.ErrorField(err) != "count" {
+			t.Errorf("a start on %d GPUs: %v", n, err)
+		}
+	}
+	zero := 0
+	started, err := db.StartInstance(ctx, u, inst.ID, &zero)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started.Count != 0 || started.PricePerGPU != 10 || started.Kind != gpuportal.KindSpot {
+		t.Fatalf("started with no GPU: count %d at %d fen, %s", started.Count, started.PricePerGPU, started.Kind)
+	}
+	at := clock.Now()
+	tick(t, db, clock, at)
+	placed := getInstance(t, db, inst.ID)
+	if placed.Node == "" || len(placed.GPUs) != 0 {
+		t.Fatalf("placed on %q with GPUs %v", placed.Node, placed.GPUs)
+	}
+	d, err := db.DesiredFor(ctx, placed.Node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told *gpuportal.DesiredWorkload
+	for k := range d.Workloads {
+		if d.Workloads[k].InstanceID == inst.ID {
+			told = &d.Workloads[k]
+		}
+	}
+	if told == nil || len(told.GPUs) != 0 || !told.DiskKept || told.DiskGiB != size {
+		t.Fatalf("the node is told %+v", told)
+	}
+	agent.runAll()
+	if b, err := db.Balance(ctx, u); err != nil || b.BurnPerHour != 10 {
+		t.Errorf("burn %d fen an hour (%v), want the no-GPU price", b.BurnPerHour, err)
+	}
+	// A booking of every GPU leaves it alone: it holds none.
+	start := at.Truncate(time.Hour).Add(time.Hour)
+	if _, err := db.Book(ctx, other, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 2, Start: start, End: start.Add(4 * time.Hour)}); err == nil {
+		tick(t, db, clock, start.Add(-time.Minute))
+		if got := getInstance(t, db, inst.ID); got.Status != gpuportal.InstanceRunning || got.Interruption != nil {
+			t.Errorf("no-GPU instance with a booking ahead: %s %+v", got.Status, got.Interruption)
+		}
+	}
+	tick(t, db, clock, at.Add(time.Hour))
+	running := getInstance(t, db, inst.ID)
+	before := started.Cost
+	if _, err := db.StopWith(ctx, u, inst.ID, gpuportal.StopOptions{KeepDisk: true}); err != nil {
+		t.Fatal(err)
+	}
+	agent.exit(running)
+	if got := getInstance(t, db, inst.ID); got.Cost-before < 10 || got.Cost-before > 11 {
+		t.Errorf("an hour in no-GPU mode cost %d fen, want 10", got.Cost-before)
+	}
+	checkLedger(t, db, u)
+}

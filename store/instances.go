@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"gpuportal/plan"
+	"slices"
 	"time"
 
 	"gpuportal"
@@ -180,12 +181,33 @@ func (db *DB) InstanceList(ctx context.Context, user *gpuportal.User, f Instance
 	if err := db.instanceVolumes(ctx, db.read, list); err != nil {
 		return nil, err
 	}
+	if err := db.priceDisks(ctx, list); err != nil {
+		return nil, err
+	}
 	out := make([]gpuportal.Instance, len(list))
 	for k, i := range list {
 		db.live(i)
 		out[k] = *i
 	}
 	return out, nil
+}
+
+// priceDisks says what keeping each instance's disk costs a day, at the
+// volume price.
+func (db *DB) priceDisks(ctx context.Context, list []*gpuportal.Instance) error {
+	if !slices.ContainsFunc(list, func(i *gpuportal.Instance) bool { return i.Disk != nil }) {
+		return nil
+	}
+	pol, err := db.policies(ctx, db.read)
+	if err != nil {
+		return err
+	}
+	for _, i := range list {
+		if i.Disk != nil {
+			i.Disk.PricePerDayFen = gpuportal.KeptDiskPerDay(i.Disk.SizeGiB, gpuportal.Fen(pol.Global.VolumePricePerGiBMonthFen))
+		}
+	}
+	return nil
 }
 
 // Instance returns one instance the user may see; another customer's is
@@ -199,6 +221,9 @@ func (db *DB) Instance(ctx context.Context, user *gpuportal.User, id int64) (*gp
 		return nil, err
 	}
 	if err := db.instanceVolumes(ctx, db.read, []*gpuportal.Instance{i}); err != nil {
+		return nil, err
+	}
+	if err := db.priceDisks(ctx, []*gpuportal.Instance{i}); err != nil {
 		return nil, err
 	}
 	db.live(i)
@@ -542,8 +567,8 @@ func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64,
 		if count != nil {
 			n = *count
 		}
-		if n < 1 || n > gpuportal.MaxGPUsPerInstance {
-			return gpuportal.FieldErrorf(gpuportal.EPOLICY, "count", "An instance runs on 1 to %d GPUs of one node.", gpuportal.MaxGPUsPerInstance)
+		if n < 0 || n > gpuportal.MaxGPUsPerInstance {
+			return gpuportal.FieldErrorf(gpuportal.EPOLICY, "count", "An instance runs on 1 to %d GPUs of one node, or on none (0: no-GPU mode).", gpuportal.MaxGPUsPerInstance)
 		}
 		if err := db.lockAccount(ctx, tx, user.ID); err != nil {
 			return named("lock account", err)
@@ -557,9 +582,25 @@ func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64,
 		if kind == gpuportal.KindReserved {
 			kind = gpuportal.KindOnDemand
 		}
-		price, err := db.admitRun(ctx, tx, user.ID, kind, *model, i.Region, n, policy, now)
-		if err != nil {
-			return err
+		var price gpuportal.Fen
+		if n == 0 {
+			// No-GPU mode takes no GPU from anyone: no capacity or quota
+			// to check, an hour of the mode's price to have.
+			price = gpuportal.Fen(policy.NoGPUPricePerHourFen)
+			if err := db.requireLaunchFunds(ctx, tx, user.ID, price, now); err != nil {
+				return named("check the balance", err)
+			}
+		} else {
+			largest, err := largestNode(ctx, tx, i.Model, i.Region)
+			if err != nil {
+				return err
+			}
+			if n > largest {
+				return gpuportal.FieldErrorf(gpuportal.EPOLICY, "count", "The largest %s node of %s has %d GPUs; an instance runs on one node.", i.Model, i.Region, largest)
+			}
+			if price, err = db.admitRun(ctx, tx, user.ID, kind, *model, i.Region, n, policy, now); err != nil {
+				return err
+			}
 		}
 		// Pending again, as a fresh launch of the same instance: the
 		// scheduler places it on any node of the region, whose agent
@@ -576,6 +617,23 @@ func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64,
 	}
 	db.Kick(ctx) // place it now
 	return db.Instance(ctx, user, id)
+}
+
+// LargestNode is the most GPUs of model one node of region has: the most
+// one instance there can run on.
+func (db *DB) LargestNode(ctx context.Context, model, region string) (int, error) {
+	return largestNode(ctx, db.read, model, region)
+}
+
+// largestNode is LargestNode in a transaction.
+func largestNode(ctx context.Context, q queryer, model, region string) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT coalesce(max(c), 0) FROM (SELECT count(*) AS c FROM gpus g JOIN nodes n ON n.id = g.node_id
+		WHERE g.model_id = ? AND n.region_id = ? GROUP BY g.node_id) per_node`, model, region).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("the largest node: %w", err)
+	}
+	return n, nil
 }
 
 // ReleaseDisk lets a stopped instance's kept disk go for good: billing

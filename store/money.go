@@ -84,7 +84,7 @@ func (db *DB) launchRoom(ctx context.Context, q queryer, userID int64, now time.
 		return 0, 0, err
 	}
 	var pending gpuportal.Fen
-	if err := q.QueryRowContext(ctx, `SELECT coalesce(sum(price_fen * count), 0) FROM instances WHERE user_id = ? AND status = 'pending'
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(sum(price_fen * `+billedUnits+`), 0) FROM instances WHERE user_id = ? AND status = 'pending'
 		AND kind IN ('spot', 'on_demand') AND stop_requested_at IS NULL`, userID).Scan(&pending); err != nil {
 		return 0, 0, fmt.Errorf("pending instances: %w", err)
 	}
@@ -104,6 +104,9 @@ func (db *DB) requireLaunchFunds(ctx context.Context, tx *sql.Tx, userID int64, 
 	}
 	return nil
 }
+
+// billedUnits is gpuportal.BilledUnits of an instances row, in SQL.
+const billedUnits = "CASE WHEN count = 0 THEN 1 ELSE count END"
 
 // heldFor is what the user's running instances have cost so far (not
 // posted yet) and what they cost an hour.
@@ -131,7 +134,7 @@ type runningCost struct {
 // accrued is what the run has cost by now (not posted yet) and costs an
 // hour.
 func (r runningCost) accrued(now time.Time) (held, burn gpuportal.Fen) {
-	burn = r.price * gpuportal.Fen(r.count)
+	burn = r.price * gpuportal.Fen(gpuportal.BilledUnits(r.count))
 	if r.started.Valid {
 		held = gpuportal.RunCost(r.price, r.count, gpuportal.BillableMinutes(fromUnix(r.started.Int64), now, r.kind, false, false, 0))
 	}

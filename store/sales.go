@@ -86,7 +86,9 @@ func (db *DB) Sales(ctx context.Context, from, to time.Time) (Sales, error) {
 			cost += running
 			out.Revenue[r.kind] += running
 		}
-		out.Savings += gpuportal.RunCost(r.list, r.count, minutes) - cost
+		if r.count > 0 { // no-GPU mode has no list price to save against
+			out.Savings += gpuportal.RunCost(r.list, r.count, minutes) - cost
+		}
 	}
 	return out, nil
 }

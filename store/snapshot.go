@@ -257,6 +257,12 @@ func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *plan.Pool, deta
 		id      int64
 		leaving bool
 	}
+	var nodes []string
+	for _, g := range all {
+		if n := len(nodes); n == 0 || nodes[n-1] != g.Node {
+			nodes = append(nodes, g.Node)
+		}
+	}
 	gpus := all
 	var holders []owner
 	if detail == plan.DetailFull {
@@ -305,11 +311,11 @@ func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *plan.Pool, deta
 			}
 			return err
 		}, `SELECT id, user_id, count, node_id, coalesce(started_at, created_at), job_id IS NOT NULL, coalesce(last_checkpoint_at, 0), rebalance_at IS NOT NULL, coalesce(notice_seconds, 0) FROM instances
-			WHERE model_id = ? AND region_id = ? AND kind = 'spot' AND status IN ('pending', 'running') AND node_id IS NOT NULL`, pl.Key.Model, pl.Key.Region); err != nil {
+			WHERE model_id = ? AND region_id = ? AND kind = 'spot' AND status IN ('pending', 'running') AND node_id IS NOT NULL AND count > 0`, pl.Key.Model, pl.Key.Region); err != nil {
 			return err
 		}
 	}
-	pl.GPUs, pl.Spots, pl.Detail = gpus, spots, detail
+	pl.GPUs, pl.Spots, pl.Detail, pl.Nodes = gpus, spots, detail, nodes
 	return nil
 }
 
@@ -451,7 +457,7 @@ func (db *DB) loadAccounts(ctx context.Context, q queryer, now time.Time, s *pla
 		FROM (SELECT user_id,
 				count(CASE WHEN stop_requested_at IS NULL AND status <> 'interrupting' THEN 1 END) AS stoppable,
 				count(CASE WHEN status = 'interrupting' AND coalesce(interrupt_reason, '') = ? THEN 1 END) > 0 AS stopping,
-				CAST(coalesce(sum(CASE WHEN status <> 'pending' THEN price_fen * count END), 0) AS BIGINT) AS burn,
+				CAST(coalesce(sum(CASE WHEN status <> 'pending' THEN price_fen * `+billedUnits+` END), 0) AS BIGINT) AS burn,
 				min(CASE WHEN status <> 'pending' THEN started_at END) AS earliest
 			FROM instances WHERE kind IN ('spot', 'on_demand') AND status IN ('pending', 'running', 'interrupting')
 			GROUP BY user_id HAVING count(CASE WHEN stop_requested_at IS NULL THEN 1 END) > 0) l

@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -175,7 +177,9 @@ func (s *Server) handleStopForm(c echo.Context) error {
 		return redirect(c, fmt.Sprintf("/instances/%d", id))
 	}
 	if keep {
+		// Its page offers what comes next: start again, or book its resume.
 		s.addFlash(c, "info", i18n.T(lang, "Instance #%d is stopping; its disk is kept for its next start.", id))
+		return redirect(c, fmt.Sprintf("/instances/%d", id))
 	} else {
 		s.addFlash(c, "info", i18n.T(lang, "Instance #%d is stopping.", id))
 	}
@@ -190,7 +194,15 @@ func (s *Server) handleStartForm(c echo.Context) error {
 		return err
 	}
 	lang := reqOf(c).lang
-	if _, err := s.db.StartInstance(c.Request().Context(), currentUser(c), id, nil); err != nil {
+	var count *int
+	if v := c.FormValue("count"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			n = -1 // refused by the start, with the field named
+		}
+		count = &n
+	}
+	if _, err := s.db.StartInstance(c.Request().Context(), currentUser(c), id, count); err != nil {
 		switch gpuportal.ErrorCode(err) {
 		case gpuportal.ECONFLICT, gpuportal.ECAPACITY, gpuportal.EFUNDS, gpuportal.EPOLICY:
 			s.addFlash(c, "error", i18n.Error(lang, err))
@@ -198,7 +210,11 @@ func (s *Server) handleStartForm(c echo.Context) error {
 		}
 		return err
 	}
-	s.addFlash(c, "success", i18n.T(lang, "Instance #%d starts again with its disk as soon as its GPUs are assigned.", id))
+	if count != nil && *count == 0 {
+		s.addFlash(c, "success", i18n.T(lang, "Instance #%d starts again with its disk in no-GPU mode.", id))
+	} else {
+		s.addFlash(c, "success", i18n.T(lang, "Instance #%d starts again with its disk as soon as its GPUs are assigned.", id))
+	}
 	return redirect(c, fmt.Sprintf("/instances/%d", id))
 }
 
@@ -259,8 +275,37 @@ func (s *Server) handleInstancePage(c echo.Context) error {
 	if m, err := s.db.Model(ctx, i.Model); err == nil {
 		d.MemoryTotalMiB = m.MemoryGiB * 1024 * i.Count
 	}
-	if pol, err := s.db.Policies(ctx); err == nil {
-		d.DiskPricePerGiBMonth = gpuportal.Fen(pol.Global.VolumePricePerGiBMonthFen)
+	if d.Owner && gpuportal.CanStart(i) == nil {
+		if err := s.startChoices(ctx, &d); err != nil {
+			return err
+		}
 	}
 	return s.render(c, http.StatusOK, templates.InstancePage(d))
+}
+
+// startChoices fills what starting a stopped instance again may ask: its
+// GPU counts (no GPU, or 1 to its region's largest node), and the nearest
+// windows to book that resume it on its GPUs.
+func (s *Server) startChoices(ctx context.Context, d *templates.InstanceDetail) error {
+	pol, err := s.db.Policies(ctx)
+	if err != nil {
+		return err
+	}
+	d.NoGPUPrice = gpuportal.Fen(pol.Global.NoGPUPricePerHourFen)
+	largest, err := s.db.LargestNode(ctx, d.I.Model, d.I.Region)
+	if err != nil {
+		return err
+	}
+	d.StartChoices = []int{0}
+	for n := 1; n <= largest; n++ {
+		d.StartChoices = append(d.StartChoices, n)
+	}
+	// Windows of its own size (one GPU for one that ran with none), for
+	// the shortest booking, the earliest first.
+	d.ResumeOn, err = s.db.Offerings(ctx, gpuportal.OfferingRequest{Model: d.I.Model, Region: d.I.Region, Count: max(d.I.Count, 1),
+		DurationHours: max(pol.For(d.I.Model).MinDurationHours, 1), Sort: gpuportal.OfferingsByStart, Limit: 3})
+	if refusal := (*gpuportal.Error)(nil); errors.As(err, &refusal) {
+		d.ResumeOn, err = nil, nil // no window of that shape can be booked at all
+	}
+	return err
 }

@@ -83,6 +83,9 @@ func (s *Server) apiStart(c echo.Context) error {
 			return err
 		}
 	}
+	if in.Count != nil && *in.Count < 0 {
+		return gpuportal.FieldErrorf(gpuportal.EINVALID, "count", "The GPU count is a whole number, 0 for no-GPU mode.")
+	}
 	inst, err := s.db.StartInstance(c.Request().Context(), currentUser(c), id, in.Count)
 	if gpuportal.ErrorCode(err) == gpuportal.ECAPACITY {
 		// Its GPUs are not free now: the nearest windows to book for this

@@ -28,7 +28,7 @@ var policyInts = []string{
 	"spot_discount_percent", "spot_notice_seconds", "spot_grace_seconds", "waitlist_claim_minutes", "on_demand_min_billable_minutes",
 	"spot_notice_min_seconds", "spot_notice_max_seconds", "rebalance_lead_minutes",
 	"volume_price_per_gib_month_fen", "max_volume_gib",
-	"container_disk_gib", "max_container_disk_gib", "container_disk_free_gib",
+	"container_disk_gib", "max_container_disk_gib", "container_disk_free_gib", "no_gpu_price_per_hour_fen",
 }
 
 func policyIntPtr(p *gpuportal.Policy, name string) *int {
@@ -69,6 +69,8 @@ func policyIntPtr(p *gpuportal.Policy, name string) *int {
 		return &p.MaxContainerDiskGiB
 	case "container_disk_free_gib":
 		return &p.ContainerDiskFreeGiB
+	case "no_gpu_price_per_hour_fen":
+		return &p.NoGPUPricePerHourFen
 	}
 	return nil
 }

@@ -2,8 +2,10 @@ package web
 
 import (
 	"fmt"
+	stdhtml "html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -71,8 +73,11 @@ func TestBookingFormSizesTheLaunchDisk(t *testing.T) {
 	}
 }
 
-// (issue 46) From the instance's page: Stop with "keep its disk" ticked,
-// then Start and Release for the stopped instance.
+// (issue 46) From the instance's page: Stop with "keep its disk" ticked
+// (it says what that costs a day), lands on the page again, which offers
+// a start with any count up to the largest node or with no GPU, and the
+// nearest windows to book its resume; the list says the disk is kept and
+// its price a day; Start in no-GPU mode; Release refused while it runs.
 func TestInstancePageKeepsStartsAndReleasesTheDisk(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t)
@@ -101,23 +106,54 @@ func TestInstancePageKeepsStartsAndReleasesTheDisk(t *testing.T) {
 	if !strings.Contains(page.body, `data-testid="keep-disk"`) || !strings.Contains(page.body, `data-testid="stop"`) {
 		t.Fatal("the running instance's page offers no stop that keeps the disk")
 	}
-	if p := b.post(fmt.Sprintf("/instances/%d/stop", inst.ID), url.Values{"keep_disk": {"true"}}); p.status != http.StatusSeeOther {
-		t.Fatalf("stop = %d", p.status)
+	// (50 GiB at 30 fen a GiB-month: ¥0.50 a day kept.)
+	if !strings.Contains(page.body, "¥0.50") {
+		t.Error("the stop does not say what keeping the disk costs a day")
+	}
+	p := b.post(fmt.Sprintf("/instances/%d/stop", inst.ID), url.Values{"keep_disk": {"true"}})
+	if p.status != http.StatusSeeOther || p.location != fmt.Sprintf("/instances/%d", inst.ID) {
+		t.Fatalf("stop = %d to %q, want the instance's page (its next steps)", p.status, p.location)
 	}
 	code := 0
 	run(gpuportal.WorkloadStatus{State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true})
 	page = b.get(fmt.Sprintf("/instances/%d", inst.ID))
-	if !strings.Contains(page.body, `data-testid="kept-disk"`) || !strings.Contains(page.body, `data-testid="start"`) || !strings.Contains(page.body, `data-testid="release-disk"`) {
-		t.Fatalf("the stopped instance's page: %s", page.body)
+	for _, want := range []string{`data-testid="kept-disk"`, `data-testid="start"`, `data-testid="release-disk"`, `data-testid="start-count"`, `<option value="0"`,
+		`<option value="8"`, `data-testid="resume-on-book"`, fmt.Sprintf(`name="launch_resume" value="%d"`, inst.ID)} {
+		if !strings.Contains(page.body, want) {
+			t.Fatalf("the stopped instance's page lacks %s: %s", want, page.body)
+		}
 	}
-	if list := b.get("/instances/list?tab=ended"); !strings.Contains(list.body, `data-testid="disk-kept"`) && !strings.Contains(b.get("/instances/list").body, `data-testid="disk-kept"`) {
-		t.Error("the list does not say the disk is kept")
+	if strings.Contains(page.body, `<option value="9"`) {
+		t.Error("a start is offered more GPUs than the largest node has")
 	}
-	if p := b.post(fmt.Sprintf("/instances/%d/start", inst.ID), nil); p.status != http.StatusSeeOther {
+	list := b.get("/instances/list?tab=ended").body + b.get("/instances/list").body
+	if !strings.Contains(list, `data-testid="disk-kept"`) || !strings.Contains(list, "¥0.50") {
+		t.Error("the list does not say the disk is kept, and what it costs a day")
+	}
+	// Book its resume from the page: the first window offered.
+	form := url.Values{}
+	start := strings.Index(page.body, `data-testid="resume-on"`)
+	for _, name := range []string{"model", "region", "count", "start", "end", "launch", "launch_resume"} {
+		form.Set(name, hiddenValue(t, page.body[start:], name))
+	}
+	if p := b.post("/reservations", form); p.status != http.StatusSeeOther {
+		t.Fatalf("book its resume = %d %s", p.status, p.body)
+	}
+	if list, err := e.db.Reservations(ctx, alice, store.ReservationFilter{}); err != nil || len(list) != 1 || list[0].Launch == nil ||
+		list[0].Launch.ResumeInstanceID == nil || *list[0].Launch.ResumeInstanceID != inst.ID {
+		t.Fatalf("reservations = %+v %v", list, err)
+	}
+	if p := b.post(fmt.Sprintf("/instances/%d/start", inst.ID), url.Values{"count": {"9"}}); p.status != http.StatusSeeOther || !strings.Contains(b.get(p.location).body, "GPUs of one node") {
+		t.Errorf("a start on 9 GPUs = %d", p.status)
+	}
+	if p := b.post(fmt.Sprintf("/instances/%d/start", inst.ID), url.Values{"count": {"0"}}); p.status != http.StatusSeeOther {
 		t.Fatalf("start = %d", p.status)
 	}
-	if i, _ := e.db.Instance(ctx, alice, inst.ID); i.Status != gpuportal.InstancePending {
-		t.Fatalf("after Start: %s", i.Status)
+	if i, _ := e.db.Instance(ctx, alice, inst.ID); i.Status != gpuportal.InstancePending || i.Count != 0 || i.PricePerGPU != 10 {
+		t.Fatalf("after Start with no GPU: %s on %d GPUs at %d fen", i.Status, i.Count, i.PricePerGPU)
+	}
+	if page := b.get(fmt.Sprintf("/instances/%d", inst.ID)); !strings.Contains(page.body, `data-testid="no-gpu"`) || !strings.Contains(page.body, "¥0.10/hour") {
+		t.Error("the page does not say plainly that it runs with no GPU, and its price")
 	}
 	if p := b.post(fmt.Sprintf("/instances/%d/release", inst.ID), nil); p.status != http.StatusSeeOther || !strings.Contains(b.get(p.location).body, "stop it first") {
 		t.Errorf("release while pending = %d", p.status)
@@ -208,4 +244,14 @@ func TestStartWithoutRoomOffersBookings(t *testing.T) {
 	if status != http.StatusConflict || errorCode(t, body) != gpuportal.ECAPACITY || !strings.Contains(body, `"most_free":`) {
 		t.Fatalf("start on a full fleet = %d %s", status, body)
 	}
+}
+
+// hiddenValue is the value of the first hidden input named name in html.
+func hiddenValue(t *testing.T, html, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`<input type="hidden" name="` + regexp.QuoteMeta(name) + `" value="([^"]*)"`).FindStringSubmatch(html)
+	if m == nil {
+		t.Fatalf("no hidden input %q", name)
+	}
+	return stdhtml.UnescapeString(m[1])
 }

@@ -372,6 +372,7 @@ func (c *cli) stop(args []string) error {
 func (c *cli) start(args []string) error {
 	fs := c.flags("start")
 	count := fs.Int("count", 0, "")
+	noGPU := fs.Bool("no-gpu", false, "")
 	var rest []string
 	for len(args) > 0 { // the ID before or after the flags
 		if err := fs.Parse(args); err != nil {
@@ -387,7 +388,12 @@ func (c *cli) start(args []string) error {
 		return err
 	}
 	body := map[string]int{}
-	if *count != 0 {
+	switch {
+	case *noGPU && *count != 0:
+		return usageError{c.T("--no-gpu starts it on no GPU: leave out --count")}
+	case *noGPU:
+		body["count"] = 0
+	case *count != 0:
 		body["count"] = *count
 	}
 	var inst gpuportal.Instance
@@ -396,6 +402,10 @@ func (c *cli) start(args []string) error {
 	}
 	if c.json {
 		return c.print(inst, nil, nil)
+	}
+	if inst.Count == 0 {
+		fmt.Fprintln(c.out, c.T("Instance %d starts again with its disk in no-GPU mode at %s an hour (%s); gpu ssh %d once it runs.", id, inst.PricePerGPU.String(), inst.Status, id))
+		return nil
 	}
 	fmt.Fprintln(c.out, c.T("Instance %d starts again with its disk (%s); gpu ssh %d once it runs.", id, inst.Status, id))
 	return nil

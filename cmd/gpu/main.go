@@ -47,7 +47,7 @@ var commands = []command{
 	{"instances", "instances", "your instances", (*cli).instances},
 	{"launch", "launch --kind spot|on_demand --model M [--region R] [--count N] [--image I] [--idle-stop MIN] [--volume ID] [--disk GIB] [-- COMMAND…]", "launch an instance (no command: a machine to log into)", (*cli).launch},
 	{"stop", "stop [--keep-disk] ID", "stop an instance (--keep-disk: keep its disk to start it again)", (*cli).stop},
-	{"start", "start ID [--count N]", "start a stopped instance whose disk was kept, on any node of its region", (*cli).start},
+	{"start", "start ID [--count N | --no-gpu]", "start a stopped instance whose disk was kept, on any node of its region (--no-gpu: no-GPU mode, to set up or move data cheaply)", (*cli).start},
 	{"release", "release ID", "let a stopped instance's kept disk go for good", (*cli).release},
 	{"logs", "logs [-f] ID", "an instance's whole log, from its node (-f: follow it until the instance ends)", (*cli).logs},
 	{"ssh", "ssh ID [ssh arguments…]", "log into a running instance with the system ssh", (*cli).ssh},
@@ -85,6 +85,9 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 			return exitUsage
 		}
 		return exitOK
+	}
+	if rest[0] == "image" {
+		rest[0] = "images" // gpu image save …, as people say it
 	}
 	for _, cmd := range commands {
 		if cmd.name != rest[0] {
