@@ -602,5 +602,28 @@ func TestNoGPUModeRunsBesideBusyGPUs(t *testing.T) {
 	if got := getInstance(t, db, inst.ID); got.Cost-before < 10 || got.Cost-before > 11 {
 		t.Errorf("an hour in no-GPU mode cost %d fen, want 10", got.Cost-before)
 	}
+	// Its resume booked, it takes the reservation's GPUs at the start
+	// (the other customer's on-demand GPUs let go).
+	theirs, err := db.InstanceList(ctx, other, store.InstanceFilter{Tab: store.TabActive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range theirs {
+		if _, err := db.Stop(ctx, other, i.ID); err != nil {
+			t.Fatal(err)
+		}
+		agent.exit(&i)
+	}
+	resume := at.Truncate(time.Hour).Add(24 * time.Hour)
+	r, err := db.Book(ctx, u, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 1, Start: resume, End: resume.Add(4 * time.Hour),
+		Launch: &gpuportal.LaunchSpec{ResumeInstanceID: &inst.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, resume)
+	tick(t, db, clock, resume.Add(time.Minute))
+	if got := getInstance(t, db, inst.ID); got.ReservationID == nil || *got.ReservationID != r.ID || got.Count != 1 || len(got.GPUs) != 1 {
+		t.Errorf("resumed from no-GPU mode on its reservation: %v, %d GPUs %v", got.ReservationID, got.Count, got.GPUs)
+	}
 	checkLedger(t, db, u)
 }
