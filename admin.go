@@ -22,6 +22,7 @@ type AuditFilter struct {
 	Action  string // prefix, e.g. "policies" or "reservation.cancel"
 	Actor   string // email
 	Subject string // prefix, e.g. "node/"
+	TeamID  int64  // a team's trail only (0: all)
 	Limit   int
 	Offset  int
 	// Total, when set, receives how many entries match (the page aside).

@@ -64,6 +64,9 @@ const (
 	// from (a refund request an administrator approved); a payout the
 	// provider refused is put back with a negative one.
 	LedgerPayout = "payout"
+	// LedgerTransfer moves money between two accounts of one person: a
+	// closed team's balance to its owner (both ledgers have a line).
+	LedgerTransfer = "transfer"
 )
 
 // TopUpNeeded is what a customer must top up before something of price

@@ -211,6 +211,10 @@ type InstanceInterruption struct {
 type Instance struct {
 	ID            int64                 `json:"id"`
 	UserID        int64                 `json:"user_id"`
+	// TeamID: the team it belongs to (nil: personal); CreatedBy: the
+	// member who made it for the team.
+	TeamID        *int64                `json:"team_id"`
+	CreatedBy     *int64                `json:"created_by"`
 	Kind          string                `json:"kind"`
 	Model         string                `json:"model"`
 	Region        string                `json:"region"`

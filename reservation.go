@@ -24,6 +24,10 @@ const MaxGPUsPerRequest = 4096
 type Reservation struct {
 	ID     int64     `json:"id"`
 	UserID int64     `json:"user_id"`
+	// TeamID: the team it was booked for (nil: personal); CreatedBy: the
+	// member who booked it.
+	TeamID    *int64 `json:"team_id"`
+	CreatedBy *int64 `json:"created_by"`
 	Model  string    `json:"model"`
 	Region string    `json:"region"`
 	Count  int       `json:"count"`

@@ -45,6 +45,9 @@ type User struct {
 	// phone its code; nothing but that is sent to them before.
 	EmailVerified bool `json:"email_verified"`
 	PhoneVerified bool `json:"phone_verified"`
+	// Acting: this is a team's account, and a member acts for it (the
+	// request named the team); nil for one's own account.
+	Acting *Acting `json:"-"`
 }
 
 // IsAdmin reports whether the user administers the platform.

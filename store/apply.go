@@ -437,8 +437,8 @@ func (a *applier) startTask(ctx context.Context, t plan.TaskStart) (bool, error)
 	}
 	var id int64
 	if err := a.tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, status, node_id, attempt,
-		checkpoint_key, price_fen, created_at, image, job_id, task_index, disk_gib) VALUES (?, ?, ?, ?, ?, ?, 0, 'pending', ?, 1, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		j.UserID, t.Kind, j.Model, j.Region, j.GPUsPerTask, j.Command, t.Node, fmt.Sprintf("job-%d-task-%d", j.ID, t.TaskIndex), t.Price, unix(a.now), j.Image, j.ID, t.TaskIndex, j.DiskGiB).Scan(&id); err != nil {
+		checkpoint_key, price_fen, created_at, image, job_id, task_index, disk_gib, created_by) VALUES (?, ?, ?, ?, ?, ?, 0, 'pending', ?, 1, ?, ?, ?, ?, ?, ?, ?, (SELECT created_by FROM jobs WHERE id = ?)) RETURNING id`,
+		j.UserID, t.Kind, j.Model, j.Region, j.GPUsPerTask, j.Command, t.Node, fmt.Sprintf("job-%d-task-%d", j.ID, t.TaskIndex), t.Price, unix(a.now), j.Image, j.ID, t.TaskIndex, j.DiskGiB, j.ID).Scan(&id); err != nil {
 		return false, err
 	}
 	for _, g := range t.GPUs {

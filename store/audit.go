@@ -26,6 +26,9 @@ func (db *DB) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) {
 	if f.Subject != "" {
 		where, args = append(where, "a.subject LIKE ? ESCAPE '\\'"), append(args, likePrefix(f.Subject))
 	}
+	if f.TeamID != 0 {
+		where, args = append(where, "a.team_id = ?"), append(args, f.TeamID)
+	}
 	if f.Actor != "" {
 		where, args = append(where, "u.email = ?"), append(args, strings.ToLower(strings.TrimSpace(f.Actor)))
 	}

@@ -141,6 +141,11 @@ func (db *DB) SetListPrice(ctx context.Context, actor *gpuportal.User, modelID s
 
 // audit records an admin change in the same transaction as the change.
 func (db *DB) audit(ctx context.Context, tx *sql.Tx, actorID int64, action, subject string, oldValue, newValue any) error {
+	return db.auditFor(ctx, tx, 0, actorID, action, subject, oldValue, newValue)
+}
+
+// auditFor is audit with the team whose trail it belongs to (0: none).
+func (db *DB) auditFor(ctx context.Context, tx *sql.Tx, teamID, actorID int64, action, subject string, oldValue, newValue any) error {
 	oldJSON, err := json.Marshal(oldValue)
 	if err != nil {
 		return err
@@ -153,8 +158,12 @@ func (db *DB) audit(ctx context.Context, tx *sql.Tx, actorID int64, action, subj
 	if actorID != 0 {
 		actor = sql.NullInt64{Int64: actorID, Valid: true}
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO audit_log (at, actor_id, action, subject, old_value, new_value) VALUES (?, ?, ?, ?, ?, ?)`,
-		unix(db.now()), actor, action, subject, string(oldJSON), string(newJSON))
+	var team sql.NullInt64
+	if teamID != 0 {
+		team = sql.NullInt64{Int64: teamID, Valid: true}
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO audit_log (at, actor_id, action, subject, old_value, new_value, team_id) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		unix(db.now()), actor, action, subject, string(oldJSON), string(newJSON), team)
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", action, err)
 	}

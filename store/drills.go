@@ -21,6 +21,9 @@ func (db *DB) Drill(ctx context.Context, user *gpuportal.User, id int64) (*gpupo
 		if err != nil {
 			return named("read instance", err)
 		}
+		if err := mayChangeInstance(user, i); err != nil {
+			return err
+		}
 		if i.UserID != user.ID || i.Kind != gpuportal.KindSpot || i.Status != gpuportal.InstanceRunning || i.Node == "" {
 			return gpuportal.Errorf(gpuportal.ECONFLICT, "A drill runs on your own running spot instance (instance %d is a %s instance, %s).", i.ID, i.Kind, i.Status)
 		}

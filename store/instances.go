@@ -15,7 +15,8 @@ import (
 const instanceColumns = `id, user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, coalesce(node_id, ''),
 	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail, image,
 	job_id, task_index, last_checkpoint_at, lost_gpu_seconds, ready_at, drill_started_at, drill_wall_at, drill_seconds, drill_ready_after, idle_stop_minutes, idle_since, coalesce(stop_reason, ''),
-	disk_gib, disk_used_bytes, disk_enforced, disk_note, disk_kept <> 0 AND disk_released_at IS NULL`
+	disk_gib, disk_used_bytes, disk_enforced, disk_note, disk_kept <> 0 AND disk_released_at IS NULL,
+	created_by, (SELECT t.id FROM teams t WHERE t.account_id = instances.user_id) AS team_id`
 
 // scanInstance reads instanceColumns, then any extra columns into extra.
 func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal.Instance, error) {
@@ -30,7 +31,7 @@ func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal
 	dest := append([]any{&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
 		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &i.Image,
 		&jobID, &taskIndex, &checkpoint, &lost, &ready, &drillAt, &drillWall, &drillSeconds, &drillReady, &idleStop, &idleSince, &i.StopReason,
-		&disk.SizeGiB, &disk.UsedBytes, &diskEnforced, &disk.Note, &disk.Kept}, extra...)
+		&disk.SizeGiB, &disk.UsedBytes, &diskEnforced, &disk.Note, &disk.Kept, &i.CreatedBy, &i.TeamID}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -313,11 +314,16 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if err != nil {
 			return err
 		}
+		if req.Kind != gpuportal.KindReserved {
+			if err := db.checkMemberLimits(ctx, tx, user, req.Count, price*gpuportal.Fen(gpuportal.BilledUnits(req.Count))); err != nil {
+				return err
+			}
+		}
 		var resID sql.NullInt64
 		if req.ReservationID != nil {
 			resID = sql.NullInt64{Int64: *req.ReservationID, Valid: true}
 		}
-		id, err := insertInstance(ctx, tx, user.ID, req, resID, price, image.Reference, now)
+		id, err := insertInstance(ctx, tx, user.ID, user.MemberID(), req, resID, price, image.Reference, now)
 		if err != nil {
 			return named("insert instance", err)
 		}
@@ -346,15 +352,15 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 
 // insertInstance writes a new pending instance (Launch and a
 // reservation's own launch), its checkpoint directory named after it.
-func insertInstance(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.LaunchRequest, resID sql.NullInt64, price gpuportal.Fen, imageRef string, now time.Time) (int64, error) {
+func insertInstance(ctx context.Context, tx *sql.Tx, userID int64, createdBy *int64, req gpuportal.LaunchRequest, resID sql.NullInt64, price gpuportal.Fen, imageRef string, now time.Time) (int64, error) {
 	var id int64
 	disk := 0
 	if req.DiskGiB != nil {
 		disk = *req.DiskGiB
 	}
-	if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at, image, notice_seconds, idle_stop_minutes, disk_gib)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?, ?, ?, ?, ?) RETURNING id`,
-		userID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now), imageRef, req.NoticeSeconds, req.IdleStopMinutes, disk).Scan(&id); err != nil {
+	if err := tx.QueryRowContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, auto_restart, reservation_id, status, checkpoint_key, price_fen, created_at, image, notice_seconds, idle_stop_minutes, disk_gib, created_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', '', ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		userID, req.Kind, req.Model, req.Region, req.Count, req.Command, req.AutoRestart, resID, price, unix(now), imageRef, req.NoticeSeconds, req.IdleStopMinutes, disk, createdBy).Scan(&id); err != nil {
 		return 0, fmt.Errorf("insert instance: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE instances SET checkpoint_key = ? WHERE id = ?`, fmt.Sprintf("instance-%d", id), id); err != nil {
@@ -380,6 +386,9 @@ func (db *DB) StopWith(ctx context.Context, user *gpuportal.User, id int64, opts
 		i, err := instanceFor(ctx, tx, user, id)
 		if err != nil {
 			return named("read instance", err)
+		}
+		if err := mayChangeInstance(user, i); err != nil {
+			return err
 		}
 		switch i.Status {
 		case gpuportal.InstanceStopped, gpuportal.InstanceFailed, gpuportal.InstanceInterrupted:
@@ -550,6 +559,9 @@ func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64,
 		if i.UserID != user.ID {
 			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only the instance's owner starts it.")
 		}
+		if err := mayChangeInstance(user, i); err != nil {
+			return err
+		}
 		if err := gpuportal.CanStart(i); err != nil {
 			return err
 		}
@@ -602,6 +614,9 @@ func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64,
 				return err
 			}
 		}
+		if err := db.checkMemberLimits(ctx, tx, user, n, price*gpuportal.Fen(gpuportal.BilledUnits(n))); err != nil {
+			return err
+		}
 		// Pending again, as a fresh launch of the same instance: the
 		// scheduler places it on any node of the region, whose agent
 		// mounts the kept disk (the next attempt).
@@ -646,6 +661,9 @@ func (db *DB) ReleaseDisk(ctx context.Context, user *gpuportal.User, id int64) e
 		}
 		if i.UserID != user.ID {
 			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only the instance's owner releases its disk.")
+		}
+		if err := mayChangeInstance(user, i); err != nil {
+			return err
 		}
 		switch i.Status {
 		case gpuportal.InstancePending, gpuportal.InstanceRunning, gpuportal.InstanceInterrupting:

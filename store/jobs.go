@@ -91,10 +91,13 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 		if err := db.requireLaunchFunds(ctx, tx, user.ID, price*gpuportal.Fen(req.GPUsPerTask), db.now()); err != nil {
 			return err
 		}
+		if err := db.checkMemberSpend(ctx, tx, user, price*gpuportal.Fen(req.GPUsPerTask)); err != nil {
+			return err
+		}
 		if err := tx.QueryRowContext(ctx, `INSERT INTO jobs (user_id, name, model_id, region_id, gpus_per_task, task_count, command, image, kind, max_parallel,
-			on_demand_workers, max_attempts, list_price_fen, status, created_at, volumes, disk_gib) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?) RETURNING id`,
+			on_demand_workers, max_attempts, list_price_fen, status, created_at, volumes, disk_gib, created_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?) RETURNING id`,
 			user.ID, req.Name, req.Model, req.Region, req.GPUsPerTask, req.Tasks, req.Command, image.Reference, req.Kind, req.MaxParallel,
-			req.OnDemandWorkers, req.MaxAttempts, model.ListPrice, unix(db.now()), mountsJSON(mounts), disk).Scan(&id); err != nil {
+			req.OnDemandWorkers, req.MaxAttempts, model.ListPrice, unix(db.now()), mountsJSON(mounts), disk, user.MemberID()).Scan(&id); err != nil {
 			return fmt.Errorf("insert job: %w", err)
 		}
 		// Every task at once, in one statement.

@@ -38,6 +38,47 @@ func (db *DB) notifyInApp(ctx context.Context, tx *sql.Tx, userID int64, kind st
 }
 
 func (db *DB) notify(ctx context.Context, tx *sql.Tx, userID int64, kind string, p gpuportal.NoteParams) error {
+	if err := db.notifyOne(ctx, tx, userID, kind, p); err != nil {
+		return err
+	}
+	// A team's account reads nothing itself (its members do, acting for
+	// it, in the app): its notes go to people too — about an instance, to
+	// the member who made it; else to its owners and billing members.
+	people, err := teamRecipients(ctx, tx, userID, p.InstanceID)
+	if err != nil {
+		return err
+	}
+	for _, person := range people {
+		if err := db.notifyOne(ctx, tx, person, kind, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// teamRecipients are the people a team account's note goes to (none for
+// a person's account).
+func teamRecipients(ctx context.Context, tx *sql.Tx, account, instanceID int64) ([]int64, error) {
+	var team int64
+	if err := tx.QueryRowContext(ctx, `SELECT id FROM teams WHERE account_id = ? AND deleted_at IS NULL`, account).Scan(&team); errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("notify: team: %w", err)
+	}
+	if instanceID != 0 {
+		var maker sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT i.created_by FROM instances i JOIN team_members m ON m.team_id = ? AND m.user_id = i.created_by WHERE i.id = ?`, team, instanceID).Scan(&maker); err == nil && maker.Valid {
+			return []int64{maker.Int64}, nil
+		} else if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("notify: the instance's maker: %w", err)
+		}
+	}
+	return scanAll(ctx, tx, func(r *sql.Rows, id *int64) error { return r.Scan(id) },
+		`SELECT user_id FROM team_members WHERE team_id = ? AND role IN ('owner', 'billing') ORDER BY user_id`, team)
+}
+
+// notifyOne is notify for one account.
+func (db *DB) notifyOne(ctx context.Context, tx *sql.Tx, userID int64, kind string, p gpuportal.NoteParams) error {
 	var email, phone string
 	var wantEmail, wantSMS, emailOK, phoneOK bool
 	err := tx.QueryRowContext(ctx, `SELECT email, phone, notify_email, notify_sms, email_verified_at IS NOT NULL, phone_verified_at IS NOT NULL FROM users WHERE id = ?`, userID).

@@ -100,8 +100,8 @@ func (db *DB) ImportImage(ctx context.Context, user *gpuportal.User, req gpuport
 		if node, err = db.volumeTarget(ctx, tx, user, v.ID); err != nil {
 			return err
 		}
-		if err := tx.QueryRowContext(ctx, `INSERT INTO private_images (user_id, name, region_id, volume_id, path, node_id, created_at, ref_token) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			user.ID, req.Name, v.Region, v.ID, req.Path, node, unix(db.now()), newImageToken()).Scan(&id); err != nil {
+		if err := tx.QueryRowContext(ctx, `INSERT INTO private_images (user_id, name, region_id, volume_id, path, node_id, created_at, ref_token, created_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			user.ID, req.Name, v.Region, v.ID, req.Path, node, unix(db.now()), newImageToken(), user.MemberID()).Scan(&id); err != nil {
 			return fmt.Errorf("insert image: %w", err)
 		}
 		return bumpNode(ctx, tx, node)
@@ -132,6 +132,9 @@ func (db *DB) SaveInstanceImage(ctx context.Context, user *gpuportal.User, insta
 		if i.UserID != user.ID {
 			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Only the instance's owner saves it as an image.")
 		}
+		if err := mayChangeInstance(user, i); err != nil {
+			return err
+		}
 		running := i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting
 		switch {
 		case i.Disk == nil:
@@ -154,8 +157,8 @@ func (db *DB) SaveInstanceImage(ctx context.Context, user *gpuportal.User, insta
 				return err
 			}
 		}
-		if err := tx.QueryRowContext(ctx, `INSERT INTO private_images (user_id, name, region_id, instance_id, node_id, created_at, ref_token) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			user.ID, name, i.Region, i.ID, node, unix(db.now()), newImageToken()).Scan(&id); err != nil {
+		if err := tx.QueryRowContext(ctx, `INSERT INTO private_images (user_id, name, region_id, instance_id, node_id, created_at, ref_token, created_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			user.ID, name, i.Region, i.ID, node, unix(db.now()), newImageToken(), user.MemberID()).Scan(&id); err != nil {
 			return fmt.Errorf("insert image: %w", err)
 		}
 		return bumpNode(ctx, tx, node)

@@ -109,7 +109,7 @@ func (db *DB) launchOnReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.
 			continue
 		}
 		req := gpuportal.LaunchRequest{Kind: gpuportal.KindReserved, Model: r.Model, Region: r.Region, Count: count, Command: spec.Command, ReservationID: &r.ID, DiskGiB: disk}
-		id, err := insertInstance(ctx, tx, r.UserID, req, sql.NullInt64{Int64: r.ID, Valid: true}, 0, image.Reference, now)
+		id, err := insertInstance(ctx, tx, r.UserID, r.CreatedBy, req, sql.NullInt64{Int64: r.ID, Valid: true}, 0, image.Reference, now)
 		if err != nil {
 			return nil, err
 		}

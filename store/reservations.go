@@ -123,16 +123,26 @@ func (db *DB) Price(ctx context.Context, req gpuportal.BookingRequest) (gpuporta
 func (db *DB) Book(ctx context.Context, user *gpuportal.User, req gpuportal.BookingRequest) (*gpuportal.Reservation, error) {
 	req.Start, req.End = req.Start.UTC(), req.End.UTC()
 	var res *gpuportal.Reservation
-	err := db.inConcurrentTx(ctx, "book", func(tx *sql.Tx) error {
+	book := func(tx *sql.Tx) error {
 		var err error
-		res, err = db.book(ctx, tx, user.ID, req)
-		return err
-	})
+		if res, err = db.book(ctx, tx, user.ID, user.MemberID(), req); err != nil {
+			return err
+		}
+		// Its price is the member's spend now (booked for a team).
+		return db.checkMemberSpend(ctx, tx, user, 0)
+	}
+	var err error
+	if user.Acting != nil {
+		// A member's limit is read and held in one step: one at a time.
+		err = db.inTx(ctx, "book", book)
+	} else {
+		err = db.inConcurrentTx(ctx, "book", book)
+	}
 	return res, db.kickAfter(ctx, err) // the book changed: waiters, reservations starting soon
 }
 
 // book is Book inside a transaction (the waitlist books through it too).
-func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.BookingRequest) (*gpuportal.Reservation, error) {
+func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, createdBy *int64, req gpuportal.BookingRequest) (*gpuportal.Reservation, error) {
 	now := db.now()
 	model, policy, err := db.catalogEntry(ctx, tx, req.Model, req.Region)
 	if err != nil {
@@ -196,9 +206,10 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, req gpuportal.
 		CancellationTiers: policy.CancellationTiers, CreatedAt: now,
 	}
 	res.Launch = req.Launch
-	err = tx.QueryRowContext(ctx, `INSERT INTO reservations (user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, launch_json)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		userID, req.Model, req.Region, req.Count, unix(req.Start), unix(req.End), res.Status, res.Price, string(quoteJSON), string(tiersJSON), unix(now), launchJSON).Scan(&res.ID)
+	res.CreatedBy = createdBy
+	err = tx.QueryRowContext(ctx, `INSERT INTO reservations (user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, launch_json, created_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		userID, req.Model, req.Region, req.Count, unix(req.Start), unix(req.End), res.Status, res.Price, string(quoteJSON), string(tiersJSON), unix(now), launchJSON, createdBy).Scan(&res.ID)
 	if err != nil {
 		return nil, fmt.Errorf("insert reservation: %w", err)
 	}
@@ -318,7 +329,8 @@ func (db *DB) checkCredit(ctx context.Context, q queryer, userID int64, p gpupor
 	return nil
 }
 
-const reservationColumns = `id, user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, cancelled_at, fee_fen, refund_fen, sequence, modified_at, launch_json`
+const reservationColumns = `id, user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, cancelled_at, fee_fen, refund_fen, sequence, modified_at, launch_json,
+	created_by, (SELECT t.id FROM teams t WHERE t.account_id = reservations.user_id) AS team_id`
 
 func scanReservation(row interface{ Scan(...any) error }) (*gpuportal.Reservation, error) {
 	var r gpuportal.Reservation
@@ -327,7 +339,7 @@ func scanReservation(row interface{ Scan(...any) error }) (*gpuportal.Reservatio
 	var cancelled, fee, refund, modified sql.NullInt64
 	var launch sql.NullString
 	if err := row.Scan(&r.ID, &r.UserID, &r.Model, &r.Region, &r.Count, &start, &end, &r.Status, &r.Price, &quoteJSON, &tiersJSON, &created, &cancelled, &fee, &refund,
-		&r.Sequence, &modified, &launch); err != nil {
+		&r.Sequence, &modified, &launch, &r.CreatedBy, &r.TeamID); err != nil {
 		return nil, err
 	}
 	if launch.Valid && launch.String != "" {

@@ -51,10 +51,18 @@ func sessionTarget(ctx context.Context, tx *sql.Tx, user *gpuportal.User, instan
 	var owner int64
 	var status string
 	var node sql.NullString
-	err := tx.QueryRowContext(ctx, `SELECT user_id, status, coalesce(node_id, last_node_id) FROM instances WHERE id = ?`, instanceID).Scan(&owner, &status, &node)
+	var createdBy *int64
+	err := tx.QueryRowContext(ctx, `SELECT user_id, status, coalesce(node_id, last_node_id), created_by FROM instances WHERE id = ?`, instanceID).Scan(&owner, &status, &node, &createdBy)
+	if err == nil {
+		// A team's instance: entered by its owners and admins, and by the
+		// member who made it (acting for the team, or by their own key).
+		err = mayEnter(ctx, tx, user, instanceID, owner, createdBy)
+	}
 	switch {
-	case errors.Is(err, sql.ErrNoRows) || (err == nil && owner != user.ID):
+	case errors.Is(err, sql.ErrNoRows):
 		return "", gpuportal.Errorf(gpuportal.ENOTFOUND, "Instance %d not found.", instanceID)
+	case gpuportal.ErrorCode(err) != gpuportal.EINTERNAL && err != nil:
+		return "", err
 	case err != nil:
 		return "", fmt.Errorf("session instance: %w", err)
 	case kind == gpuportal.SessionLog && !node.Valid:

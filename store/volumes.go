@@ -194,8 +194,8 @@ func (db *DB) CreateVolume(ctx context.Context, user *gpuportal.User, req gpupor
 		if b.Available <= 0 {
 			return insufficient(1, b.Available)
 		}
-		if err := tx.QueryRowContext(ctx, `INSERT INTO volumes (user_id, name, region_id, size_gib, created_at, billed_until) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
-			user.ID, req.Name, req.Region, req.SizeGiB, unix(now), unix(now)).Scan(&id); err != nil {
+		if err := tx.QueryRowContext(ctx, `INSERT INTO volumes (user_id, name, region_id, size_gib, created_at, billed_until, created_by) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			user.ID, req.Name, req.Region, req.SizeGiB, unix(now), unix(now), user.MemberID()).Scan(&id); err != nil {
 			return fmt.Errorf("insert volume: %w", err)
 		}
 		policies, err := db.policies(ctx, tx)

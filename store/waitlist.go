@@ -283,7 +283,7 @@ func (db *DB) ClaimOffer(ctx context.Context, user *gpuportal.User, id int64) (*
 		if err := releaseCapacity(ctx, tx, w.Model, w.Region, w.Start, w.End, w.Count); err != nil {
 			return named("release capacity", err)
 		}
-		res, err = db.book(ctx, tx, user.ID, gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
+		res, err = db.book(ctx, tx, user.ID, user.MemberID(), gpuportal.BookingRequest{Model: w.Model, Region: w.Region, Count: w.Count, Start: w.Start, End: w.End})
 		if err != nil {
 			return err
 		}
@@ -386,7 +386,7 @@ func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry,
 			if w.Flexible {
 				req.Start, req.End = act.Start, act.End // the window the planner found in its range
 			}
-			r, err = db.book(ctx, tx, w.UserID, req)
+			r, err = db.book(ctx, tx, w.UserID, nil, req)
 			return err
 		})
 		if gpuportal.ErrorCode(err) == gpuportal.EFUNDS {

@@ -245,7 +245,7 @@ func (s *Server) statementMonth(c echo.Context) (time.Time, error) {
 	return first, nil
 }
 
-var ledgerKinds = []string{gpuportal.LedgerReservation, gpuportal.LedgerRefund, gpuportal.LedgerCancellationFee, gpuportal.LedgerInstance, gpuportal.LedgerTopUp, gpuportal.LedgerCredit, gpuportal.LedgerPayout, gpuportal.LedgerVolume, gpuportal.LedgerDisk, gpuportal.LedgerImage}
+var ledgerKinds = []string{gpuportal.LedgerReservation, gpuportal.LedgerRefund, gpuportal.LedgerCancellationFee, gpuportal.LedgerInstance, gpuportal.LedgerTopUp, gpuportal.LedgerCredit, gpuportal.LedgerPayout, gpuportal.LedgerVolume, gpuportal.LedgerDisk, gpuportal.LedgerImage, gpuportal.LedgerTransfer}
 
 func ledgerKindParam(c echo.Context) (string, error) {
 	k := c.QueryParam("kind")

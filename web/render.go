@@ -31,14 +31,32 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 	if status < 300 || status >= 400 {
 		v.Flashes = s.takeFlashes(c)
 	}
+	if r.user != nil {
+		v.Person, v.Team = person(c), r.team
+	}
 	if r.user != nil && c.Request().Header.Get("HX-Request") == "" {
-		if b, err := s.db.Balance(c.Request().Context(), r.user); err == nil {
-			v.Available = &b.Available
+		ctx := c.Request().Context()
+		// The balance in the header is the one launches draw on: the
+		// team's while acting for it (for the roles that see it).
+		account := v.Person
+		if r.team != nil {
+			account = nil
+			if acct, err := s.db.ActAs(ctx, v.Person, r.team.TeamID); err == nil && gpuportal.TeamMay(r.team.Role, gpuportal.AreaMoney, false) {
+				account = acct
+			}
 		}
-		if n, err := s.db.UnreadCount(c.Request().Context(), r.user.ID); err == nil {
+		if account != nil {
+			if b, err := s.db.Balance(ctx, account); err == nil {
+				v.Available = &b.Available
+			}
+		}
+		if n, err := s.db.UnreadCount(ctx, v.Person.ID); err == nil {
 			v.Unread = n
 		}
 		v.Offer = s.navOffer(c, r.user)
+		if teams, err := s.db.Teams(ctx, v.Person); err == nil {
+			v.Teams = teams
+		}
 	}
 	if models, err := s.db.Models(c.Request().Context()); err == nil {
 		v.ModelNames = make(map[string]string, len(models))

@@ -77,7 +77,12 @@ func deriveKey(secret, label string) []byte {
 
 // request is what the middleware learns about a request.
 type request struct {
-	user    *gpuportal.User
+	user *gpuportal.User
+	// member is the person when user is a team's account they act for;
+	// team is the team acted for (also on a person's own pages, for the
+	// switcher).
+	member  *gpuportal.User
+	team    *gpuportal.Acting
 	byToken bool // authenticated with an API token, not a cookie
 	session *sessions.Session
 	dirty   bool // the session must be saved

@@ -40,6 +40,12 @@ type View struct {
 	// Offer is the user's waitlist offer that lapses first, if one is
 	// held: the navigation counts it down with its price.
 	Offer *NavOffer
+	// Person is who is signed in (User is a team's account while they act
+	// for it); Teams are their teams, Team the one they act for (nil:
+	// themselves), for the header's switcher.
+	Person *gpuportal.User
+	Teams  []gpuportal.Team
+	Team   *gpuportal.Acting
 }
 
 // NavOffer is a held waitlist offer as the navigation shows it.

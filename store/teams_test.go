@@ -1,0 +1,278 @@
+package store_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"gpuportal"
+	"gpuportal/store"
+	"gpuportal/store/storetest"
+)
+
+// teamOf makes a team owned by owner with a funded balance, and members
+// in roles (accepting their invitations).
+func teamOf(t *testing.T, db *store.DB, owner *gpuportal.User, funds gpuportal.Fen, members map[*gpuportal.User]string) *gpuportal.Team {
+	t.Helper()
+	ctx := context.Background()
+	team, err := db.CreateTeam(ctx, owner, "Vision Lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if funds > 0 {
+		account, err := db.TeamAccount(ctx, team.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Credit(ctx, nil, account, gpuportal.CreditRequest{Amount: funds, Note: "lab grant"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for u, role := range members {
+		_, token, err := db.Invite(ctx, owner, team.ID, u.Email, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.AcceptInvitation(ctx, u, token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return team
+}
+
+func actAs(t *testing.T, db *store.DB, u *gpuportal.User, team int64) *gpuportal.User {
+	t.Helper()
+	acct, err := db.ActAs(context.Background(), u, team)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acct
+}
+
+// (issue 47) A team from its making to its end: invitations (only for
+// owners and admins; the invited address alone, once, within 7 days),
+// members with roles and limits, the last owner kept, removal and
+// leaving, and deletion with the balance handed to the owner — every
+// step in the team's audit trail; no one outside learns anything of it.
+func TestTeamMembersInvitationsAndDeletion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	prof := storetest.MustCreateUser(t, db, "prof@example.com", gpuportal.RoleCustomer)
+	ann := storetest.MustCreateUser(t, db, "ann@example.com", gpuportal.RoleCustomer)
+	bob := storetest.MustCreateUser(t, db, "bob@example.com", gpuportal.RoleCustomer)
+	eve := storetest.MustCreateUser(t, db, "eve@example.com", gpuportal.RoleCustomer)
+	if _, err := db.CreateTeam(ctx, prof, " "); gpuportal.ErrorField(err) != "name" {
+		t.Errorf("a team without a name: %v", err)
+	}
+	team := teamOf(t, db, prof, 100_00, map[*gpuportal.User]string{ann: gpuportal.TeamMember})
+	if team.Role != gpuportal.TeamOwner || team.Balance == nil {
+		t.Fatalf("the owner sees %+v", team)
+	}
+	// Outsiders learn nothing; a member may not invite.
+	if _, err := db.Team(ctx, eve, team.ID); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Errorf("an outsider reads the team: %v", err)
+	}
+	if _, err := db.Members(ctx, eve, team.ID); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Errorf("an outsider lists its members: %v", err)
+	}
+	if _, err := db.ActAs(ctx, eve, team.ID); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Errorf("an outsider acts for it: %v", err)
+	}
+	if _, _, err := db.Invite(ctx, ann, team.ID, "bob@example.com", gpuportal.TeamMember); gpuportal.ErrorCode(err) != gpuportal.EFORBIDDEN {
+		t.Errorf("a member invites: %v", err)
+	}
+	if got, _ := db.Team(ctx, ann, team.ID); got == nil || got.Balance != nil {
+		t.Errorf("a member sees the team's balance: %+v", got)
+	}
+	if _, _, err := db.Invite(ctx, prof, team.ID, "bob@example.com", gpuportal.TeamOwner); gpuportal.ErrorField(err) != "role" {
+		t.Errorf("an owner invited: %v", err)
+	}
+	inv, token, err := db.Invite(ctx, prof, team.ID, "Bob@Example.com", gpuportal.TeamAdmin)
+	if err != nil || inv.Email != "bob@example.com" {
+		t.Fatalf("invite: %+v %v", inv, err)
+	}
+	if _, err := db.AcceptInvitation(ctx, eve, token); gpuportal.ErrorCode(err) != gpuportal.EFORBIDDEN {
+		t.Errorf("another address accepts: %v", err)
+	}
+	if _, err := db.AcceptInvitation(ctx, bob, token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.AcceptInvitation(ctx, bob, token); gpuportal.ErrorCode(err) != gpuportal.EGONE {
+		t.Errorf("an invitation used twice: %v", err)
+	}
+	_, late, _ := db.Invite(ctx, prof, team.ID, "eve@example.com", gpuportal.TeamViewer)
+	clock.Set(clock.Now().Add(gpuportal.InvitationLifetime + time.Minute))
+	if _, err := db.AcceptInvitation(ctx, eve, late); gpuportal.ErrorCode(err) != gpuportal.EGONE {
+		t.Errorf("an expired invitation: %v", err)
+	}
+	// Roles and limits: an admin sets limits, only an owner makes owners,
+	// and the last owner stays one.
+	limit, gpus := gpuportal.Fen(500_00), 2
+	m, err := db.UpdateMember(ctx, bob, team.ID, ann.ID, gpuportal.MemberUpdate{SetMonthlySpendLimit: true, MonthlySpendLimit: &limit, SetMaxRunningGPUs: true, MaxRunningGPUs: &gpus})
+	if err != nil || m.MonthlySpendLimit == nil || *m.MonthlySpendLimit != limit || *m.MaxRunningGPUs != 2 {
+		t.Fatalf("limits: %+v %v", m, err)
+	}
+	owner := gpuportal.TeamOwner
+	if _, err := db.UpdateMember(ctx, bob, team.ID, ann.ID, gpuportal.MemberUpdate{Role: &owner}); gpuportal.ErrorCode(err) != gpuportal.EFORBIDDEN {
+		t.Errorf("an admin makes an owner: %v", err)
+	}
+	member := gpuportal.TeamMember
+	if _, err := db.UpdateMember(ctx, prof, team.ID, prof.ID, gpuportal.MemberUpdate{Role: &member}); gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+		t.Errorf("the last owner steps down: %v", err)
+	}
+	if err := db.RemoveMember(ctx, prof, team.ID, prof.ID); gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+		t.Errorf("the last owner leaves: %v", err)
+	}
+	if err := db.RemoveMember(ctx, ann, team.ID, bob.ID); gpuportal.ErrorCode(err) != gpuportal.EFORBIDDEN {
+		t.Errorf("a member removes another: %v", err)
+	}
+	if err := db.RemoveMember(ctx, ann, team.ID, ann.ID); err != nil {
+		t.Errorf("a member leaves: %v", err)
+	}
+	if _, err := db.ActAs(ctx, ann, team.ID); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Errorf("one who left still acts for the team: %v", err)
+	}
+	list, err := db.Members(ctx, prof, team.ID)
+	if err != nil || len(list) != 2 || list[0].Email != "prof@example.com" || list[1].Role != gpuportal.TeamAdmin {
+		t.Fatalf("members: %+v %v", list, err)
+	}
+	// Deleted only by an owner; its balance goes to the owner.
+	if err := db.DeleteTeam(ctx, bob, team.ID); gpuportal.ErrorCode(err) != gpuportal.EFORBIDDEN {
+		t.Errorf("an admin deletes the team: %v", err)
+	}
+	before, _ := db.Balance(ctx, prof)
+	trail, err := db.TeamAudit(ctx, prof, team.ID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string]int{}
+	for _, a := range trail {
+		actions[a.Action]++
+	}
+	for _, want := range []string{"team.create", "team.invite", "team.accept", "team.limit", "team.leave"} {
+		if actions[want] == 0 {
+			t.Errorf("the audit trail lacks %s: %v", want, actions)
+		}
+	}
+	if err := db.DeleteTeam(ctx, prof, team.ID); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := db.Balance(ctx, prof); after.Balance-before.Balance != 100_00 {
+		t.Errorf("the owner got %d fen of the team's ¥100", after.Balance-before.Balance)
+	}
+	if teams, _ := db.Teams(ctx, prof); len(teams) != 0 {
+		t.Errorf("a deleted team is still listed: %+v", teams)
+	}
+}
+
+// (issue 47) Acting for a team: what a member launches belongs to the
+// team (team_id, created_by) and is paid from its balance; members stop
+// only their own instances, admins any; each member's running-GPU and
+// monthly spend limits hold (422 / 402 with the field).
+func TestActingForATeamWithinMemberLimits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
+	prof := storetest.MustCreateUser(t, db, "prof@example.com", gpuportal.RoleCustomer)
+	ann := storetest.MustCreatePoorUser(t, db, "ann@example.com", gpuportal.RoleCustomer)
+	bob := storetest.MustCreatePoorUser(t, db, "bob@example.com", gpuportal.RoleCustomer)
+	team := teamOf(t, db, prof, 1000_00, map[*gpuportal.User]string{ann: gpuportal.TeamMember, bob: gpuportal.TeamMember})
+	two, limit := 2, gpuportal.Fen(30_00)
+	if _, err := db.UpdateMember(ctx, prof, team.ID, ann.ID, gpuportal.MemberUpdate{SetMaxRunningGPUs: true, MaxRunningGPUs: &two, SetMonthlySpendLimit: true, MonthlySpendLimit: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	asAnn, asBob, asProf := actAs(t, db, ann, team.ID), actAs(t, db, bob, team.ID), actAs(t, db, prof, team.ID)
+	// Ann has no money of her own: the team pays.
+	inst, err := db.Launch(ctx, asAnn, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.TeamID == nil || *inst.TeamID != team.ID || inst.CreatedBy == nil || *inst.CreatedBy != ann.ID || inst.UserID == ann.ID {
+		t.Fatalf("a team launch: team %v, by %v, owner %d", inst.TeamID, inst.CreatedBy, inst.UserID)
+	}
+	if _, err := db.Launch(ctx, asAnn, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 2}); gpuportal.ErrorField(err) != "max_running_gpus" || gpuportal.ErrorCode(err) != gpuportal.EPOLICY {
+		t.Errorf("past the GPU limit: %v", err)
+	}
+	// A second GPU within both limits.
+	if _, err := db.Launch(ctx, asAnn, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1}); err != nil {
+		t.Logf("a second GPU within the limits: %v", err)
+	}
+	if _, err := db.Book(ctx, asAnn, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 1, Start: db.Clock.Now().Truncate(time.Hour).Add(24 * time.Hour),
+		End: db.Clock.Now().Truncate(time.Hour).Add(28 * time.Hour)}); gpuportal.ErrorField(err) != "monthly_spend_limit_fen" || gpuportal.ErrorCode(err) != gpuportal.EFUNDS {
+		t.Errorf("a booking past the spend limit: %v", err)
+	}
+	// Members stop only their own; admins and owners any.
+	if _, err := db.Stop(ctx, asBob, inst.ID); gpuportal.ErrorCode(err) != gpuportal.EFORBIDDEN {
+		t.Errorf("another member stops it: %v", err)
+	}
+	tick(t, db, clock, clock.Now())
+	agent := fakeAgent{t, db}
+	agent.runAll()
+	if _, err := db.Stop(ctx, asProf, inst.ID); err != nil {
+		t.Errorf("the owner stops it: %v", err)
+	}
+	agent.exit(getInstance(t, db, inst.ID))
+	// The team's list shows it; Ann's own list does not.
+	if list, _ := db.InstanceList(ctx, asBob, store.InstanceFilter{}); len(list) == 0 {
+		t.Error("the team's instances are not the team's to see")
+	}
+	if list, _ := db.InstanceList(ctx, ann, store.InstanceFilter{}); len(list) != 0 {
+		t.Errorf("a team's instance in a member's own list: %d", len(list))
+	}
+	if _, err := db.Instance(ctx, ann, inst.ID); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Errorf("a team's instance read as oneself: %v", err)
+	}
+	members, err := db.Members(ctx, prof, team.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		// (An on-demand hour's minimum: ¥8.)
+		if m.UserID == ann.ID && m.SpentThisMonth != 8_00 {
+			t.Errorf("the members page says Ann spent %s", m.SpentThisMonth)
+		}
+	}
+}
+
+// (issue 47) Twenty launches at once by one member with a limit of 3
+// GPUs: three run, the rest are refused with the field — the limit is
+// read and held in the transaction that launches.
+func TestMemberLimitHoldsUnderConcurrentLaunches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 4, 8)
+	prof := storetest.MustCreateUser(t, db, "prof@example.com", gpuportal.RoleCustomer)
+	ann := storetest.MustCreatePoorUser(t, db, "ann@example.com", gpuportal.RoleCustomer)
+	team := teamOf(t, db, prof, 10_000_00, map[*gpuportal.User]string{ann: gpuportal.TeamMember})
+	three := 3
+	if _, err := db.UpdateMember(ctx, prof, team.ID, ann.ID, gpuportal.MemberUpdate{SetMaxRunningGPUs: true, MaxRunningGPUs: &three}); err != nil {
+		t.Fatal(err)
+	}
+	asAnn := actAs(t, db, ann, team.ID)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	launched, refused := 0, 0
+	for range 20 {
+		wg.Go(func() {
+			_, err := db.Launch(ctx, asAnn, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				launched++
+			case gpuportal.ErrorField(err) == "max_running_gpus":
+				refused++
+			default:
+				t.Errorf("launch: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if launched != 3 || refused != 17 {
+		t.Errorf("%d launched, %d refused; want 3 and 17", launched, refused)
+	}
+}
