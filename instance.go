@@ -209,8 +209,8 @@ type InstanceInterruption struct {
 
 // Instance is a running (or finished) workload on GPUs.
 type Instance struct {
-	ID            int64                 `json:"id"`
-	UserID        int64                 `json:"user_id"`
+	ID     int64 `json:"id"`
+	UserID int64 `json:"user_id"`
 	// TeamID: the team it belongs to (nil: personal); CreatedBy: the
 	// member who made it for the team.
 	TeamID        *int64                `json:"team_id"`

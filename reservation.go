@@ -22,18 +22,18 @@ const MaxGPUsPerRequest = 4096
 // Reservation is count GPUs of a model in a region for [Start, End), booked
 // ahead at a fixed price.
 type Reservation struct {
-	ID     int64     `json:"id"`
-	UserID int64     `json:"user_id"`
+	ID     int64 `json:"id"`
+	UserID int64 `json:"user_id"`
 	// TeamID: the team it was booked for (nil: personal); CreatedBy: the
 	// member who booked it.
-	TeamID    *int64 `json:"team_id"`
-	CreatedBy *int64 `json:"created_by"`
-	Model  string    `json:"model"`
-	Region string    `json:"region"`
-	Count  int       `json:"count"`
-	Start  time.Time `json:"start"`
-	End    time.Time `json:"end"`
-	Status string    `json:"status"`
+	TeamID    *int64    `json:"team_id"`
+	CreatedBy *int64    `json:"created_by"`
+	Model     string    `json:"model"`
+	Region    string    `json:"region"`
+	Count     int       `json:"count"`
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+	Status    string    `json:"status"`
 	// Price is fixed at booking; the quote and cancellation tiers it was
 	// booked under are kept with it, so later policy changes do not touch it.
 	Price             Fen                `json:"price_fen"`

@@ -130,6 +130,8 @@ func (c *contract) fixtures() {
 	}
 	c.params["refund-requests"] = fmt.Sprint(created("/refund-requests", nil)["id"])
 	c.params["admin-refund-requests"] = c.params["refund-requests"]
+	c.params["teams"] = fmt.Sprint(created("/teams", nil)["id"])
+	c.params["user_id"] = fmt.Sprint(alice.ID)
 }
 
 // skip says whether the contract test leaves path out (see contractSkips).

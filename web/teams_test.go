@@ -1,0 +1,169 @@
+package web
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"gpuportal"
+	"gpuportal/store/storetest"
+)
+
+// teamCall is an API call acting for a team (X-Team).
+func (e *testEnv) teamCall(method, path, token string, team any, body string) (int, string) {
+	e.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, e.srv.URL+path, r)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("X-Team", fmt.Sprint(team))
+	resp, err := (&http.Client{Transport: validatingTransport{e.t, http.DefaultTransport}}).Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
+}
+
+// (issue 47) A lab on gpuportal: the owner makes a team, an admin credits
+// it, a student invited by email accepts on the invitation's page (which
+// switches her browser to the team), launches for the team with X-Team
+// (paid by the team, hers in created_by); a viewer reads but may not
+// launch (403 naming the role it takes), a member may not read the
+// money, an outsider learns nothing (404), her own account stays apart,
+// and the team's audit trail has the launch by her.
+func TestTeamFromInvitationToLaunch(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	prof, profTok := e.apiToken("prof@example.com", gpuportal.RoleCustomer)
+	_, adminTok := e.apiToken("admin@example.com", gpuportal.RoleAdmin)
+	ann := storetest.MustCreatePoorUser(t, e.db, "ann@example.com", gpuportal.RoleCustomer)
+	annTok := e.tokenFor(ann)
+	eve := storetest.MustCreatePoorUser(t, e.db, "eve@example.com", gpuportal.RoleCustomer)
+	eveTok := e.tokenFor(eve)
+	_, outsiderTok := e.apiToken("out@example.com", gpuportal.RoleCustomer)
+	_ = prof
+
+	st, body := e.apiCall("POST", "/api/v1/teams", profTok, `{"name":"Vision Lab"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("make a team = %d %s", st, body)
+	}
+	team := int64(decodeObject(t, body)["id"].(float64))
+	if st, body := e.apiCall("POST", fmt.Sprintf("/api/v1/admin/teams/%d/credit", team), adminTok, `{"amount_fen":100000,"note":"lab grant"}`); st != http.StatusOK {
+		t.Fatalf("credit the team = %d %s", st, body)
+	}
+	if st, _ := e.apiCall("POST", fmt.Sprintf("/api/v1/teams/%d/invitations", team), annTok, `{"email":"x@example.com","role":"member"}`); st != http.StatusNotFound {
+		t.Errorf("an outsider invites = %d", st)
+	}
+	st, body = e.apiCall("POST", fmt.Sprintf("/api/v1/teams/%d/invitations", team), profTok, `{"email":"ann@example.com","role":"member"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("invite = %d %s", st, body)
+	}
+	link := decodeObject(t, body)["url"].(string)
+	path := link[strings.Index(link, "/invitations/"):]
+
+	// Ann accepts in her browser.
+	b := e.browser()
+	b.login("ann@example.com", storetest.Password)
+	if p := b.get(path); !strings.Contains(p.body, `data-testid="accept-invitation"`) || !strings.Contains(p.body, "Vision Lab") {
+		t.Fatalf("the invitation's page: %d %s", p.status, p.body)
+	}
+	if p := b.post(path+"/accept", nil); p.status != http.StatusSeeOther {
+		t.Fatalf("accept = %d %s", p.status, p.body)
+	}
+	if p := b.get("/instances"); !strings.Contains(p.body, `data-testid="team-select"`) || !strings.Contains(p.body, "Team: Vision Lab") {
+		t.Error("the header has no switcher showing the team")
+	}
+	if p := b.post(path+"/accept", nil); p.status != http.StatusSeeOther || !strings.Contains(b.get(p.location).body, "used already") {
+		t.Errorf("accepting twice = %d", p.status)
+	}
+
+	// She launches for the team: the team pays, she made it.
+	st, body = e.teamCall("POST", "/api/v1/instances", annTok, team, `{"kind":"on_demand","model":"a100-80g","region":"cd-1","count":1}`)
+	if st != http.StatusCreated {
+		t.Fatalf("launch for the team = %d %s", st, body)
+	}
+	inst := decodeObject(t, body)
+	if inst["team_id"] != float64(team) || inst["created_by"] != float64(ann.ID) {
+		t.Errorf("the launch: team_id %v, created_by %v", inst["team_id"], inst["created_by"])
+	}
+	if st, _ := e.teamCall("GET", "/api/v1/balance", annTok, team, ""); st != http.StatusForbidden {
+		t.Errorf("a member reads the team's balance = %d", st)
+	}
+	if st, body := e.teamCall("GET", "/api/v1/balance", profTok, team, ""); st != http.StatusOK || !strings.Contains(body, `"balance_fen":100000`) {
+		t.Errorf("the owner reads the team's balance = %d %s", st, body)
+	}
+	st, body = e.apiCall("GET", "/api/v1/instances", annTok, "")
+	if st != http.StatusOK || strings.Contains(body, fmt.Sprintf(`"id":%v,`, inst["id"])) {
+		t.Errorf("the team's instance in her own list: %s", body)
+	}
+
+	// A viewer reads, and may not launch.
+	st, body = e.apiCall("POST", fmt.Sprintf("/api/v1/teams/%d/invitations", team), profTok, `{"email":"eve@example.com","role":"viewer"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("invite a viewer = %d %s", st, body)
+	}
+	token := decodeObject(t, body)["url"].(string)
+	token = token[strings.LastIndex(token, "/")+1:]
+	if st, body := e.apiCall("POST", "/api/v1/invitations/"+token+"/accept", annTok, ""); st != http.StatusForbidden {
+		t.Errorf("another address accepts = %d %s", st, body)
+	}
+	if st, body := e.apiCall("POST", "/api/v1/invitations/"+token+"/accept", eveTok, ""); st != http.StatusOK || !strings.Contains(body, `"role":"viewer"`) {
+		t.Fatalf("the viewer accepts = %d %s", st, body)
+	}
+	if st, body := e.teamCall("POST", "/api/v1/instances", eveTok, team, `{"kind":"on_demand","model":"a100-80g","region":"cd-1","count":1}`); st != http.StatusForbidden || !strings.Contains(body, "member") {
+		t.Errorf("a viewer launches = %d %s", st, body)
+	}
+	if st, body := e.teamCall("GET", "/api/v1/instances", eveTok, team, ""); st != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`"id":%v`, inst["id"])) {
+		t.Errorf("a viewer lists the team's instances = %d %s", st, body)
+	}
+	if st, _ := e.teamCall("POST", fmt.Sprintf("/api/v1/instances/%v/stop", inst["id"]), eveTok, team, ""); st != http.StatusForbidden {
+		t.Errorf("a viewer stops an instance = %d", st)
+	}
+	// Outsiders learn nothing: the team, its instances, its members.
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/api/v1/instances"}, {"GET", fmt.Sprintf("/api/v1/instances/%v", inst["id"])}, {"GET", "/api/v1/balance"},
+	} {
+		if st, _ := e.teamCall(c.method, c.path, outsiderTok, team, ""); st != http.StatusNotFound {
+			t.Errorf("an outsider %s %s for the team = %d", c.method, c.path, st)
+		}
+	}
+	for _, p := range []string{fmt.Sprintf("/api/v1/teams/%d", team), fmt.Sprintf("/api/v1/teams/%d/members", team), fmt.Sprintf("/api/v1/instances/%v", inst["id"])} {
+		if st, _ := e.apiCall("GET", p, outsiderTok, ""); st != http.StatusNotFound {
+			t.Errorf("an outsider GET %s = %d", p, st)
+		}
+	}
+	// Members with what each spent; the audit trail has her launch.
+	if st, body := e.apiCall("GET", fmt.Sprintf("/api/v1/teams/%d/members", team), profTok, ""); st != http.StatusOK || !strings.Contains(body, "ann@example.com") {
+		t.Errorf("members = %d %s", st, body)
+	}
+	st, body = e.apiCall("GET", fmt.Sprintf("/api/v1/teams/%d/audit", team), profTok, "")
+	if st != http.StatusOK || !strings.Contains(body, "POST /instances") || !strings.Contains(body, "ann@example.com") {
+		t.Errorf("the audit trail = %d %s", st, body)
+	}
+	if st, _ := e.apiCall("GET", fmt.Sprintf("/api/v1/teams/%d/audit", team), annTok, ""); st != http.StatusForbidden {
+		t.Errorf("a member reads the audit trail = %d", st)
+	}
+	// The owner's page lists the members and lets them set limits.
+	pb := e.browser()
+	pb.login("prof@example.com", storetest.Password)
+	page := pb.get(fmt.Sprintf("/teams/%d", team))
+	if !strings.Contains(page.body, `data-testid="member-ann@example.com"`) || !strings.Contains(page.body, `data-testid="invite-form"`) {
+		t.Fatalf("the team's page: %s", page.body)
+	}
+	if p := pb.post(fmt.Sprintf("/teams/%d/members/%d", team, ann.ID), map[string][]string{"role": {"member"}, "monthly_spend_limit": {"500"}, "max_running_gpus": {"2"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("set limits = %d %s", p.status, p.body)
+	}
+	if st, body := e.apiCall("GET", fmt.Sprintf("/api/v1/teams/%d/members", team), profTok, ""); !strings.Contains(body, `"monthly_spend_limit_fen":50000`) || !strings.Contains(body, `"max_running_gpus":2`) {
+		t.Errorf("limits from the page = %d %s", st, body)
+	}
+}
