@@ -33,7 +33,7 @@ func (db *DB) SessionUser(ctx context.Context, instanceID int64, fingerprint str
 		JOIN users u ON u.id = i.user_id AND u.disabled_at IS NULL
 		WHERE i.id = ?`, fingerprint, instanceID).Scan(&userID, &status)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Instance %d not found.", instanceID)
+		return db.teamSessionUser(ctx, instanceID, fingerprint)
 	} else if err != nil {
 		return nil, fmt.Errorf("session key: %w", err)
 	}
@@ -41,6 +41,32 @@ func (db *DB) SessionUser(ctx context.Context, instanceID int64, fingerprint str
 		return nil, notRunning(instanceID, status)
 	}
 	return db.UserByID(ctx, userID)
+}
+
+// teamSessionUser is SessionUser for a team's instance: the member whose
+// key it is, when they may enter it (TeamMayChangeInstance).
+func (db *DB) teamSessionUser(ctx context.Context, instanceID int64, fingerprint string) (*gpuportal.User, error) {
+	type holder struct {
+		person, owner int64
+		status        string
+		createdBy     *int64
+	}
+	list, err := scanAll(ctx, db.read, func(r *sql.Rows, h *holder) error { return r.Scan(&h.person, &h.owner, &h.status, &h.createdBy) },
+		`SELECT k.user_id, i.user_id, i.status, i.created_by FROM ssh_keys k JOIN instances i ON i.id = ? JOIN users u ON u.id = k.user_id AND u.disabled_at IS NULL
+		WHERE k.fingerprint = ?`, instanceID, fingerprint)
+	if err != nil {
+		return nil, fmt.Errorf("session key: %w", err)
+	}
+	for _, h := range list {
+		if mayEnter(ctx, db.read, &gpuportal.User{ID: h.person}, instanceID, h.owner, h.createdBy) != nil {
+			continue
+		}
+		if !gpuportal.AcceptsSessions(h.status) {
+			return nil, notRunning(instanceID, h.status)
+		}
+		return db.UserByID(ctx, h.person)
+	}
+	return nil, gpuportal.Errorf(gpuportal.ENOTFOUND, "Instance %d not found.", instanceID)
 }
 
 // sessionTarget reads the instance a session of kind goes into and

@@ -2,9 +2,14 @@ package store_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	"gpuportal"
 	"gpuportal/store"
@@ -211,6 +216,29 @@ func TestActingForATeamWithinMemberLimits(t *testing.T) {
 	tick(t, db, clock, clock.Now())
 	agent := fakeAgent{t, db}
 	agent.runAll()
+	// SSH with one's own key: Ann into hers, Bob not; the owner too.
+	if _, err := db.AddSSHKey(ctx, ann, "laptop", testKey); err != nil {
+		t.Fatal(err)
+	}
+	bobKey := newKeyLine(t)
+	if _, err := db.AddSSHKey(ctx, bob, "laptop", bobKey); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := db.SessionUser(ctx, inst.ID, fingerprintOf(t, testKey)); err != nil || u.ID != ann.ID {
+		t.Errorf("Ann's key into her team instance: %v %v", u, err)
+	}
+	if _, err := db.SessionUser(ctx, inst.ID, fingerprintOf(t, bobKey)); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Errorf("Bob's key into Ann's instance: %v", err)
+	}
+	if _, err := db.OpenSession(ctx, bob, inst.ID, gpuportal.SessionRequest{Kind: gpuportal.SessionShell}, "ws://127.0.0.1/x"); gpuportal.ErrorCode(err) != gpuportal.ENOTFOUND {
+		t.Errorf("Bob opens a session into Ann's instance: %v", err)
+	}
+	if _, err := db.OpenSession(ctx, asBob, inst.ID, gpuportal.SessionRequest{Kind: gpuportal.SessionShell}, "ws://127.0.0.1/x"); gpuportal.ErrorCode(err) != gpuportal.EFORBIDDEN {
+		t.Errorf("Bob, acting for the team, opens a session into Ann's instance: %v", err)
+	}
+	if _, err := db.OpenSession(ctx, ann, inst.ID, gpuportal.SessionRequest{Kind: gpuportal.SessionShell}, "ws://127.0.0.1/x"); err != nil {
+		t.Errorf("Ann opens a session into her instance: %v", err)
+	}
 	if _, err := db.Stop(ctx, asProf, inst.ID); err != nil {
 		t.Errorf("the owner stops it: %v", err)
 	}
@@ -275,4 +303,18 @@ func TestMemberLimitHoldsUnderConcurrentLaunches(t *testing.T) {
 	if launched != 3 || refused != 17 {
 		t.Errorf("%d launched, %d refused; want 3 and 17", launched, refused)
 	}
+}
+
+// newKeyLine is a fresh ed25519 authorized_keys line.
+func newKeyLine(t *testing.T) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))) + " bob@example"
 }
