@@ -32,6 +32,9 @@ type cli struct {
 	lang   string
 	json   bool
 	http   *http.Client
+	// team is --team: act for this team (0: oneself; -1: as the kept
+	// configuration says, `gpu team use`).
+	team int64
 }
 
 func (c *cli) T(key string, args ...any) string { return i18n.T(c.lang, key, args...) }
@@ -40,6 +43,8 @@ func (c *cli) T(key string, args ...any) string { return i18n.T(c.lang, key, arg
 type config struct {
 	URL   string `json:"url"`
 	Token string `json:"token"`
+	// Team: the team commands act for (`gpu team use`); 0: oneself.
+	Team int64 `json:"team,omitempty"`
 }
 
 func (c *cli) configPath() (string, error) {
@@ -71,10 +76,23 @@ func (c *cli) config() (config, error) {
 	if v := c.getenv("GPU_TOKEN"); v != "" {
 		cfg.Token = v
 	}
+	if c.team >= 0 {
+		cfg.Team = c.team
+	}
 	if cfg.URL == "" || cfg.Token == "" {
 		return cfg, usageError{c.T("not logged in: run gpu login --url URL --email EMAIL first")}
 	}
 	return cfg, nil
+}
+
+// saveConfig keeps cfg for the next commands (0600).
+func (c *cli) saveConfig(cfg config) error {
+	p, err := c.configPath()
+	if err != nil {
+		return err
+	}
+	raw, _ := json.MarshalIndent(cfg, "", "  ")
+	return writePrivateFile(p, raw)
 }
 
 // apiError is the portal's refusal: {"error":{"code","message"}}.
@@ -121,6 +139,9 @@ func (c *cli) send(cfg config, req *http.Request, out any) error {
 	req.Header.Set("Accept-Language", c.lang)
 	if cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	if cfg.Team > 0 {
+		req.Header.Set("X-Team", strconv.FormatInt(cfg.Team, 10))
 	}
 	client := c.http
 	if client == nil {

@@ -61,20 +61,36 @@ var commands = []command{
 	{"images", "images [list | import NAME --volume ID --path PATH | save INSTANCE NAME | show ID | delete ID]", "the image catalog and your own images (import one from a docker save archive in a volume, or save an instance's disk)", (*cli).images},
 	{"cp", "cp SOURCE DESTINATION (one of them vol:ID:PATH; - for stdin or stdout)", "copy a file into or out of a volume", (*cli).cp},
 	{"balance", "balance", "your balance and what runs on it", (*cli).balance},
+	{"team", "team [list | create NAME | use ID|me | members ID | invite ID EMAIL ROLE | accept LINK | limit ID USER [--monthly YUAN|none] [--gpus N|none] [--role ROLE] | remove ID USER]", "teams: one balance, members in roles with limits (--team ID on any command acts for a team)", (*cli).teams},
 	{"completion", "completion", "print the bash completion script (eval \"$(gpu completion)\")", (*cli).completion},
 }
 
 func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &cli{getenv: getenv, stdin: stdin, out: stdout, errOut: stderr, lang: langOf(getenv)}
-	// --json anywhere before "--" (after it, everything is the command's).
+	c := &cli{getenv: getenv, stdin: stdin, out: stdout, errOut: stderr, lang: langOf(getenv), team: -1}
+	// --json and --team anywhere before "--" (after it, everything is the
+	// command's).
 	var rest []string
-	for k, a := range args {
+	for k := 0; k < len(args); k++ {
+		a := args[k]
 		if a == "--" {
 			rest = append(rest, args[k:]...)
 			break
 		}
 		if a == "--json" {
 			c.json = true
+			continue
+		}
+		if v, ok := strings.CutPrefix(a, "--team="); ok || (a == "--team" && k+1 < len(args)) {
+			if !ok {
+				k++
+				v = args[k]
+			}
+			id, err := teamArg(v)
+			if err != nil {
+				fmt.Fprintln(stderr, "gpu:", c.T("--team is a team's id, or me for your own account"))
+				return exitUsage
+			}
+			c.team = id
 			continue
 		}
 		rest = append(rest, a)
@@ -86,8 +102,11 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 		}
 		return exitOK
 	}
-	if rest[0] == "image" {
+	switch rest[0] {
+	case "image":
 		rest[0] = "images" // gpu image save …, as people say it
+	case "teams":
+		rest[0] = "team"
 	}
 	for _, cmd := range commands {
 		if cmd.name != rest[0] {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gpuportal"
+	"gpuportal/store"
 	"gpuportal/store/storetest"
 	"gpuportal/web"
 )
@@ -20,6 +21,14 @@ import (
 // portalFor is a real portal (web server on a real SQLite file) with a
 // fleet and a customer whose password is storetest.Password.
 func portalFor(t *testing.T) string {
+	t.Helper()
+	url, _ := portalAndStore(t)
+	return url
+}
+
+// portalAndStore is portalFor with its store, for tests that make more
+// of it.
+func portalAndStore(t *testing.T) (string, *store.DB) {
 	t.Helper()
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
@@ -31,7 +40,7 @@ func portalFor(t *testing.T) string {
 	}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, db
 }
 
 type result struct {
@@ -261,5 +270,80 @@ func TestCLIConfigStaysPrivate(t *testing.T) {
 		if got := plainHTTPToAnotherHost(raw); got != want {
 			t.Errorf("plainHTTPToAnotherHost(%q) = %v", raw, got)
 		}
+	}
+}
+
+// (issue 47) A lab from the command line: the owner makes a team, an
+// admin's credit funds it, a student accepts the invitation with her own
+// login, gets a monthly limit, and launches for the team with --team
+// (paid by the team, not her); gpu team use keeps the choice.
+func TestCLITeams(t *testing.T) {
+	url, db := portalAndStore(t)
+	ctx := context.Background()
+	storetest.MustCreatePoorUser(t, db, "ann@example.com", gpuportal.RoleCustomer)
+	dir := t.TempDir()
+	prof := map[string]string{"GPU_CONFIG": filepath.Join(dir, "prof.json"), "LANG": "en_US.UTF-8"}
+	ann := map[string]string{"GPU_CONFIG": filepath.Join(dir, "ann.json"), "LANG": "en_US.UTF-8"}
+	if r := gpu(t, prof, storetest.Password+"\n", "login", "--url", url, "--email", "alice@example.com"); r.code != exitOK {
+		t.Fatalf("login: %+v", r)
+	}
+	if r := gpu(t, ann, storetest.Password+"\n", "login", "--url", url, "--email", "ann@example.com"); r.code != exitOK {
+		t.Fatalf("login: %+v", r)
+	}
+	r := gpu(t, prof, "", "--json", "team", "create", "Vision Lab")
+	var team gpuportal.Team
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &team) != nil || team.Role != gpuportal.TeamOwner {
+		t.Fatalf("team create: %+v", r)
+	}
+	account, err := db.TeamAccount(ctx, team.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Credit(ctx, nil, account, gpuportal.CreditRequest{Amount: 1000_00, Note: "grant"}); err != nil {
+		t.Fatal(err)
+	}
+	r = gpu(t, prof, "", "team", "invite", fmt.Sprint(team.ID), "ann@example.com", "member")
+	if r.code != exitOK || !strings.Contains(r.stdout, "/invitations/") {
+		t.Fatalf("team invite: %+v", r)
+	}
+	link := strings.TrimSpace(r.stdout[strings.LastIndex(r.stdout, " "):])
+	if r := gpu(t, ann, "", "team", "accept", link); r.code != exitOK || !strings.Contains(r.stdout, "as member") {
+		t.Fatalf("team accept: %+v", r)
+	}
+	r = gpu(t, prof, "", "--json", "team", "members", fmt.Sprint(team.ID))
+	var members []gpuportal.TeamMemberInfo
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &members) != nil || len(members) != 2 {
+		t.Fatalf("team members: %+v", r)
+	}
+	annID := members[1].UserID
+	if r := gpu(t, prof, "", "team", "limit", fmt.Sprint(team.ID), fmt.Sprint(annID), "--monthly", "500", "--gpus", "1"); r.code != exitOK {
+		t.Fatalf("team limit: %+v", r)
+	}
+	// Ann has no money: on her own a launch is refused, for the team not.
+	if r := gpu(t, ann, "", "launch", "--kind", "on_demand", "--model", "a100-80g", "--", "train"); r.code != exitRefused || !strings.Contains(r.stderr, "402") {
+		t.Errorf("a launch on her own: %+v", r)
+	}
+	r = gpu(t, ann, "", "--team", fmt.Sprint(team.ID), "--json", "launch", "--kind", "on_demand", "--model", "a100-80g", "--", "train")
+	var inst gpuportal.Instance
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &inst) != nil || inst.TeamID == nil || *inst.TeamID != team.ID {
+		t.Fatalf("a launch for the team: %+v", r)
+	}
+	if r := gpu(t, ann, "", "--team", fmt.Sprint(team.ID), "launch", "--kind", "on_demand", "--model", "a100-80g", "--", "train"); r.code != exitRefused || !strings.Contains(r.stderr, "max_running_gpus") && !strings.Contains(r.stderr, "422") {
+		t.Errorf("past her GPU limit: %+v", r)
+	}
+	if r := gpu(t, ann, "", "team", "use", fmt.Sprint(team.ID)); r.code != exitOK {
+		t.Fatalf("team use: %+v", r)
+	}
+	if r := gpu(t, ann, "", "instances"); r.code != exitOK || !strings.Contains(r.stdout, "train") {
+		t.Errorf("the team's instances after team use: %+v", r)
+	}
+	if r := gpu(t, ann, "", "team", "use", "me"); r.code != exitOK {
+		t.Fatalf("team use me: %+v", r)
+	}
+	if r := gpu(t, ann, "", "instances"); r.code != exitOK || strings.Contains(r.stdout, "train") {
+		t.Errorf("her own instances show the team's: %+v", r)
+	}
+	if r := gpu(t, ann, "", "--team", "x", "instances"); r.code != exitUsage {
+		t.Errorf("--team x: %+v", r)
 	}
 }
