@@ -48,6 +48,8 @@ type User struct {
 	// Acting: this is a team's account, and a member acts for it (the
 	// request named the team); nil for one's own account.
 	Acting *Acting `json:"-"`
+	// Token: the limits of the API token the request came with, if any.
+	Token *TokenLimits `json:"-"`
 }
 
 // IsAdmin reports whether the user administers the platform.
@@ -198,6 +200,23 @@ type APIToken struct {
 	Prefix     string     `json:"prefix"`
 	CreatedAt  time.Time  `json:"created_at"`
 	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	// TeamID: the token acts for this team only; Scope: "write" (the
+	// default) or "read" (403 on every change).
+	TeamID *int64 `json:"team_id,omitempty"`
+	Scope  string `json:"scope"`
+}
+
+// Token scopes.
+const (
+	ScopeWrite = "write"
+	ScopeRead  = "read"
+)
+
+// TokenLimits is what the API token a request came with allows: one
+// team only (TeamID), and reading only.
+type TokenLimits struct {
+	TeamID   int64
+	ReadOnly bool
 }
 
 // NewSecret returns a random token with a recognisable prefix, e.g.

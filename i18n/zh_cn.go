@@ -1696,4 +1696,7 @@ var zhCN = map[string]string{
 	"Member %d is out of team %d.":                                                                                     "成员 %d 已离开团队 %d。",
 	"unknown team command %q":                                                                                          "未知的 team 命令 %q",
 	"teams: one balance, members in roles with limits (--team ID on any command acts for a team)":                      "团队：共用余额，成员各有角色与额度（任何命令加 --team ID 即代表团队操作）",
+	"A token's scope is read or write.":                                                                                "令牌的范围是 read 或 write。",
+	"This API token only reads; make a write token to change anything.":                                                "该 API 令牌只读；要做更改请创建可写令牌。",
+	"This API token acts for team %d only.":                                                                            "该 API 令牌只能代表团队 %d 操作。",
 }

@@ -13,14 +13,36 @@ import (
 // CreateAPIToken creates a named API token for a user and returns it with
 // its secret, which is never stored and cannot be shown again.
 func (db *DB) CreateAPIToken(ctx context.Context, userID int64, name string) (*gpuportal.APIToken, string, error) {
+	return db.CreateScopedToken(ctx, userID, name, 0, gpuportal.ScopeWrite)
+}
+
+// CreateScopedToken is CreateAPIToken for one team only (teamID > 0, of
+// which the user must be a member) and/or for reading only.
+func (db *DB) CreateScopedToken(ctx context.Context, userID int64, name string, teamID int64, scope string) (*gpuportal.APIToken, string, error) {
 	name = strings.TrimSpace(name)
 	if err := gpuportal.ValidateTokenName(name); err != nil {
 		return nil, "", err
 	}
+	if scope == "" {
+		scope = gpuportal.ScopeWrite
+	}
+	if scope != gpuportal.ScopeWrite && scope != gpuportal.ScopeRead {
+		return nil, "", gpuportal.FieldErrorf(gpuportal.EINVALID, "scope", "A token's scope is read or write.")
+	}
+	var team sql.NullInt64
+	if teamID != 0 {
+		if _, err := db.teamOf(ctx, db.read, &gpuportal.User{ID: userID}, teamID); err != nil {
+			return nil, "", gpuportal.FieldErrorf(gpuportal.ENOTFOUND, "team_id", "Team %d not found.", teamID)
+		}
+		team = sql.NullInt64{Int64: teamID, Valid: true}
+	}
 	secret := gpuportal.NewSecret("gpp_")
-	t := &gpuportal.APIToken{UserID: userID, Name: name, Prefix: secret[:8], CreatedAt: db.now()}
-	err := db.write.QueryRowContext(ctx, `INSERT INTO api_tokens (user_id, name, prefix, token_hash, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id`,
-		userID, t.Name, t.Prefix, gpuportal.HashSecret(secret), unix(t.CreatedAt)).Scan(&t.ID)
+	t := &gpuportal.APIToken{UserID: userID, Name: name, Prefix: secret[:8], CreatedAt: db.now(), Scope: scope}
+	if team.Valid {
+		t.TeamID = &team.Int64
+	}
+	err := db.write.QueryRowContext(ctx, `INSERT INTO api_tokens (user_id, name, prefix, token_hash, created_at, team_id, scope) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		userID, t.Name, t.Prefix, gpuportal.HashSecret(secret), unix(t.CreatedAt), team, scope).Scan(&t.ID)
 	if err != nil {
 		return nil, "", fmt.Errorf("create api token: %w", err)
 	}
@@ -29,7 +51,7 @@ func (db *DB) CreateAPIToken(ctx context.Context, userID int64, name string) (*g
 
 // APITokens lists a user's live (unrevoked) tokens, newest first.
 func (db *DB) APITokens(ctx context.Context, userID int64) ([]gpuportal.APIToken, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT id, user_id, name, prefix, created_at, last_used_at FROM api_tokens
+	rows, err := db.read.QueryContext(ctx, `SELECT id, user_id, name, prefix, created_at, last_used_at, team_id, scope FROM api_tokens
 		WHERE user_id = ? AND revoked_at IS NULL ORDER BY id DESC`, userID)
 	if err != nil {
 		return nil, fmt.Errorf("list api tokens: %w", err)
@@ -40,7 +62,7 @@ func (db *DB) APITokens(ctx context.Context, userID int64) ([]gpuportal.APIToken
 		var t gpuportal.APIToken
 		var created int64
 		var used sql.NullInt64
-		if err := rows.Scan(&t.ID, &t.UserID, &t.Name, &t.Prefix, &created, &used); err != nil {
+		if err := rows.Scan(&t.ID, &t.UserID, &t.Name, &t.Prefix, &created, &used, &t.TeamID, &t.Scope); err != nil {
 			return nil, err
 		}
 		t.CreatedAt = fromUnix(created)
@@ -80,18 +102,22 @@ func (db *DB) revokeAllAPITokens(ctx context.Context, tx *sql.Tx, userID int64) 
 func (db *DB) UserByAPIToken(ctx context.Context, secret string) (*gpuportal.User, error) {
 	// One query for the token and its user: every API request makes it.
 	var tokenID int64
-	var used sql.NullInt64
+	var used, team sql.NullInt64
+	var scope string
 	var u gpuportal.User
 	var created int64
-	err := db.read.QueryRowContext(ctx, `SELECT t.id, t.last_used_at, u.id, u.email, u.name, u.phone, u.role, u.lang, u.created_at, u.session_version, u.disabled_at IS NOT NULL
+	err := db.read.QueryRowContext(ctx, `SELECT t.id, t.last_used_at, t.team_id, t.scope, u.id, u.email, u.name, u.phone, u.role, u.lang, u.created_at, u.session_version, u.disabled_at IS NOT NULL
 		FROM api_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ? AND t.revoked_at IS NULL`,
-		gpuportal.HashSecret(secret)).Scan(&tokenID, &used, &u.ID, &u.Email, &u.Name, &u.Phone, &u.Role, &u.Lang, &created, &u.SessionVersion, &u.Disabled)
+		gpuportal.HashSecret(secret)).Scan(&tokenID, &used, &team, &scope, &u.ID, &u.Email, &u.Name, &u.Phone, &u.Role, &u.Lang, &created, &u.SessionVersion, &u.Disabled)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && u.Disabled) {
 		return nil, gpuportal.Errorf(gpuportal.EUNAUTHORIZED, "The API token is invalid or has been revoked.")
 	} else if err != nil {
 		return nil, fmt.Errorf("look up api token: %w", err)
 	}
 	u.CreatedAt = fromUnix(created)
+	if team.Valid || scope == gpuportal.ScopeRead {
+		u.Token = &gpuportal.TokenLimits{TeamID: team.Int64, ReadOnly: scope == gpuportal.ScopeRead}
+	}
 	// Record use at most once a minute: scripts can call many times a second
 	// and a write per request would compete with bookings for the writer.
 	if now := db.now(); !used.Valid || now.Unix()-used.Int64 >= 60 {

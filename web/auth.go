@@ -156,6 +156,10 @@ type tokenRequest struct {
 	Email    string `json:"email"`
 	Password string `json:"password"`
 	Name     string `json:"name"`
+	// TeamID: a token that acts for this team only; Scope: write (the
+	// default) or read.
+	TeamID *int64 `json:"team_id"`
+	Scope  string `json:"scope"`
 }
 
 type tokenResponse struct {
@@ -186,7 +190,11 @@ func (s *Server) apiCreateToken(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	t, secret, err := s.db.CreateAPIToken(c.Request().Context(), u.ID, in.Name)
+	var team int64
+	if in.TeamID != nil {
+		team = *in.TeamID
+	}
+	t, secret, err := s.db.CreateScopedToken(c.Request().Context(), u.ID, in.Name, team, in.Scope)
 	if err != nil {
 		return err
 	}

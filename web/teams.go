@@ -57,6 +57,21 @@ func (s *Server) actForTeam(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		area := teamAreaOf(c.Request().URL.Path)
+		change := c.Request().Method != http.MethodGet && c.Request().Method != http.MethodHead
+		if lim := r.user.Token; lim != nil {
+			if lim.ReadOnly && change {
+				return gpuportal.Errorf(gpuportal.EFORBIDDEN, "This API token only reads; make a write token to change anything.")
+			}
+			if lim.TeamID != 0 {
+				if teamID != 0 && teamID != lim.TeamID {
+					return gpuportal.FieldErrorf(gpuportal.EFORBIDDEN, teamHeader, "This API token acts for team %d only.", lim.TeamID)
+				}
+				if area == "" && !(c.Request().Method == http.MethodGet && c.Request().URL.Path == "/api/v1/me") {
+					return gpuportal.Errorf(gpuportal.EFORBIDDEN, "This API token acts for team %d only.", lim.TeamID)
+				}
+				teamID, named = lim.TeamID, true
+			}
+		}
 		if teamID == 0 || area == "" {
 			if teamID != 0 && !isAPI(c) {
 				r.team = s.actingFor(c, teamID) // the switcher still shows it
@@ -74,7 +89,6 @@ func (s *Server) actForTeam(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return err
 		}
-		change := c.Request().Method != http.MethodGet && c.Request().Method != http.MethodHead
 		if !gpuportal.TeamMay(acct.Acting.Role, area, change) {
 			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Your role in this team (%s) may not do this; it takes the role %s or above.", acct.Acting.Role, gpuportal.TeamRoleFor(area, change))
 		}

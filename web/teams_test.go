@@ -153,6 +153,32 @@ func TestTeamFromInvitationToLaunch(t *testing.T) {
 	if st, _ := e.apiCall("GET", fmt.Sprintf("/api/v1/teams/%d/audit", team), annTok, ""); st != http.StatusForbidden {
 		t.Errorf("a member reads the audit trail = %d", st)
 	}
+	// A team token acts for the team alone; a read token changes nothing.
+	st, body = e.apiCall("POST", "/api/v1/auth/tokens", "", fmt.Sprintf(`{"email":"ann@example.com","password":%q,"name":"lab script","team_id":%d}`, storetest.Password, team))
+	if st != http.StatusCreated {
+		t.Fatalf("a team token = %d %s", st, body)
+	}
+	teamTok := decodeObject(t, body)["token"].(string)
+	if st, body := e.apiCall("GET", "/api/v1/instances", teamTok, ""); st != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`"id":%v`, inst["id"])) {
+		t.Errorf("the team token lists the team's instances = %d %s", st, body)
+	}
+	if st, _ := e.apiCall("GET", "/api/v1/ssh-keys", teamTok, ""); st != http.StatusForbidden {
+		t.Errorf("the team token reads her own keys = %d", st)
+	}
+	st, body = e.apiCall("POST", "/api/v1/auth/tokens", "", fmt.Sprintf(`{"email":"prof@example.com","password":%q,"name":"dashboard","scope":"read"}`, storetest.Password))
+	if st != http.StatusCreated {
+		t.Fatalf("a read token = %d %s", st, body)
+	}
+	readTok := decodeObject(t, body)["token"].(string)
+	if st, _ := e.teamCall("GET", "/api/v1/instances", readTok, team, ""); st != http.StatusOK {
+		t.Errorf("a read token lists = %d", st)
+	}
+	if st, _ := e.teamCall("POST", fmt.Sprintf("/api/v1/instances/%v/stop", inst["id"]), readTok, team, ""); st != http.StatusForbidden {
+		t.Errorf("a read token stops an instance = %d", st)
+	}
+	if st, _ := e.apiCall("POST", "/api/v1/teams", readTok, `{"name":"x"}`); st != http.StatusForbidden {
+		t.Errorf("a read token makes a team = %d", st)
+	}
 	// The owner's page lists the members and lets them set limits.
 	pb := e.browser()
 	pb.login("prof@example.com", storetest.Password)
@@ -165,5 +191,12 @@ func TestTeamFromInvitationToLaunch(t *testing.T) {
 	}
 	if st, body := e.apiCall("GET", fmt.Sprintf("/api/v1/teams/%d/members", team), profTok, ""); !strings.Contains(body, `"monthly_spend_limit_fen":50000`) || !strings.Contains(body, `"max_running_gpus":2`) {
 		t.Errorf("limits from the page = %d %s", st, body)
+	}
+	// Removed, her team token is refused at once.
+	if st, _ := e.apiCall("DELETE", fmt.Sprintf("/api/v1/teams/%d/members/%d", team, ann.ID), profTok, ""); st != http.StatusNoContent {
+		t.Fatalf("remove = %d", st)
+	}
+	if st, _ := e.apiCall("GET", "/api/v1/instances", teamTok, ""); st != http.StatusNotFound {
+		t.Errorf("a removed member's team token = %d", st)
 	}
 }

@@ -45,3 +45,7 @@ CREATE INDEX instances_created_by ON instances(created_by, status) WHERE created
 -- A team's own audit trail.
 ALTER TABLE audit_log ADD COLUMN team_id INTEGER;
 CREATE INDEX audit_log_team ON audit_log(team_id, id) WHERE team_id IS NOT NULL;
+
+-- API tokens for a team (acting only for it) and read-only tokens.
+ALTER TABLE api_tokens ADD COLUMN team_id INTEGER;
+ALTER TABLE api_tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'write';
