@@ -200,3 +200,68 @@ func TestTeamFromInvitationToLaunch(t *testing.T) {
 		t.Errorf("a removed member's team token = %d", st)
 	}
 }
+
+// (issue 47) The role rule over every documented route that acts for a
+// team, generated from the API document rather than listed by hand: an
+// outsider naming the team is 404 on every one, reading or changing; a
+// viewer changes none of them, billing touches no resource and a member
+// no money (403) — each refused before anything is read or changed.
+func TestTeamRoleMatrixOverEveryRoute(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	doc, _ := loadAPIDoc(t)
+	_, ownerTok := e.apiToken("owner@example.com", gpuportal.RoleCustomer)
+	st, body := e.apiCall("POST", "/api/v1/teams", ownerTok, `{"name":"Matrix"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("make a team = %d %s", st, body)
+	}
+	team := int64(decodeObject(t, body)["id"].(float64))
+	tokens := map[string]string{}
+	for _, role := range []string{gpuportal.TeamViewer, gpuportal.TeamBilling, gpuportal.TeamMember} {
+		u, tok := e.apiToken(role+"@example.com", gpuportal.RoleCustomer)
+		st, body := e.apiCall("POST", fmt.Sprintf("/api/v1/teams/%d/invitations", team), ownerTok, fmt.Sprintf(`{"email":%q,"role":%q}`, u.Email, role))
+		if st != http.StatusCreated {
+			t.Fatalf("invite = %d %s", st, body)
+		}
+		link := decodeObject(t, body)["url"].(string)
+		if st, body := e.apiCall("POST", "/api/v1/invitations/"+link[strings.LastIndex(link, "/")+1:]+"/accept", tok, ""); st != http.StatusOK {
+			t.Fatalf("accept = %d %s", st, body)
+		}
+		tokens[role] = tok
+	}
+	_, outsider := e.apiToken("outsider@example.com", gpuportal.RoleCustomer)
+	checked := 0
+	for _, path := range doc.Paths.InMatchingOrder() {
+		area := teamAreaOf(path)
+		if area == "" {
+			continue
+		}
+		concrete := path
+		for strings.Contains(concrete, "{") {
+			a, b := strings.Index(concrete, "{"), strings.Index(concrete, "}")
+			concrete = concrete[:a] + "1" + concrete[b+1:]
+		}
+		for method := range doc.Paths.Find(path).Operations() {
+			change := method != http.MethodGet
+			body := ""
+			if change {
+				body = "{}"
+			}
+			if st, _ := e.teamCall(method, "/api/v1"+concrete, outsider, team, body); st != http.StatusNotFound {
+				t.Errorf("an outsider %s %s for the team = %d, want 404", method, path, st)
+			}
+			for role, tok := range tokens {
+				if gpuportal.TeamMay(role, area, change) {
+					continue
+				}
+				if st, _ := e.teamCall(method, "/api/v1"+concrete, tok, team, body); st != http.StatusForbidden {
+					t.Errorf("a %s %s %s = %d, want 403", role, method, path, st)
+				}
+			}
+			checked++
+		}
+	}
+	if checked < 40 {
+		t.Errorf("only %d team routes checked", checked)
+	}
+}
