@@ -308,7 +308,9 @@ func (q Quotas) Validate() error {
 
 // Account is a user with their money and quotas, as admins see it.
 type Account struct {
-	User           User    `json:"user"`
+	User User `json:"user"`
+	// TeamID: this is the account of that team (its user is no person).
+	TeamID         int64   `json:"team_id,omitempty"`
 	Balance        Balance `json:"balance"`
 	SpendThisMonth Fen     `json:"spend_this_month_fen"`
 	Quotas         Quotas  `json:"quotas"`

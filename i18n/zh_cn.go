@@ -1699,4 +1699,6 @@ var zhCN = map[string]string{
 	"A token's scope is read or write.":                                                                                "令牌的范围是 read 或 write。",
 	"This API token only reads; make a write token to change anything.":                                                "该 API 令牌只读；要做更改请创建可写令牌。",
 	"This API token acts for team %d only.":                                                                            "该 API 令牌只能代表团队 %d 操作。",
+	"People":                                                                                                           "个人",
+	"Team #%d":                                                                                                         "团队 #%d",
 }

@@ -336,6 +336,12 @@ func usersOrder(sort string, month time.Time) (string, []any, error) {
 // the order sort names ("" the oldest first), a page at a time, with their
 // money and quotas.
 func (db *DB) AdminUsers(ctx context.Context, actor *gpuportal.User, search, sort string, p Page) ([]gpuportal.Account, error) {
+	return db.AdminAccounts(ctx, actor, search, sort, false, p)
+}
+
+// AdminAccounts is AdminUsers for people (teams false) or for teams'
+// accounts (named by their teams).
+func (db *DB) AdminAccounts(ctx context.Context, actor *gpuportal.User, search, sort string, teams bool, p Page) ([]gpuportal.Account, error) {
 	if !actor.IsAdmin() {
 		return nil, gpuportal.Errorf(gpuportal.EFORBIDDEN, "This page is for administrators only.")
 	}
@@ -345,11 +351,15 @@ func (db *DB) AdminUsers(ctx context.Context, actor *gpuportal.User, search, sor
 		return nil, err
 	}
 	pattern := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(strings.ToLower(strings.TrimSpace(search))) + "%"
-	if err := db.count(ctx, p, "users", `lower(email) LIKE ? ESCAPE '\' OR lower(name) LIKE ? ESCAPE '\'`, pattern, pattern); err != nil {
+	kind := "id NOT IN (SELECT account_id FROM teams)"
+	if teams {
+		kind = "id IN (SELECT account_id FROM teams WHERE deleted_at IS NULL)"
+	}
+	if err := db.count(ctx, p, "users", `(lower(email) LIKE ? ESCAPE '\' OR lower(name) LIKE ? ESCAPE '\') AND `+kind, pattern, pattern); err != nil {
 		return nil, err
 	}
 	args := append([]any{pattern, pattern}, orderArgs...)
-	ids, err := queryIDs(ctx, db.read, `SELECT id FROM users WHERE (lower(email) LIKE ? ESCAPE '\' OR lower(name) LIKE ? ESCAPE '\') ORDER BY `+order+` LIMIT ? OFFSET ?`,
+	ids, err := queryIDs(ctx, db.read, `SELECT id FROM users WHERE (lower(email) LIKE ? ESCAPE '\' OR lower(name) LIKE ? ESCAPE '\') AND `+kind+` ORDER BY `+order+` LIMIT ? OFFSET ?`,
 		append(args, p.Limit, max(0, p.Offset))...)
 	if err != nil {
 		return nil, fmt.Errorf("search users: %w", err)
@@ -358,6 +368,9 @@ func (db *DB) AdminUsers(ctx context.Context, actor *gpuportal.User, search, sor
 	for _, id := range ids {
 		u, err := adminUser(ctx, db.read, db, id)
 		if err != nil {
+			return nil, err
+		}
+		if u.TeamID, err = db.TeamIDOfAccount(ctx, id); err != nil {
 			return nil, err
 		}
 		out = append(out, *u)

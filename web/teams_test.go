@@ -265,3 +265,24 @@ func TestTeamRoleMatrixOverEveryRoute(t *testing.T) {
 		t.Errorf("only %d team routes checked", checked)
 	}
 }
+
+// (issue 47) Platform admins see teams on /admin/users' Teams tab (their
+// accounts, creditable there), apart from people.
+func TestAdminSeesTeamsOnTheirOwnTab(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	_, ownerTok := e.apiToken("owner@example.com", gpuportal.RoleCustomer)
+	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	if st, body := e.apiCall("POST", "/api/v1/teams", ownerTok, `{"name":"Vision Lab"}`); st != http.StatusCreated {
+		t.Fatalf("make a team = %d %s", st, body)
+	}
+	b := e.browser()
+	b.login("admin@example.com", storetest.Password)
+	people, teams := b.get("/admin/users").body, b.get("/admin/users?tab=teams").body
+	if strings.Contains(people, "Vision Lab") || !strings.Contains(people, "owner@example.com") {
+		t.Error("the people tab lists a team, or not its owner")
+	}
+	if !strings.Contains(teams, "Vision Lab") || !strings.Contains(teams, "Team #") || strings.Contains(teams, "owner@example.com") || !strings.Contains(teams, `data-testid="credit-form"`) {
+		t.Errorf("the teams tab: %s", teams)
+	}
+}

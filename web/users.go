@@ -24,7 +24,11 @@ func (s *Server) apiAdminUsers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	list, err := s.db.AdminUsers(c.Request().Context(), currentUser(c), c.QueryParam("q"), c.QueryParam("sort"), p)
+	tab, err := tabParam(c, "people", "teams")
+	if err != nil {
+		return err
+	}
+	list, err := s.db.AdminAccounts(c.Request().Context(), currentUser(c), c.QueryParam("q"), c.QueryParam("sort"), tab == "teams", p)
 	if err != nil {
 		return err
 	}
@@ -67,11 +71,16 @@ func (s *Server) handleUsersPage(c echo.Context) error {
 	page, _ := strconv.Atoi(c.QueryParam("page"))
 	page = max(page, 1)
 	search, sort := strings.TrimSpace(c.QueryParam("q")), c.QueryParam("sort")
-	list, err := s.db.AdminUsers(c.Request().Context(), currentUser(c), search, sort, store.Page{Limit: usersPerPage + 1, Offset: (page - 1) * usersPerPage})
+	tab, err := tabParam(c, "people", "teams")
 	if err != nil {
 		return err
 	}
-	p := templates.UsersPage{Search: search, Sort: sort, Page: page}
+	teams := tab == "teams"
+	list, err := s.db.AdminAccounts(c.Request().Context(), currentUser(c), search, sort, teams, store.Page{Limit: usersPerPage + 1, Offset: (page - 1) * usersPerPage})
+	if err != nil {
+		return err
+	}
+	p := templates.UsersPage{Search: search, Sort: sort, Page: page, Teams: teams}
 	if len(list) > usersPerPage {
 		p.More, list = true, list[:usersPerPage]
 	}
