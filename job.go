@@ -117,8 +117,12 @@ func (c TaskCounts) Done() int {
 
 // Job is a submitted batch and how far it is.
 type Job struct {
-	ID              int64  `json:"id"`
-	UserID          int64  `json:"user_id"`
+	ID     int64 `json:"id"`
+	UserID int64 `json:"user_id"`
+	// TeamID: the team it belongs to (nil: personal); CreatedBy: the
+	// member who submitted it.
+	TeamID          *int64 `json:"team_id"`
+	CreatedBy       *int64 `json:"created_by"`
 	Name            string `json:"name"`
 	Model           string `json:"model"`
 	Region          string `json:"region"`

@@ -13,11 +13,15 @@ import (
 // their instances and job tasks there, reachable from the portal and SFTP
 // whether or not an instance runs.
 type Volume struct {
-	ID      int64  `json:"id"`
-	UserID  int64  `json:"-"`
-	Name    string `json:"name"`
-	Region  string `json:"region"`
-	SizeGiB int    `json:"size_gib"`
+	ID     int64 `json:"id"`
+	UserID int64 `json:"-"`
+	// TeamID: the team it belongs to (nil: personal); CreatedBy: the
+	// member who made it.
+	TeamID    *int64 `json:"team_id"`
+	CreatedBy *int64 `json:"created_by"`
+	Name      string `json:"name"`
+	Region    string `json:"region"`
+	SizeGiB   int    `json:"size_gib"`
 	// UsedBytes is what its files take, as the region's agents last
 	// measured it (UsedAt; nil before the first measurement).
 	UsedBytes int64      `json:"used_bytes"`

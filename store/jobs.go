@@ -18,7 +18,7 @@ import (
 // (finishAttempt) moves its task on: succeeded, queued again, or failed.
 
 const jobColumns = `id, user_id, name, model_id, region_id, gpus_per_task, task_count, command, image, kind, max_parallel, on_demand_workers, max_attempts,
-	list_price_fen, status, created_at, ended_at, volumes, disk_gib`
+	list_price_fen, status, created_at, ended_at, volumes, disk_gib, created_by, (SELECT t.id FROM teams t WHERE t.account_id = jobs.user_id) AS team_id`
 
 type jobRow struct {
 	gpuportal.Job
@@ -31,7 +31,7 @@ func scanJob(row interface{ Scan(...any) error }) (*jobRow, error) {
 	var ended sql.NullInt64
 	var volumes string
 	if err := row.Scan(&j.ID, &j.UserID, &j.Name, &j.Model, &j.Region, &j.GPUsPerTask, &j.Tasks.Total, &j.Command, &j.Image, &j.Kind, &j.MaxParallel,
-		&j.OnDemandWorkers, &j.MaxAttempts, &j.listPrice, &j.Status, &created, &ended, &volumes, &j.DiskGiB); err != nil {
+		&j.OnDemandWorkers, &j.MaxAttempts, &j.listPrice, &j.Status, &created, &ended, &volumes, &j.DiskGiB, &j.CreatedBy, &j.TeamID); err != nil {
 		return nil, err
 	}
 	if volumes != "" {

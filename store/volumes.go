@@ -18,13 +18,14 @@ import (
 // it reaches them through an agent of the region (sessions of kind
 // volume). Billing and retention run in the tick (billVolumes).
 
-const volumeColumns = `v.id, v.user_id, v.name, v.region_id, v.size_gib, v.used_bytes, v.used_at, v.created_at, v.suspended_at`
+const volumeColumns = `v.id, v.user_id, v.name, v.region_id, v.size_gib, v.used_bytes, v.used_at, v.created_at, v.suspended_at,
+	v.created_by, (SELECT t.id FROM teams t WHERE t.account_id = v.user_id) AS team_id`
 
 func scanVolume(row interface{ Scan(...any) error }) (*gpuportal.Volume, error) {
 	var v gpuportal.Volume
 	var usedAt, suspended sql.NullInt64
 	var created int64
-	if err := row.Scan(&v.ID, &v.UserID, &v.Name, &v.Region, &v.SizeGiB, &v.UsedBytes, &usedAt, &created, &suspended); err != nil {
+	if err := row.Scan(&v.ID, &v.UserID, &v.Name, &v.Region, &v.SizeGiB, &v.UsedBytes, &usedAt, &created, &suspended, &v.CreatedBy, &v.TeamID); err != nil {
 		return nil, err
 	}
 	v.CreatedAt = fromUnix(created)
