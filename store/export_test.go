@@ -200,3 +200,46 @@ func (db *DB) MarkDisabledForTest(ctx context.Context, userID int64) error {
 	_, err := db.write.ExecContext(ctx, `UPDATE users SET disabled_at = ? WHERE id = ?`, unix(db.now()), userID)
 	return err
 }
+
+// BulkTeamForBenchmark gives team (whose account is account) members more
+// members and n instances they made, ended this month with their charges
+// in the team's ledger, written in bulk.
+func (db *DB) BulkTeamForBenchmark(ctx context.Context, team, account int64, members, n int) ([]int64, error) {
+	var ids []int64
+	err := db.inTx(ctx, "bulk team for benchmark", func(tx *sql.Tx) error {
+		now := db.now()
+		for k := range members {
+			var id int64
+			if err := tx.QueryRowContext(ctx, `INSERT INTO users (email, name, phone, password_hash, role, lang, created_at) VALUES (?, ?, '', ?, 'customer', '', ?) RETURNING id`,
+				fmt.Sprintf("member-%d@example.com", k), fmt.Sprintf("Member %d", k), noLogin, unix(now)).Scan(&id); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (user_id) VALUES (?)`, id); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO team_members (team_id, user_id, role, monthly_spend_limit_fen, max_running_gpus, joined_at) VALUES (?, ?, 'member', 5000000, 8, ?)`,
+				team, id, unix(now)); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		inst, err := tx.PrepareContext(ctx, `INSERT INTO instances (user_id, kind, model_id, region_id, count, command, status, checkpoint_key, price_fen, created_at, started_at, ended_at,
+			billed_minutes, cost_fen, created_by) VALUES (?, 'on_demand', 'a100-80g', 'cd-1', 1, 'train', 'stopped', '', 800, ?, ?, ?, 60, 800, ?) RETURNING id`)
+		if err != nil {
+			return err
+		}
+		defer inst.Close()
+		for k := range n {
+			var id int64
+			at := now.Add(-time.Duration(k%600) * time.Minute)
+			if err := inst.QueryRowContext(ctx, account, unix(at), unix(at), unix(at.Add(time.Hour)), ids[k%len(ids)]).Scan(&id); err != nil {
+				return err
+			}
+			if err := db.postLedger(ctx, tx, ledgerPost{userID: account, at: at, kind: gpuportal.LedgerInstance, amount: 800, instanceID: &id, desc: "bench"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return ids, err
+}

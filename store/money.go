@@ -32,9 +32,8 @@ type ledgerPost struct {
 
 // postLedger writes an entry and moves the user's cached balance.
 func (db *DB) postLedger(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, volume_id, description) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.userID, unix(e.at), e.kind, e.amount, e.reservationID, e.instanceID, e.topUpID, e.volumeID, e.desc); err != nil {
-		return fmt.Errorf("ledger %s: %w", e.kind, err)
+	if err := insertLedger(ctx, tx, e); err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE accounts SET balance_fen = balance_fen - ? WHERE user_id = ?`, e.amount, e.userID); err != nil {
 		return fmt.Errorf("balance: %w", err)
@@ -63,8 +62,15 @@ func (db *DB) charge(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
 		}
 		return insufficient(e.amount, b.Available)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, volume_id, description) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.userID, unix(e.at), e.kind, e.amount, e.reservationID, e.instanceID, e.topUpID, e.volumeID, e.desc); err != nil {
+	return insertLedger(ctx, tx, e)
+}
+
+// insertLedger writes an entry, with created_by: the member who made what
+// it charges for (a team's instance, reservation or volume).
+func insertLedger(ctx context.Context, tx *sql.Tx, e ledgerPost) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, at, kind, amount_fen, reservation_id, instance_id, topup_id, volume_id, description, created_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT created_by FROM instances WHERE id = ?), (SELECT created_by FROM reservations WHERE id = ?), (SELECT created_by FROM volumes WHERE id = ?)))`,
+		e.userID, unix(e.at), e.kind, e.amount, e.reservationID, e.instanceID, e.topUpID, e.volumeID, e.desc, e.instanceID, e.reservationID, e.volumeID); err != nil {
 		return fmt.Errorf("ledger %s: %w", e.kind, err)
 	}
 	return nil

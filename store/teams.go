@@ -334,11 +334,11 @@ func (db *DB) Members(ctx context.Context, user *gpuportal.User, id int64) ([]gp
 	if err != nil {
 		return nil, fmt.Errorf("members: %w", err)
 	}
-	spent, err := db.memberSpend(ctx, db.read, t.AccountID, db.monthStart(db.now()))
+	spent, err := db.memberSpend(ctx, db.read, t.AccountID, 0, db.monthStart(db.now()))
 	if err != nil {
 		return nil, err
 	}
-	running, err := db.memberGPUs(ctx, db.read, t.AccountID)
+	running, err := db.memberGPUs(ctx, db.read, t.AccountID, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -348,18 +348,21 @@ func (db *DB) Members(ctx context.Context, user *gpuportal.User, id int64) ([]gp
 	return list, nil
 }
 
-// memberSpend is what each member of a team's account spent since from:
-// the team's charges for what they made, with the runs not posted yet.
-func (db *DB) memberSpend(ctx context.Context, q queryer, account int64, from time.Time) (map[int64]gpuportal.Fen, error) {
+// memberSpend is what each member of a team's account spent since from
+// (or member alone, when not 0): the team's charges for what they made,
+// with the runs not posted yet.
+func (db *DB) memberSpend(ctx context.Context, q queryer, account, member int64, from time.Time) (map[int64]gpuportal.Fen, error) {
 	type row struct {
 		member int64
 		fen    gpuportal.Fen
 	}
+	who, args := "l.created_by IS NOT NULL", []any{account, unix(from)}
+	if member != 0 {
+		who, args = "l.created_by = ?", append(args, member)
+	}
 	posted, err := scanAll(ctx, q, func(r *sql.Rows, x *row) error { return r.Scan(&x.member, &x.fen) },
-		`SELECT coalesce(i.created_by, r.created_by, v.created_by), sum(l.amount_fen) FROM ledger_entries l
-		LEFT JOIN instances i ON i.id = l.instance_id LEFT JOIN reservations r ON r.id = l.reservation_id LEFT JOIN volumes v ON v.id = l.volume_id
-		WHERE l.user_id = ? AND l.at >= ? AND l.kind IN (`+spendKinds+`) AND coalesce(i.created_by, r.created_by, v.created_by) IS NOT NULL
-		GROUP BY coalesce(i.created_by, r.created_by, v.created_by)`, account, unix(from))
+		`SELECT l.created_by, sum(l.amount_fen) FROM ledger_entries l
+		WHERE l.user_id = ? AND l.at >= ? AND `+who+` AND l.kind IN (`+spendKinds+`) GROUP BY l.created_by`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("members' spend: %w", err)
 	}
@@ -371,10 +374,14 @@ func (db *DB) memberSpend(ctx context.Context, q queryer, account int64, from ti
 		member int64
 		run    runningCost
 	}
+	who, args = "created_by IS NOT NULL", []any{account}
+	if member != 0 {
+		who, args = "created_by = ?", append(args, member)
+	}
 	runs, err := scanAll(ctx, q, func(r *sql.Rows, x *live) error {
 		return r.Scan(&x.member, &x.run.kind, &x.run.count, &x.run.price, &x.run.started)
 	}, `SELECT created_by, kind, count, price_fen, started_at FROM instances
-		WHERE user_id = ? AND created_by IS NOT NULL AND status IN ('running', 'interrupting') AND kind IN ('spot', 'on_demand')`, account)
+		WHERE user_id = ? AND `+who+` AND status IN ('running', 'interrupting') AND kind IN ('spot', 'on_demand')`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("members' runs: %w", err)
 	}
@@ -386,16 +393,20 @@ func (db *DB) memberSpend(ctx context.Context, q queryer, account int64, from ti
 	return out, nil
 }
 
-// memberGPUs is the GPUs each member of a team's account runs or waits
-// to run now.
-func (db *DB) memberGPUs(ctx context.Context, q queryer, account int64) (map[int64]int, error) {
+// memberGPUs is the GPUs each member of a team's account (or member
+// alone, when not 0) runs or waits to run now.
+func (db *DB) memberGPUs(ctx context.Context, q queryer, account, member int64) (map[int64]int, error) {
 	type row struct {
 		member int64
 		gpus   int
 	}
+	who, args := "created_by IS NOT NULL", []any{account}
+	if member != 0 {
+		who, args = "created_by = ?", append(args, member)
+	}
 	rows, err := scanAll(ctx, q, func(r *sql.Rows, x *row) error { return r.Scan(&x.member, &x.gpus) },
-		`SELECT created_by, sum(count) FROM instances WHERE user_id = ? AND created_by IS NOT NULL AND status IN ('pending', 'running', 'interrupting')
-		AND kind <> 'reserved' GROUP BY created_by`, account)
+		`SELECT created_by, sum(count) FROM instances WHERE user_id = ? AND `+who+` AND status IN ('pending', 'running', 'interrupting')
+		AND kind <> 'reserved' GROUP BY created_by`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("members' GPUs: %w", err)
 	}
@@ -422,7 +433,7 @@ func (db *DB) checkMemberGPUs(ctx context.Context, tx *sql.Tx, user *gpuportal.U
 	if a == nil || a.MaxRunningGPUs == nil || gpus <= 0 {
 		return nil
 	}
-	running, err := db.memberGPUs(ctx, tx, user.ID)
+	running, err := db.memberGPUs(ctx, tx, user.ID, a.Member.ID)
 	if err != nil {
 		return err
 	}
@@ -439,7 +450,7 @@ func (db *DB) checkMemberSpend(ctx context.Context, tx *sql.Tx, user *gpuportal.
 	if a == nil || a.MonthlySpendLimit == nil {
 		return nil
 	}
-	spent, err := db.memberSpend(ctx, tx, user.ID, db.monthStart(db.now()))
+	spent, err := db.memberSpend(ctx, tx, user.ID, a.Member.ID, db.monthStart(db.now()))
 	if err != nil {
 		return err
 	}

@@ -318,3 +318,70 @@ func newKeyLine(t *testing.T) string {
 	}
 	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key))) + " bob@example"
 }
+
+// BenchmarkTeamOfFiveHundred: a team of 500 members with 10,000 instances
+// made this month (DESIGN §7, Teams): its first page of instances and its
+// members page (each one's month of spend) under 20 ms, and what the
+// member limits add to a booking (the same booking with and without
+// limits, on the team's account) under 1 ms.
+func BenchmarkTeamOfFiveHundred(b *testing.B) {
+	ctx := context.Background()
+	db, clock := storetest.Open(b)
+	storetest.AddFleet(b, db, "n", "cd-1", "a100-80g", 16, 8)
+	owner := storetest.MustCreateUser(b, db, "owner@example.com", gpuportal.RoleCustomer)
+	team, err := db.CreateTeam(ctx, owner, "Big Lab")
+	if err != nil {
+		b.Fatal(err)
+	}
+	account, _ := db.TeamAccount(ctx, team.ID)
+	if _, err := db.Credit(ctx, nil, account, gpuportal.CreditRequest{Amount: gpuportal.MaxCredit, Note: "grant"}); err != nil {
+		b.Fatal(err)
+	}
+	members, err := db.BulkTeamForBenchmark(ctx, team.ID, account, 499, 10_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	member, err := db.UserByID(ctx, members[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	asMember, err := db.ActAs(ctx, member, team.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("instances_page", func(b *testing.B) {
+		for b.Loop() {
+			if list, err := db.InstanceList(ctx, asMember, store.InstanceFilter{Limit: 50}); err != nil || len(list) != 50 {
+				b.Fatal(len(list), err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/page")
+	})
+	b.Run("members_page", func(b *testing.B) {
+		for b.Loop() {
+			if list, err := db.Members(ctx, owner, team.ID); err != nil || len(list) != 500 {
+				b.Fatal(len(list), err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/page")
+	})
+	// A booking cancelled again at once, so the book stays the same.
+	book := func(b *testing.B, who *gpuportal.User) {
+		start := clock.Now().Truncate(time.Hour).Add(48 * time.Hour)
+		for b.Loop() {
+			r, err := db.Book(ctx, who, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 1, Start: start, End: start.Add(4 * time.Hour)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if _, err := db.Cancel(ctx, who, r.ID); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/booking")
+	}
+	account0, _ := db.UserByID(ctx, account)
+	b.Run("booking_without_limits", func(b *testing.B) { book(b, account0) })
+	b.Run("booking_with_member_limits", func(b *testing.B) { book(b, asMember) })
+}

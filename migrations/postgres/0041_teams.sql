@@ -49,3 +49,8 @@ CREATE INDEX audit_log_team ON audit_log(team_id, id) WHERE team_id IS NOT NULL;
 -- API tokens for a team (acting only for it) and read-only tokens.
 ALTER TABLE api_tokens ADD COLUMN team_id BIGINT;
 ALTER TABLE api_tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'write';
+
+-- Who made what a ledger line charges for (its instance's, reservation's
+-- or volume's created_by): members' spend, read by member.
+ALTER TABLE ledger_entries ADD COLUMN created_by BIGINT;
+CREATE INDEX ledger_member ON ledger_entries(user_id, created_by, at) WHERE created_by IS NOT NULL;
