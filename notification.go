@@ -31,6 +31,10 @@ const (
 	NoteVolumeDeleted       = "volume_deleted"       // a suspended volume was deleted after 15 days
 	NoteIdleStopped         = "idle_stopped"         // an instance stopped by its idle_stop_minutes (Missing: the minutes)
 	NoteBudgetReached       = "budget_reached"       // this month's spend reached a BudgetLevels share of the budget (Budget)
+	// NoteMemberLimit: a team member's spend this month reached a share
+	// of the limit the team gave them (Budget; Subject the team, VolumeNames
+	// unused): told to the member at 80 %, and to the owners too at 100 %.
+	NoteMemberLimit = "member_limit"
 	// NoteScheduleFailed: one of the scheduler's decisions about the
 	// user's things could not be carried out (Kind: the step, Subject:
 	// what it was about, Reason: why); the rest of the tick went on.
@@ -51,7 +55,7 @@ const (
 var NoteKinds = []string{
 	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
 	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
-	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance, NoteReservationLaunched, NoteIdleStopped, NoteBudgetReached,
+	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance, NoteReservationLaunched, NoteIdleStopped, NoteBudgetReached, NoteMemberLimit,
 	NoteScheduleFailed, NoteReservationLaunchFailed, NoteDiskSuspended, NoteDiskReleaseSoon, NoteDiskReleased,
 }
 
@@ -94,6 +98,9 @@ type NoteParams struct {
 	Budget *Budget `json:"budget,omitempty"`
 	// Subject is what a failed scheduler decision was about ("reservation 12").
 	Subject string `json:"subject,omitempty"`
+	// Team and Member: a member limit notice's team and who reached it.
+	Team   string `json:"team,omitempty"`
+	Member string `json:"member,omitempty"`
 	// VolumeNames names the volumes a volume notice is about.
 	VolumeNames string `json:"volume_names,omitempty"`
 	// Token is a password reset link's secret (NotePasswordReset only). It

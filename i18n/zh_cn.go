@@ -1701,4 +1701,8 @@ var zhCN = map[string]string{
 	"This API token acts for team %d only.":                                                                            "该 API 令牌只能代表团队 %d 操作。",
 	"People":                                                                                                           "个人",
 	"Team #%d":                                                                                                         "团队 #%d",
+	"%s has spent %d %% of their monthly limit in team %s":                                                             "%s 已用掉其每月额度的 %d %%（团队 %s）",
+	"This month %s has spent %s of the %s the team %s allows them (%d %%).":                                            "本月 %s 已花费 %s，额度为 %s（团队 %s，%d %%）。",
+	"Past the limit, what they launch or book for the team is refused; the team's owners and admins change limits on the team's page.": "超过额度后，其为团队创建实例或预订将被拒绝；团队的所有者和管理员可在团队页面调整额度。",
+	"gpuportal: %s has spent %d %% of their monthly limit in team %s.":                                                                 "gpuportal：%s 已用掉其每月额度的 %d %%（团队 %s）。",
 }

@@ -141,6 +141,7 @@ var renderers = map[string]func(*rendering){
 	gpuportal.NoteJobFailed:               renderJobFailed,
 	gpuportal.NoteAutoBookUnpaid:          renderAutoBookUnpaid,
 	gpuportal.NoteBudgetReached:           renderBudgetReached,
+	gpuportal.NoteMemberLimit:             renderMemberLimit,
 	gpuportal.NoteBalanceLow:              renderBalanceLow,
 	gpuportal.NoteBalanceStop:             renderBalanceStop,
 	gpuportal.NoteTokensRevoked:           renderTokensRevoked,
@@ -377,6 +378,18 @@ func renderBudgetReached(r *rendering) {
 	r.lines = []string{r.T("This month you have spent %s of your %s budget (%d %%).", b.Spent.String(), b.Monthly.String(), b.Percent),
 		r.T("Nothing is stopped by a budget: it only tells you. Change it on the ledger page.")}
 	r.m.SMS = r.T("gpuportal: %d %% of your monthly budget spent (%s of %s).", b.Percent, b.Spent.String(), b.Monthly.String())
+}
+
+func renderMemberLimit(r *rendering) {
+	r.link += "/teams"
+	b := gpuportal.Budget{}
+	if r.p.Budget != nil {
+		b = *r.p.Budget
+	}
+	r.m.Subject = r.T("%s has spent %d %% of their monthly limit in team %s", r.p.Member, b.Percent, r.p.Team)
+	r.lines = []string{r.T("This month %s has spent %s of the %s the team %s allows them (%d %%).", r.p.Member, b.Spent.String(), b.Monthly.String(), r.p.Team, b.Percent),
+		r.T("Past the limit, what they launch or book for the team is refused; the team's owners and admins change limits on the team's page.")}
+	r.m.SMS = r.T("gpuportal: %s has spent %d %% of their monthly limit in team %s.", r.p.Member, b.Percent, r.p.Team)
 }
 
 func renderBalanceLow(r *rendering) {

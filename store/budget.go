@@ -137,6 +137,58 @@ func (db *DB) budgetNotices(ctx context.Context, tx *sql.Tx, now time.Time) erro
 			return err
 		}
 	}
+	return db.memberLimitNotices(ctx, tx, now)
+}
+
+// memberLimitNotices tells each team member whose spend this month
+// reached a level of the monthly limit their team gave them — and the
+// team's owners when it is all of it — once per level a month.
+func (db *DB) memberLimitNotices(ctx context.Context, tx *sql.Tx, now time.Time) error {
+	type limited struct {
+		team, account, member int64
+		name, email, noticed  string
+		limit                 gpuportal.Fen
+	}
+	list, err := scanAll(ctx, tx, func(r *sql.Rows, l *limited) error {
+		return r.Scan(&l.team, &l.account, &l.member, &l.name, &l.email, &l.noticed, &l.limit)
+	}, `SELECT t.id, t.account_id, m.user_id, t.name, u.email, m.limit_noticed, m.monthly_spend_limit_fen FROM team_members m
+		JOIN teams t ON t.id = m.team_id JOIN users u ON u.id = m.user_id WHERE m.monthly_spend_limit_fen > 0 AND t.deleted_at IS NULL ORDER BY t.id, m.user_id`)
+	if err != nil {
+		return fmt.Errorf("member limits: %w", err)
+	}
+	start := db.monthStart(now)
+	month := start.Format("2006-01")
+	spent := map[int64]map[int64]gpuportal.Fen{}
+	for _, l := range list {
+		if spent[l.team] == nil {
+			if spent[l.team], err = db.memberSpend(ctx, tx, l.account, 0, start); err != nil {
+				return err
+			}
+		}
+		b := gpuportal.NewBudget(l.limit, spent[l.team][l.member])
+		level := b.Level()
+		if level == 0 || !budgetNoticeDue(l.noticed, month, level) {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE team_members SET limit_noticed = ? WHERE team_id = ? AND user_id = ?`, fmt.Sprintf("%s:%d", month, level), l.team, l.member); err != nil {
+			return err
+		}
+		p := gpuportal.NoteParams{Budget: &b, Team: l.name, Member: l.email}
+		people := []int64{l.member}
+		if level >= 100 {
+			owners, err := scanAll(ctx, tx, func(r *sql.Rows, id *int64) error { return r.Scan(id) },
+				`SELECT user_id FROM team_members WHERE team_id = ? AND role = 'owner' AND user_id <> ? ORDER BY user_id`, l.team, l.member)
+			if err != nil {
+				return err
+			}
+			people = append(people, owners...)
+		}
+		for _, person := range people {
+			if err := db.notifyOne(ctx, tx, person, gpuportal.NoteMemberLimit, p); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 

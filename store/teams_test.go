@@ -385,3 +385,71 @@ func BenchmarkTeamOfFiveHundred(b *testing.B) {
 	b.Run("booking_without_limits", func(b *testing.B) { book(b, account0) })
 	b.Run("booking_with_member_limits", func(b *testing.B) { book(b, asMember) })
 }
+
+// (issue 47) A member is told at 80 % of the monthly limit the team gave
+// them, the owners too at 100 %, once per level a month.
+func TestMemberLimitNotices(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
+	prof := storetest.MustCreateUser(t, db, "prof@example.com", gpuportal.RoleCustomer)
+	ann := storetest.MustCreatePoorUser(t, db, "ann@example.com", gpuportal.RoleCustomer)
+	team := teamOf(t, db, prof, 1000_00, map[*gpuportal.User]string{ann: gpuportal.TeamMember})
+	limit := gpuportal.Fen(10_00)
+	if _, err := db.UpdateMember(ctx, prof, team.ID, ann.ID, gpuportal.MemberUpdate{SetMonthlySpendLimit: true, MonthlySpendLimit: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	asAnn := actAs(t, db, ann, team.ID)
+	agent := fakeAgent{t, db}
+	notes := func(u *gpuportal.User) int {
+		list, err := db.InApp(ctx, u.ID, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, x := range list {
+			if x.Kind == gpuportal.NoteMemberLimit {
+				n++
+			}
+		}
+		return n
+	}
+	// An on-demand hour at ¥8: 80 % of her ¥10.
+	runAnHour := func() {
+		t.Helper()
+		inst, err := db.Launch(ctx, asAnn, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tick(t, db, clock, clock.Now())
+		agent.runAll()
+		if _, err := db.Stop(ctx, asAnn, inst.ID); err != nil {
+			t.Fatal(err)
+		}
+		agent.exit(getInstance(t, db, inst.ID))
+		tick(t, db, clock, clock.Now().Add(time.Minute))
+	}
+	runAnHour()
+	if notes(ann) != 1 || notes(prof) != 0 {
+		t.Fatalf("at 80 %%: Ann told %d times, the owner %d", notes(ann), notes(prof))
+	}
+	tick(t, db, clock, clock.Now().Add(time.Minute))
+	if notes(ann) != 1 {
+		t.Errorf("told again at the same level: %d", notes(ann))
+	}
+	// Over her limit the next launch is refused; the owner lifts it a
+	// little, she passes 100 %, and the owner is told.
+	if _, err := db.Launch(ctx, asAnn, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1}); gpuportal.ErrorField(err) != "monthly_spend_limit_fen" {
+		t.Errorf("a launch past the limit: %v", err)
+	}
+	limit = 16_00
+	if _, err := db.UpdateMember(ctx, prof, team.ID, ann.ID, gpuportal.MemberUpdate{SetMonthlySpendLimit: true, MonthlySpendLimit: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	asAnn = actAs(t, db, ann, team.ID)
+	runAnHour()
+	if notes(ann) != 2 || notes(prof) != 1 {
+		t.Errorf("at 100 %%: Ann told %d times, the owner %d", notes(ann), notes(prof))
+	}
+}

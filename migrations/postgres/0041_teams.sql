@@ -54,3 +54,7 @@ ALTER TABLE api_tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'write';
 -- or volume's created_by): members' spend, read by member.
 ALTER TABLE ledger_entries ADD COLUMN created_by BIGINT;
 CREATE INDEX ledger_member ON ledger_entries(user_id, created_by, at) WHERE created_by IS NOT NULL;
+
+-- The last monthly-limit notice a member had ("2026-12:80"), as users'
+-- budget_noticed.
+ALTER TABLE team_members ADD COLUMN limit_noticed TEXT NOT NULL DEFAULT '';
