@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 
 	"gpuportal"
 	"gpuportal/internal/browsertest"
+	"gpuportal/store"
 	"gpuportal/store/storetest"
 )
 
@@ -155,4 +157,107 @@ func TestBrowserLaunchFormFollowsTheModel(t *testing.T) {
 // test user's password is storetest.Password).
 func logInAs(baseURL, email string) []chromedp.Action[chromedp.Void] {
 	return browsertest.LogIn(baseURL, email, storetest.Password)
+}
+
+// (issue 47) Invite → accept → switch → launch for the team, as a student
+// clicks it, in English and in Chinese: the invitation's page accepts
+// (which switches her browser to the team), the header's switcher names
+// the team, the launch form launches for the team (the team pays; she
+// made it), and the switcher takes her back to her own account, whose
+// list does not show the team's instance.
+func TestBrowserTeamInviteAcceptSwitchLaunch(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ lang, accept, switcher string }{
+		{"en", "Accept and join", "Team: Vision Lab"},
+		{"zh-CN", "接受并加入", "团队：Vision Lab"},
+	} {
+		t.Run(c.lang, func(t *testing.T) {
+			t.Parallel()
+			ctx := chromium(t)
+			e := newTestEnv(t)
+			storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+			_, profTok := e.apiToken("prof@example.com", gpuportal.RoleCustomer)
+			ann := storetest.MustCreatePoorUser(t, e.db, "ann@example.com", gpuportal.RoleCustomer)
+			st, body := e.apiCall("POST", "/api/v1/teams", profTok, `{"name":"Vision Lab"}`)
+			if st != 201 {
+				t.Fatalf("make a team = %d %s", st, body)
+			}
+			team := int64(decodeObject(t, body)["id"].(float64))
+			account, _ := e.db.TeamAccount(context.Background(), team)
+			if _, err := e.db.Credit(context.Background(), nil, account, gpuportal.CreditRequest{Amount: 1000_00, Note: "grant"}); err != nil {
+				t.Fatal(err)
+			}
+			st, body = e.apiCall("POST", fmt.Sprintf("/api/v1/teams/%d/invitations", team), profTok, `{"email":"ann@example.com","role":"member"}`)
+			if st != 201 {
+				t.Fatalf("invite = %d %s", st, body)
+			}
+			link := decodeObject(t, body)["url"].(string)
+			path := link[strings.Index(link, "/invitations/"):]
+			steps := []chromedp.Action[chromedp.Void]{
+				chromedp.Navigate(e.srv.URL + "/login"),
+				chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "ann@example.com"),
+				chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
+				chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
+				chromedp.WaitVisible(chromedp.CSS(`[data-testid="dashboard"]`)),
+			}
+			if c.lang != "en" {
+				steps = append(steps, chromedp.Click(chromedp.CSS(`[data-testid="lang-`+c.lang+`"]`)),
+					chromedp.WaitVisible(chromedp.CSS(`html[lang="`+c.lang+`"] [data-testid="dashboard"]`)))
+			}
+			steps = append(steps,
+				chromedp.Navigate(e.srv.URL+path),
+				chromedp.WaitVisible(chromedp.CSS(`[data-testid="accept-invitation"]`)),
+			)
+			if err := chromedp.Do(ctx, steps...); err != nil {
+				t.Fatal(err)
+			}
+			if got := textOf(t, ctx, `[data-testid="accept-invitation"]`); got != c.accept {
+				t.Errorf("the accept button says %q", got)
+			}
+			if err := chromedp.Do(ctx,
+				chromedp.Click(chromedp.CSS(`[data-testid="accept-invitation"]`)),
+				chromedp.WaitVisible(chromedp.CSS(`[data-testid="team-name"]`)),
+				chromedp.Navigate(e.srv.URL+"/instances"),
+				chromedp.WaitVisible(chromedp.CSS(`[data-testid="launch-form"]`)),
+			); err != nil {
+				t.Fatal(err)
+			}
+			selected, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const s = document.querySelector('[data-testid="team-select"]'); return s.options[s.selectedIndex].textContent.trim(); })()`))
+			if err != nil || selected != c.switcher {
+				t.Fatalf("the switcher shows %q (%v), want %q", selected, err, c.switcher)
+			}
+			if err := chromedp.Do(ctx,
+				chromedp.SetValue(chromedp.CSS(`[data-testid="launch-kind"]`), "on_demand"),
+				chromedp.SendKeys(chromedp.CSS(`[data-testid="launch-command"]`), "python lab_train.py"),
+				chromedp.Click(chromedp.CSS(`[data-testid="launch"]`)),
+				chromedp.WaitVisible(chromedp.CSS(`[data-testid="status"]`)),
+			); err != nil {
+				t.Fatal(err)
+			}
+			mine, err := e.db.InstanceList(context.Background(), ann, store.InstanceFilter{})
+			if err != nil || len(mine) != 0 {
+				t.Errorf("the launch is in her own account: %d %v", len(mine), err)
+			}
+			asAnn, _ := e.db.ActAs(context.Background(), ann, team)
+			theirs, err := e.db.InstanceList(context.Background(), asAnn, store.InstanceFilter{})
+			if err != nil || len(theirs) != 1 || theirs[0].CreatedBy == nil || *theirs[0].CreatedBy != ann.ID {
+				t.Fatalf("the team's instances: %+v %v", theirs, err)
+			}
+			// Back to herself: her own list is empty.
+			if err := chromedp.Do(ctx,
+				chromedp.Navigate(e.srv.URL+"/instances"),
+				chromedp.WaitVisible(chromedp.CSS(`[data-testid="team-select"]`)),
+				chromedp.SetValue(chromedp.CSS(`[data-testid="team-select"]`), "0"),
+				chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid="team-select"]').form.submit()`),
+				chromedp.WaitVisible(chromedp.CSS(`[data-testid="launch-form"]`)),
+			); err != nil {
+				t.Fatal(err)
+			}
+			waitJS(t, ctx, `(() => { const s = document.querySelector('[data-testid="team-select"]'); return s && s.value === '0'; })()`)
+			html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS(`main`)))
+			if err != nil || strings.Contains(html, "python lab_train.py") {
+				t.Errorf("her own instances show the team's launch (%v)", err)
+			}
+		})
+	}
 }
