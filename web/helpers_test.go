@@ -155,6 +155,12 @@ func (b *browser) login(email, password string) {
 // body, and returns the status and decoded body.
 func (e *testEnv) apiCall(method, path, token string, body string) (int, string) {
 	e.t.Helper()
+	return e.apiCallWith(method, path, token, body, nil)
+}
+
+// apiCallWith is apiCall with more headers (X-Team).
+func (e *testEnv) apiCallWith(method, path, token string, body string, header http.Header) (int, string) {
+	e.t.Helper()
 	var r io.Reader
 	if body != "" {
 		r = strings.NewReader(body)
@@ -165,6 +171,9 @@ func (e *testEnv) apiCall(method, path, token string, body string) (int, string)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := (&http.Client{Transport: validatingTransport{e.t, http.DefaultTransport}}).Do(req)
 	if err != nil {

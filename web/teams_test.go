@@ -2,7 +2,6 @@ package web
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,23 +13,7 @@ import (
 // teamCall is an API call acting for a team (X-Team).
 func (e *testEnv) teamCall(method, path, token string, team any, body string) (int, string) {
 	e.t.Helper()
-	var r io.Reader
-	if body != "" {
-		r = strings.NewReader(body)
-	}
-	req, _ := http.NewRequest(method, e.srv.URL+path, r)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("X-Team", fmt.Sprint(team))
-	resp, err := (&http.Client{Transport: validatingTransport{e.t, http.DefaultTransport}}).Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(raw)
+	return e.apiCallWith(method, path, token, body, http.Header{"X-Team": {fmt.Sprint(team)}})
 }
 
 // (issue 47) A lab on gpuportal: the owner makes a team, an admin credits
