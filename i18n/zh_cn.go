@@ -1705,4 +1705,8 @@ var zhCN = map[string]string{
 	"This month %s has spent %s of the %s the team %s allows them (%d %%).":                                            "本月 %s 已花费 %s，额度为 %s（团队 %s，%d %%）。",
 	"Past the limit, what they launch or book for the team is refused; the team's owners and admins change limits on the team's page.": "超过额度后，其为团队创建实例或预订将被拒绝；团队的所有者和管理员可在团队页面调整额度。",
 	"gpuportal: %s has spent %d %% of their monthly limit in team %s.":                                                                 "gpuportal：%s 已用掉其每月额度的 %d %%（团队 %s）。",
+	"You have no SSH key yet: ssh needs one.":                                                                                          "你还没有 SSH 密钥：ssh 登录需要密钥。",
+	"Add your public key in your settings":                                                                                             "在设置中添加你的公钥",
+	"— meanwhile the web terminal below works in the browser.":                                                                         "——在此之前，可以使用下方的网页终端。",
+	"You have no SSH key yet: add one in your settings to log in with ssh; the web terminal works without one.":                        "你还没有 SSH 密钥：在设置中添加后即可用 ssh 登录；网页终端无需密钥。",
 }

@@ -96,3 +96,48 @@ func TestInstancePageChartsItsGPUs(t *testing.T) {
 		t.Errorf("bob sees alice's instance page: %d", p.status)
 	}
 }
+
+// (issue 50, item 2) Without an SSH key the instance page says so, links
+// to where keys are added and offers the web terminal; the ssh line has a
+// copy button; the launch form warns before the launch. With a key, no
+// warnings.
+func TestNoSSHKeyIsSaidBeforeItBites(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	e.with(func(c *Config) { c.SSH = SSHEndpoint{Host: "127.0.0.1", Port: 2222, Fingerprint: "SHA256:test"} })
+	nodes := storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	alice, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
+	ctx := t.Context()
+	inst, err := e.db.Launch(ctx, alice, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Tick(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	i, _ := e.db.Instance(ctx, alice, inst.ID)
+	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadRunning}}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body
+	for _, want := range []string{`data-testid="no-ssh-key"`, `href="/settings#ssh-keys"`, `data-testid="open-terminal"`, `data-testid="copy-ssh"`, `data-copy="#ssh-line"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("without a key the page lacks %s", want)
+		}
+	}
+	if form := b.get("/instances").body; !strings.Contains(form, `data-testid="launch-no-key"`) {
+		t.Error("the launch form does not warn that there is no key")
+	}
+	line, _ := keygen(t, "-t", "ed25519")
+	if st, body := e.apiCall("POST", "/api/v1/ssh-keys", tok, fmt.Sprintf(`{"public_key":%q}`, line)); st != http.StatusCreated {
+		t.Fatalf("add a key = %d %s", st, body)
+	}
+	if page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body; strings.Contains(page, `data-testid="no-ssh-key"`) || !strings.Contains(page, `data-testid="ssh-line"`) {
+		t.Error("with a key the page still warns, or has no ssh line")
+	}
+	if form := b.get("/instances").body; strings.Contains(form, `data-testid="launch-no-key"`) {
+		t.Error("with a key the launch form still warns")
+	}
+}

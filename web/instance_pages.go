@@ -53,6 +53,9 @@ func (s *Server) instancesPage(c echo.Context, form templates.LaunchForm) (templ
 // the interruption bucket and the safe-until forecast.
 func (s *Server) launchPanel(c echo.Context, form templates.LaunchForm) (templates.InstancesPage, error) {
 	ctx := c.Request().Context()
+	if keys, err := s.db.SSHKeys(ctx, person(c)); err == nil {
+		form.NoSSHKey = len(keys) == 0
+	}
 	models, err := s.db.Models(ctx)
 	if err != nil {
 		return templates.InstancesPage{}, err
@@ -274,6 +277,9 @@ func (s *Server) handleInstancePage(c echo.Context) error {
 		SSHHost: s.cfg.SSH.Host, SSHPort: s.cfg.SSH.Port, SSHFingerprint: s.cfg.SSH.Fingerprint}
 	if m, err := s.db.Model(ctx, i.Model); err == nil {
 		d.MemoryTotalMiB = m.MemoryGiB * 1024 * i.Count
+	}
+	if keys, err := s.db.SSHKeys(ctx, person(c)); err == nil {
+		d.HasSSHKey = len(keys) > 0
 	}
 	if d.Owner && gpuportal.CanStart(i) == nil {
 		if err := s.startChoices(ctx, &d); err != nil {
