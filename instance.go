@@ -213,34 +213,39 @@ type Instance struct {
 	UserID int64 `json:"user_id"`
 	// TeamID: the team it belongs to (nil: personal); CreatedBy: the
 	// member who made it for the team.
-	TeamID        *int64                `json:"team_id"`
-	CreatedBy     *int64                `json:"created_by"`
-	Kind          string                `json:"kind"`
-	Model         string                `json:"model"`
-	Region        string                `json:"region"`
-	Count         int                   `json:"count"`
-	Command       string                `json:"command"`
-	Image         string                `json:"image,omitempty"` // the image reference it runs in
-	AutoRestart   bool                  `json:"auto_restart"`
-	ReservationID *int64                `json:"reservation_id,omitempty"`
-	Status        string                `json:"status"`
-	Node          string                `json:"node,omitempty"`
-	GPUs          []string              `json:"gpus"`
-	PricePerGPU   Fen                   `json:"price_per_gpu_hour_fen"`
-	Cost          Fen                   `json:"cost_fen"`
-	CreatedAt     time.Time             `json:"created_at"`
-	StartedAt     *time.Time            `json:"started_at,omitempty"`
-	EndedAt       *time.Time            `json:"ended_at,omitempty"`
-	Interruption  *InstanceInterruption `json:"interruption,omitempty"`
-	SafeUntil     *time.Time            `json:"safe_until,omitempty"`
-	ExitCode      *int                  `json:"exit_code,omitempty"`
-	Error         string                `json:"error,omitempty"`
-	Restarts      int                   `json:"restarts"`
-	LogTail       string                `json:"log_tail,omitempty"`
-	Attempt       int                   `json:"attempt"`
-	JobID         *int64                `json:"job_id,omitempty"`     // an attempt of a job's task
-	TaskIndex     *int                  `json:"task_index,omitempty"` // which task of the job
-	CheckpointKey string                `json:"-"`
+	TeamID        *int64   `json:"team_id"`
+	CreatedBy     *int64   `json:"created_by"`
+	Kind          string   `json:"kind"`
+	Model         string   `json:"model"`
+	Region        string   `json:"region"`
+	Count         int      `json:"count"`
+	Command       string   `json:"command"`
+	Image         string   `json:"image,omitempty"` // the image reference it runs in
+	AutoRestart   bool     `json:"auto_restart"`
+	ReservationID *int64   `json:"reservation_id,omitempty"`
+	Status        string   `json:"status"`
+	Node          string   `json:"node,omitempty"`
+	GPUs          []string `json:"gpus"`
+	PricePerGPU   Fen      `json:"price_per_gpu_hour_fen"`
+	Cost          Fen      `json:"cost_fen"`
+	// MinimumCharge is, for an on-demand run younger than the policy's
+	// minimum billable time (MinimumMinutes), what stopping it now bills
+	// for the run all the same.
+	MinimumCharge  Fen                   `json:"minimum_charge_fen,omitempty"`
+	MinimumMinutes int                   `json:"minimum_minutes,omitempty"`
+	CreatedAt      time.Time             `json:"created_at"`
+	StartedAt      *time.Time            `json:"started_at,omitempty"`
+	EndedAt        *time.Time            `json:"ended_at,omitempty"`
+	Interruption   *InstanceInterruption `json:"interruption,omitempty"`
+	SafeUntil      *time.Time            `json:"safe_until,omitempty"`
+	ExitCode       *int                  `json:"exit_code,omitempty"`
+	Error          string                `json:"error,omitempty"`
+	Restarts       int                   `json:"restarts"`
+	LogTail        string                `json:"log_tail,omitempty"`
+	Attempt        int                   `json:"attempt"`
+	JobID          *int64                `json:"job_id,omitempty"`     // an attempt of a job's task
+	TaskIndex      *int                  `json:"task_index,omitempty"` // which task of the job
+	CheckpointKey  string                `json:"-"`
 	// LastCheckpoint is the workload's last checkpoint report (business
 	// time); WorkSinceCheckpoint the GPU-seconds since it (or since the
 	// start) while it runs — what an interruption now would lose; Lost

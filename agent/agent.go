@@ -383,8 +383,15 @@ func (a *Agent) diskStatus(w *workload) *gpuportal.WorkloadDisk {
 			return &gpuportal.WorkloadDisk{UsedBytes: used, Enforced: true}
 		}
 	}
+	c, ok := a.cfg.Runtime.(*ContainerRuntime)
+	if ok && c.Disks {
+		// Disks are this node's: one not mounted now is being mounted or
+		// let go (its workload starting or ending) — nothing to say.
+		// "No disk" would tell the portal to let a kept disk go.
+		return nil
+	}
 	note := "this node's runtime gives workloads no disk of their own"
-	if c, ok := a.cfg.Runtime.(*ContainerRuntime); ok && c.DiskNote != "" {
+	if ok && c.DiskNote != "" {
 		note = c.DiskNote
 	}
 	return &gpuportal.WorkloadDisk{Note: note}

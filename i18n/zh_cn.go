@@ -1709,4 +1709,8 @@ var zhCN = map[string]string{
 	"Add your public key in your settings":                                                                                             "在设置中添加你的公钥",
 	"— meanwhile the web terminal below works in the browser.":                                                                         "——在此之前，可以使用下方的网页终端。",
 	"You have no SSH key yet: add one in your settings to log in with ssh; the web terminal works without one.":                        "你还没有 SSH 密钥：在设置中添加后即可用 ssh 登录；网页终端无需密钥。",
+	"On-demand is billed per started minute, at least %d minutes a run: stopped sooner, it still costs %s a GPU.":                      "按需实例按开始的分钟计费，每次运行至少 %d 分钟：提前停止仍按每块 GPU %s 收费。",
+	"%s minimum": "最低 %s",
+	"Stop instance #%d? Its workload gets SIGTERM now; what it has not saved is lost. Stopping now still bills the %d-minute minimum: %s for this run.": "停止实例 #%d？其工作负载将立即收到 SIGTERM，未保存的内容会丢失。现在停止仍按最低 %d 分钟计费：本次运行 %s。",
+	"used · %s minimum: on-demand bills at least %d minutes a run":                                                                                      "已用 · 最低 %s：按需实例每次运行至少计费 %d 分钟",
 }

@@ -27,8 +27,10 @@ func recordDisk(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, d *gpupo
 	if i.Disk.UsedBytes == d.UsedBytes && i.Disk.Note == d.Note && i.Disk.Enforced != nil && *i.Disk.Enforced == d.Enforced {
 		return nil
 	}
-	// A node that gives no disk of its own keeps nothing either.
-	_, err := tx.ExecContext(ctx, `UPDATE instances SET disk_used_bytes = ?, disk_enforced = ?, disk_note = ?, disk_kept = CASE WHEN ? = 0 THEN 0 ELSE disk_kept END WHERE id = ?`,
+	// A node that gives no disk of its own keeps nothing either — but a
+	// stop already asked for decides what is kept.
+	_, err := tx.ExecContext(ctx, `UPDATE instances SET disk_used_bytes = ?, disk_enforced = ?, disk_note = ?,
+		disk_kept = CASE WHEN ? = 0 AND stop_requested_at IS NULL THEN 0 ELSE disk_kept END WHERE id = ?`,
 		d.UsedBytes, enforced, d.Note, enforced, i.ID)
 	return err
 }

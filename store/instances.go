@@ -182,7 +182,7 @@ func (db *DB) InstanceList(ctx context.Context, user *gpuportal.User, f Instance
 	if err := db.instanceVolumes(ctx, db.read, list); err != nil {
 		return nil, err
 	}
-	if err := db.priceDisks(ctx, list); err != nil {
+	if err := db.priceTerms(ctx, list); err != nil {
 		return nil, err
 	}
 	out := make([]gpuportal.Instance, len(list))
@@ -193,19 +193,31 @@ func (db *DB) InstanceList(ctx context.Context, user *gpuportal.User, f Instance
 	return out, nil
 }
 
-// priceDisks says what keeping each instance's disk costs a day, at the
-// volume price.
-func (db *DB) priceDisks(ctx context.Context, list []*gpuportal.Instance) error {
-	if !slices.ContainsFunc(list, func(i *gpuportal.Instance) bool { return i.Disk != nil }) {
+// priceTerms says what the policy will charge that a customer should
+// know before it happens: what keeping each instance's disk costs a day
+// (at the volume price), and what stopping an on-demand run now bills
+// under the minimum billable time.
+func (db *DB) priceTerms(ctx context.Context, list []*gpuportal.Instance) error {
+	minimumApplies := func(i *gpuportal.Instance) bool {
+		return i.Kind == gpuportal.KindOnDemand && i.StartedAt != nil && (i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting)
+	}
+	if !slices.ContainsFunc(list, func(i *gpuportal.Instance) bool { return i.Disk != nil || minimumApplies(i) }) {
 		return nil
 	}
 	pol, err := db.policies(ctx, db.read)
 	if err != nil {
 		return err
 	}
+	now := db.now()
 	for _, i := range list {
 		if i.Disk != nil {
 			i.Disk.PricePerDayFen = gpuportal.KeptDiskPerDay(i.Disk.SizeGiB, gpuportal.Fen(pol.Global.VolumePricePerGiBMonthFen))
+		}
+		if minimumApplies(i) {
+			least := pol.For(i.Model).OnDemandMinBillableMinutes
+			if gpuportal.BillableMinutes(*i.StartedAt, now, i.Kind, false, false, 0) < least {
+				i.MinimumCharge, i.MinimumMinutes = gpuportal.RunCost(i.PricePerGPU, i.Count, least), least
+			}
 		}
 	}
 	return nil
@@ -224,7 +236,7 @@ func (db *DB) Instance(ctx context.Context, user *gpuportal.User, id int64) (*gp
 	if err := db.instanceVolumes(ctx, db.read, []*gpuportal.Instance{i}); err != nil {
 		return nil, err
 	}
-	if err := db.priceDisks(ctx, []*gpuportal.Instance{i}); err != nil {
+	if err := db.priceTerms(ctx, []*gpuportal.Instance{i}); err != nil {
 		return nil, err
 	}
 	db.live(i)

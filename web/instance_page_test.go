@@ -141,3 +141,46 @@ func TestNoSSHKeyIsSaidBeforeItBites(t *testing.T) {
 		t.Error("with a key the launch form still warns")
 	}
 }
+
+// (issue 50, item 1) The on-demand minimum billable time is said before
+// it bills: on the launch form, beside the running cost ("… minimum") on
+// the page and in the list, and in the Stop confirmation — until the run
+// is older than the minimum.
+func TestOnDemandMinimumIsSaidBeforeTheStop(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	nodes := storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	alice := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	ctx := t.Context()
+	inst, err := e.db.Launch(ctx, alice, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Tick(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	i, _ := e.db.Instance(ctx, alice, inst.ID)
+	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadRunning}}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	if form := b.get("/instances?kind=on_demand").body; !strings.Contains(form, `data-testid="on-demand-minimum"`) || !strings.Contains(form, "at least 60 minutes") {
+		t.Error("the launch form does not say the on-demand minimum")
+	}
+	page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body
+	if !strings.Contains(page, `data-testid="minimum"`) || !strings.Contains(page, "¥8.00 minimum") || !strings.Contains(page, "still bills the 60-minute minimum: ¥8.00") {
+		t.Errorf("a young on-demand run's page does not say its minimum: %s", page)
+	}
+	if list := b.get("/instances/list").body; !strings.Contains(list, "¥8.00 minimum") || !strings.Contains(list, "still bills the 60-minute minimum") {
+		t.Error("the list does not say the minimum")
+	}
+	st, body := e.apiCall("GET", fmt.Sprintf("/api/v1/instances/%d", inst.ID), e.tokenFor(alice), "")
+	if st != 200 || !strings.Contains(body, `"minimum_charge_fen":800`) || !strings.Contains(body, `"minimum_minutes":60`) {
+		t.Errorf("the API = %d %s", st, body)
+	}
+	e.clock.Set(e.clock.Now().Add(61 * time.Minute))
+	if page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body; strings.Contains(page, `data-testid="minimum"`) || strings.Contains(page, "still bills") {
+		t.Error("past the minimum the page still says it")
+	}
+}

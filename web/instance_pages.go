@@ -78,6 +78,7 @@ func (s *Server) launchPanel(c echo.Context, form templates.LaunchForm) (templat
 		if m.ID == form.Model {
 			form.ListPrice = m.ListPrice
 			form.SpotPrice = pol.SpotPriceOf(m)
+			form.OnDemandMinMinutes = pol.For(m.ID).OnDemandMinBillableMinutes
 		}
 	}
 	form.Disks = templates.DiskTermsOf(pol.Global)
