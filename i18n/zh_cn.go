@@ -457,7 +457,6 @@ var zhCN = map[string]string{
 	"Policies":                                          "策略",
 	"Preview prices":                                    "预览价格",
 	"Preview: 8 GPUs for 8 hours from %s":               "预览：8 个 GPU，8 小时，从 %s 开始",
-	"Rates":                                             "中断率",
 	"Required.":                                         "必填。",
 	"Reserved":                                          "预留",
 	"Revenue, last 30 days":                             "过去 30 天收入",
