@@ -1712,4 +1712,6 @@ var zhCN = map[string]string{
 	"%s minimum": "最低 %s",
 	"Stop instance #%d? Its workload gets SIGTERM now; what it has not saved is lost. Stopping now still bills the %d-minute minimum: %s for this run.": "停止实例 #%d？其工作负载将立即收到 SIGTERM，未保存的内容会丢失。现在停止仍按最低 %d 分钟计费：本次运行 %s。",
 	"used · %s minimum: on-demand bills at least %d minutes a run":                                                                                      "已用 · 最低 %s：按需实例每次运行至少计费 %d 分钟",
+	"The live part is status or cost.": "实时部分为 status 或 cost。",
+	"Rates":                            "中断率",
 }

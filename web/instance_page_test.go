@@ -179,8 +179,30 @@ func TestOnDemandMinimumIsSaidBeforeTheStop(t *testing.T) {
 	if st != 200 || !strings.Contains(body, `"minimum_charge_fen":800`) || !strings.Contains(body, `"minimum_minutes":60`) {
 		t.Errorf("the API = %d %s", st, body)
 	}
+	// (issue 50, item 3) The page's status and cost refresh themselves
+	// while it runs.
+	if !strings.Contains(page, fmt.Sprintf(`hx-get="/instances/%d/live?part=status"`, inst.ID)) || !strings.Contains(page, fmt.Sprintf(`hx-get="/instances/%d/live?part=cost"`, inst.ID)) {
+		t.Error("the running instance's page does not refresh its status and cost")
+	}
 	e.clock.Set(e.clock.Now().Add(61 * time.Minute))
 	if page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body; strings.Contains(page, `data-testid="minimum"`) || strings.Contains(page, "still bills") {
 		t.Error("past the minimum the page still says it")
+	}
+	if live := b.get(fmt.Sprintf("/instances/%d/live?part=cost", inst.ID)); live.status != http.StatusOK || !strings.Contains(live.body, "¥8.1") || !strings.Contains(live.body, "every 5s") {
+		t.Errorf("the live cost = %d %s", live.status, live.body)
+	}
+	if live := b.get(fmt.Sprintf("/instances/%d/live?part=everything", inst.ID)); live.status != http.StatusBadRequest {
+		t.Errorf("an unknown live part = %d", live.status)
+	}
+	if _, err := e.db.Stop(ctx, alice, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	i, _ = e.db.Instance(ctx, alice, inst.ID)
+	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if live := b.get(fmt.Sprintf("/instances/%d/live?part=status", inst.ID)); !strings.Contains(live.body, "stopped") || strings.Contains(live.body, "every 5s") {
+		t.Errorf("an ended instance's status still polls: %s", live.body)
 	}
 }

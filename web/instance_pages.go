@@ -290,6 +290,24 @@ func (s *Server) handleInstancePage(c echo.Context) error {
 	return s.render(c, http.StatusOK, templates.InstancePage(d))
 }
 
+// handleInstanceLive is a live part of an instance's page (?part=status
+// or cost), which polls for it while the instance runs.
+func (s *Server) handleInstanceLive(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	part := c.QueryParam("part")
+	if part != "status" && part != "cost" {
+		return gpuportal.FieldErrorf(gpuportal.EINVALID, "part", "The live part is status or cost.")
+	}
+	i, err := s.db.Instance(c.Request().Context(), currentUser(c), id)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.InstanceLivePart(*i, part))
+}
+
 // startChoices fills what starting a stopped instance again may ask: its
 // GPU counts (no GPU, or 1 to its region's largest node), and the nearest
 // windows to book that resume it on its GPUs.

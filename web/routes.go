@@ -103,6 +103,7 @@ func (s *Server) routes() {
 	app.GET("/instances/list", s.handleInstanceList, requireUser)
 	app.GET("/instances/launch-form", s.handleLaunchFormPanel, requireUser)
 	app.GET("/instances/:id", s.handleInstancePage, requireUser)
+	app.GET("/instances/:id/live", s.handleInstanceLive, requireUser)
 	app.GET("/instances/:id/terminal", s.handleTerminalPage, requireUser)
 	app.GET("/instances/:id/terminal/ws", s.handleTerminalWS, requireUser)
 	app.GET("/instances/:id/ports/open", s.handleOpenPort, requireUser)
