@@ -1714,4 +1714,8 @@ var zhCN = map[string]string{
 	"used · %s minimum: on-demand bills at least %d minutes a run":                                                                                      "已用 · 最低 %s：按需实例每次运行至少计费 %d 分钟",
 	"The live part is status or cost.": "实时部分为 status 或 cost。",
 	"Rates":                            "中断率",
+	"Ran from %s to %s (%s); charged %s in all.": "运行时间 %s 至 %s（%s）；共计费 %s。",
+	"Ended at %s before it ran; charged %s.":     "于 %s 结束，未曾运行；计费 %s。",
+	"Interrupted at %s: %s.":                     "于 %s 被中断：%s。",
+	"Launch again":                               "再次创建",
 }

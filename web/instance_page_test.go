@@ -3,7 +3,9 @@ package web
 import (
 	"context"
 	"fmt"
+	stdhtml "html"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +206,19 @@ func TestOnDemandMinimumIsSaidBeforeTheStop(t *testing.T) {
 	}
 	if live := b.get(fmt.Sprintf("/instances/%d/live?part=status", inst.ID)); !strings.Contains(live.body, "stopped") || strings.Contains(live.body, "every 5s") {
 		t.Errorf("an ended instance's status still polls: %s", live.body)
+	}
+	// (issue 50, item 3) Ended: from–to, what it cost, and Launch again
+	// with the same spec.
+	ended := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body
+	if !strings.Contains(ended, `data-testid="ended"`) || !strings.Contains(ended, "charged ¥") || !strings.Contains(ended, `data-testid="launch-again"`) {
+		t.Fatalf("the ended instance's page: %s", ended)
+	}
+	m := regexp.MustCompile(`href="(/instances\?[^"]*)" data-testid="launch-again"`).FindStringSubmatch(ended)
+	if m == nil {
+		t.Fatal("no Launch again link")
+	}
+	again := b.get(stdhtml.UnescapeString(m[1])).body
+	if !strings.Contains(again, `<option value="on_demand" selected`) || !strings.Contains(again, `value="a100-80g" selected`) {
+		t.Errorf("Launch again does not fill the form as it was launched")
 	}
 }

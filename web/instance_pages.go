@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -98,10 +99,20 @@ func (s *Server) launchPanel(c echo.Context, form templates.LaunchForm) (templat
 // handleLaunchFormPanel re-renders the launch form for the model, region
 // and count just chosen, keeping what else was typed.
 func (s *Server) handleLaunchFormPanel(c echo.Context) error {
+	p, err := s.launchPanel(c, launchFormOf(c))
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, templates.LaunchFormPanel(p))
+}
+
+// launchFormOf reads a launch form's choices from the query (the form's
+// own refresh, and "Launch again" on an ended instance's page).
+func launchFormOf(c echo.Context) templates.LaunchForm {
 	form := templates.LaunchForm{
 		Kind: c.QueryParam("kind"), Model: c.QueryParam("model"), Region: c.QueryParam("region"), Image: c.QueryParam("image"),
 		Command: c.QueryParam("command"), AutoRestart: c.QueryParam("auto_restart") == "true",
-		ReservationID: strings.TrimSpace(c.QueryParam("reservation_id")),
+		ReservationID: strings.TrimSpace(c.QueryParam("reservation_id")), DiskGiB: c.QueryParam("disk_gib"),
 	}
 	form.Count, _ = strconv.Atoi(c.QueryParam("count"))
 	form.Count = min(max(form.Count, 1), gpuportal.MaxGPUsPerInstance)
@@ -109,15 +120,45 @@ func (s *Server) handleLaunchFormPanel(c echo.Context) error {
 	if form.Kind == "" {
 		form.Kind = gpuportal.KindSpot
 	}
-	p, err := s.launchPanel(c, form)
-	if err != nil {
-		return err
+	return form
+}
+
+// launchAgainURL is the instances page with the launch form filled as i
+// was launched (a reserved one's reservation is over: on demand).
+func (s *Server) launchAgainURL(c echo.Context, i *gpuportal.Instance) string {
+	kind := i.Kind
+	if kind == gpuportal.KindReserved {
+		kind = gpuportal.KindOnDemand
 	}
-	return s.render(c, http.StatusOK, templates.LaunchFormPanel(p))
+	v := url.Values{"kind": {kind}, "model": {i.Model}, "region": {i.Region}, "count": {strconv.Itoa(max(i.Count, 1))}}
+	if i.Command != gpuportal.MachineCommand {
+		v.Set("command", i.Command)
+	}
+	if i.AutoRestart {
+		v.Set("auto_restart", "true")
+	}
+	if i.Disk != nil {
+		v.Set("disk_gib", strconv.Itoa(i.Disk.SizeGiB))
+	}
+	if images, err := s.launchImages(c); err == nil {
+		for _, im := range images {
+			if im.Reference == i.Image {
+				v.Set("image", im.ID)
+			}
+		}
+	}
+	for _, vol := range i.Volumes {
+		v.Add("volume", strconv.FormatInt(vol.ID, 10))
+	}
+	return "/instances?" + v.Encode() + "#launch-form"
 }
 
 func (s *Server) handleInstancesPage(c echo.Context) error {
-	p, err := s.instancesPage(c, templates.LaunchForm{})
+	form := templates.LaunchForm{}
+	if c.QueryParam("model") != "" {
+		form = launchFormOf(c) // "Launch again"
+	}
+	p, err := s.instancesPage(c, form)
 	if err != nil {
 		return err
 	}
@@ -281,6 +322,9 @@ func (s *Server) handleInstancePage(c echo.Context) error {
 	}
 	if keys, err := s.db.SSHKeys(ctx, person(c)); err == nil {
 		d.HasSSHKey = len(keys) > 0
+	}
+	if d.Owner && !templates.Live(*i) && i.JobID == nil {
+		d.LaunchAgain = s.launchAgainURL(c, i)
 	}
 	if d.Owner && gpuportal.CanStart(i) == nil {
 		if err := s.startChoices(ctx, &d); err != nil {
