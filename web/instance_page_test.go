@@ -222,3 +222,36 @@ func TestOnDemandMinimumIsSaidBeforeTheStop(t *testing.T) {
 		t.Errorf("Launch again does not fill the form as it was launched")
 	}
 }
+
+// (issue 50, item 3) An interruption notice shows on the instance's page
+// as a banner with its time and reason, not only as a notification.
+func TestInterruptionBannerOnTheInstancePage(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	nodes := storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	alice := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	admin := storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	ctx := t.Context()
+	inst, err := e.db.Launch(ctx, alice, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Tick(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	i, _ := e.db.Instance(ctx, alice, inst.ID)
+	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadRunning}}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	if page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body; strings.Contains(page, `data-testid="interruption-banner"`) {
+		t.Error("a banner before any notice")
+	}
+	if _, err := e.db.AdminInterrupt(ctx, admin, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body; !strings.Contains(page, `data-testid="interruption-banner"`) || !strings.Contains(page, "an administrator") {
+		t.Errorf("no banner with its reason after the notice: %s", page)
+	}
+}
