@@ -10,5 +10,8 @@ PRAGMA writable_schema = ON;
 UPDATE sqlite_master SET sql = replace(sql, 'count             INTEGER NOT NULL CHECK (count > 0)', 'count             INTEGER NOT NULL CHECK (count >= 0)')
 WHERE type = 'table' AND name = 'instances';
 PRAGMA writable_schema = RESET;
-CREATE TABLE schema_cookie_bump (x INTEGER);
-DROP TABLE schema_cookie_bump;
+-- The edit must have found its text: otherwise this insert fails its
+-- check, and the migration with it (loudly, nothing changed).
+CREATE TABLE migration_0040_check (edited INTEGER NOT NULL CHECK (edited = 1));
+INSERT INTO migration_0040_check SELECT sql LIKE '%CHECK (count >= 0)%' FROM sqlite_master WHERE type = 'table' AND name = 'instances';
+DROP TABLE migration_0040_check;
