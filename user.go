@@ -204,6 +204,8 @@ type APIToken struct {
 	// default) or "read" (403 on every change).
 	TeamID *int64 `json:"team_id,omitempty"`
 	Scope  string `json:"scope"`
+	// MadeBy is its maker's address (on a team's list of tokens).
+	MadeBy string `json:"made_by,omitempty"`
 }
 
 // Token scopes.

@@ -1718,4 +1718,11 @@ var zhCN = map[string]string{
 	"Ended at %s before it ran; charged %s.":     "于 %s 结束，未曾运行；计费 %s。",
 	"Interrupted at %s: %s.":                     "于 %s 被中断：%s。",
 	"Launch again":                               "再次创建",
+	"Token %d not found.":                        "找不到令牌 %d。",
+	"Token %s not found.":                        "找不到令牌 %s。",
+	"The token is revoked.":                      "令牌已撤销。",
+	"API tokens for the team":                    "团队的 API 令牌",
+	"Made by":                                    "创建者",
+	"Scope":                                      "范围",
+	"Revoke the token %s? Scripts using it stop working at once.": "撤销令牌 %s？使用它的脚本将立即失效。",
 }

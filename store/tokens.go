@@ -51,25 +51,54 @@ func (db *DB) CreateScopedToken(ctx context.Context, userID int64, name string, 
 
 // APITokens lists a user's live (unrevoked) tokens, newest first.
 func (db *DB) APITokens(ctx context.Context, userID int64) ([]gpuportal.APIToken, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT id, user_id, name, prefix, created_at, last_used_at, team_id, scope FROM api_tokens
-		WHERE user_id = ? AND revoked_at IS NULL ORDER BY id DESC`, userID)
+	return db.tokensWhere(ctx, `user_id = ?`, userID)
+}
+
+// tokensWhere lists the live tokens a condition picks, newest first, with
+// their makers' addresses.
+func (db *DB) tokensWhere(ctx context.Context, cond string, args ...any) ([]gpuportal.APIToken, error) {
+	list, err := scanAll(ctx, db.read, func(r *sql.Rows, t *gpuportal.APIToken) error {
+		var created int64
+		var used sql.NullInt64
+		err := r.Scan(&t.ID, &t.UserID, &t.Name, &t.Prefix, &created, &used, &t.TeamID, &t.Scope, &t.MadeBy)
+		t.CreatedAt, t.LastUsedAt = fromUnix(created), fromNullUnix(used)
+		return err
+	}, `SELECT t.id, t.user_id, t.name, t.prefix, t.created_at, t.last_used_at, t.team_id, t.scope, u.email FROM api_tokens t JOIN users u ON u.id = t.user_id
+		WHERE t.`+cond+` AND t.revoked_at IS NULL ORDER BY t.id DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list api tokens: %w", err)
 	}
-	defer rows.Close()
-	out := []gpuportal.APIToken{}
-	for rows.Next() {
-		var t gpuportal.APIToken
-		var created int64
-		var used sql.NullInt64
-		if err := rows.Scan(&t.ID, &t.UserID, &t.Name, &t.Prefix, &created, &used, &t.TeamID, &t.Scope); err != nil {
-			return nil, err
-		}
-		t.CreatedAt = fromUnix(created)
-		t.LastUsedAt = fromNullUnix(used)
-		out = append(out, t)
+	if list == nil {
+		list = []gpuportal.APIToken{}
 	}
-	return out, rows.Err()
+	return list, nil
+}
+
+// TeamTokens are the live tokens members made for team id (its owners and
+// admins see and revoke them all).
+func (db *DB) TeamTokens(ctx context.Context, user *gpuportal.User, id int64) ([]gpuportal.APIToken, error) {
+	if _, err := db.teamAllows(ctx, db.read, user, id, gpuportal.AreaMembers, true); err != nil {
+		return nil, err
+	}
+	return db.tokensWhere(ctx, `team_id = ?`, id)
+}
+
+// RevokeTeamToken revokes a token made for team id (owners and admins);
+// a token of another team is not_found.
+func (db *DB) RevokeTeamToken(ctx context.Context, user *gpuportal.User, id, tokenID int64) error {
+	return db.inTx(ctx, "revoke team token", func(tx *sql.Tx) error {
+		if _, err := db.teamAllows(ctx, tx, user, id, gpuportal.AreaMembers, true); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND team_id = ? AND revoked_at IS NULL`, unix(db.now()), tokenID, id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return gpuportal.Errorf(gpuportal.ENOTFOUND, "Token %d not found.", tokenID)
+		}
+		return db.teamAudit(ctx, tx, id, user.ID, "team.token_revoke", fmt.Sprintf("team/%d/token/%d", id, tokenID), nil, nil)
+	})
 }
 
 // RevokeAPIToken revokes one of the user's tokens. Another user's token is

@@ -132,6 +132,7 @@ func (c *contract) fixtures() {
 	c.params["admin-refund-requests"] = c.params["refund-requests"]
 	c.params["teams"] = fmt.Sprint(created("/teams", nil)["id"])
 	c.params["user_id"] = fmt.Sprint(alice.ID)
+	c.params["token_id"] = "1"
 }
 
 // skip says whether the contract test leaves path out (see contractSkips).

@@ -308,6 +308,46 @@ func (s *Server) apiDeleteTeam(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+func (s *Server) apiTeamTokens(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	list, err := s.db.TeamTokens(c.Request().Context(), person(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, list)
+}
+
+func (s *Server) apiRevokeTeamToken(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	tokenID, err := strconv.ParseInt(c.Param("token_id"), 10, 64)
+	if err != nil {
+		return gpuportal.Errorf(gpuportal.ENOTFOUND, "Token %s not found.", c.Param("token_id"))
+	}
+	if err := s.db.RevokeTeamToken(c.Request().Context(), person(c), id, tokenID); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) handleRevokeTeamTokenForm(c echo.Context) error {
+	id, err := pathID(c)
+	if err != nil {
+		return err
+	}
+	tokenID, _ := strconv.ParseInt(c.Param("token_id"), 10, 64)
+	if err := s.db.RevokeTeamToken(c.Request().Context(), person(c), id, tokenID); err != nil {
+		return s.teamFormError(c, id, err)
+	}
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "The token is revoked."))
+	return redirect(c, fmt.Sprintf("/teams/%d", id))
+}
+
 func (s *Server) apiTeamAudit(c echo.Context) error {
 	id, err := pathID(c)
 	if err != nil {
@@ -392,6 +432,9 @@ func (s *Server) renderTeam(c echo.Context, status int, id int64, invited *gpupo
 			return err
 		}
 		if p.Audit, err = s.db.TeamAudit(ctx, person(c), id, 50); err != nil {
+			return err
+		}
+		if p.Tokens, err = s.db.TeamTokens(ctx, person(c), id); err != nil {
 			return err
 		}
 	}

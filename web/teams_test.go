@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -174,6 +175,29 @@ func TestTeamFromInvitationToLaunch(t *testing.T) {
 	}
 	if st, body := e.apiCall("GET", fmt.Sprintf("/api/v1/teams/%d/members", team), profTok, ""); !strings.Contains(body, `"monthly_spend_limit_fen":50000`) || !strings.Contains(body, `"max_running_gpus":2`) {
 		t.Errorf("limits from the page = %d %s", st, body)
+	}
+	// The owner sees the members' team tokens and revokes one.
+	st, body = e.apiCall("GET", fmt.Sprintf("/api/v1/teams/%d/tokens", team), profTok, "")
+	if st != http.StatusOK || !strings.Contains(body, `"made_by":"ann@example.com"`) || !strings.Contains(body, `"name":"lab script"`) {
+		t.Fatalf("the team's tokens = %d %s", st, body)
+	}
+	if st, _ := e.apiCall("GET", fmt.Sprintf("/api/v1/teams/%d/tokens", team), annTok, ""); st != http.StatusForbidden {
+		t.Errorf("a member lists the team's tokens = %d", st)
+	}
+	_, spare, err := e.db.CreateScopedToken(t.Context(), ann.ID, "spare", team, gpuportal.ScopeWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []gpuportal.APIToken
+	_, body = e.apiCall("GET", fmt.Sprintf("/api/v1/teams/%d/tokens", team), profTok, "")
+	if err := json.Unmarshal([]byte(body), &listed); err != nil || len(listed) != 2 {
+		t.Fatalf("the team's tokens: %s", body)
+	}
+	if st, _ := e.apiCall("DELETE", fmt.Sprintf("/api/v1/teams/%d/tokens/%d", team, listed[0].ID), profTok, ""); st != http.StatusNoContent {
+		t.Errorf("the owner revokes a team token = %d", st)
+	}
+	if st, _ := e.apiCall("GET", "/api/v1/instances", spare, ""); st != http.StatusUnauthorized {
+		t.Errorf("a revoked team token = %d", st)
 	}
 	// Removed, her team token is refused at once.
 	if st, _ := e.apiCall("DELETE", fmt.Sprintf("/api/v1/teams/%d/members/%d", team, ann.ID), profTok, ""); st != http.StatusNoContent {
