@@ -109,18 +109,7 @@ func TestNoSSHKeyIsSaidBeforeItBites(t *testing.T) {
 	e.with(func(c *Config) { c.SSH = SSHEndpoint{Host: "127.0.0.1", Port: 2222, Fingerprint: "SHA256:test"} })
 	nodes := storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	alice, tok := e.apiToken("alice@example.com", gpuportal.RoleCustomer)
-	ctx := t.Context()
-	inst, err := e.db.Launch(ctx, alice, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.db.Tick(ctx, e.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	i, _ := e.db.Instance(ctx, alice, inst.ID)
-	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadRunning}}); err != nil {
-		t.Fatal(err)
-	}
+	inst := runningInstance(t, e, alice, nodes[0].ID, gpuportal.KindOnDemand)
 	b := e.browser()
 	b.login("alice@example.com", storetest.Password)
 	page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body
@@ -154,17 +143,7 @@ func TestOnDemandMinimumIsSaidBeforeTheStop(t *testing.T) {
 	nodes := storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
 	alice := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
 	ctx := t.Context()
-	inst, err := e.db.Launch(ctx, alice, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.db.Tick(ctx, e.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	i, _ := e.db.Instance(ctx, alice, inst.ID)
-	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadRunning}}); err != nil {
-		t.Fatal(err)
-	}
+	inst := runningInstance(t, e, alice, nodes[0].ID, gpuportal.KindOnDemand)
 	b := e.browser()
 	b.login("alice@example.com", storetest.Password)
 	if form := b.get("/instances?kind=on_demand").body; !strings.Contains(form, `data-testid="on-demand-minimum"`) || !strings.Contains(form, "at least 60 minutes") {
@@ -200,7 +179,7 @@ func TestOnDemandMinimumIsSaidBeforeTheStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	code := 0
-	i, _ = e.db.Instance(ctx, alice, inst.ID)
+	i, _ := e.db.Instance(ctx, alice, inst.ID)
 	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true}}); err != nil {
 		t.Fatal(err)
 	}
@@ -232,17 +211,7 @@ func TestInterruptionBannerOnTheInstancePage(t *testing.T) {
 	alice := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
 	admin := storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
 	ctx := t.Context()
-	inst, err := e.db.Launch(ctx, alice, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.db.Tick(ctx, e.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	i, _ := e.db.Instance(ctx, alice, inst.ID)
-	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadRunning}}); err != nil {
-		t.Fatal(err)
-	}
+	inst := runningInstance(t, e, alice, nodes[0].ID, gpuportal.KindSpot)
 	b := e.browser()
 	b.login("alice@example.com", storetest.Password)
 	if page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body; strings.Contains(page, `data-testid="interruption-banner"`) {
@@ -254,4 +223,23 @@ func TestInterruptionBannerOnTheInstancePage(t *testing.T) {
 	if page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body; !strings.Contains(page, `data-testid="interruption-banner"`) || !strings.Contains(page, "an administrator") {
 		t.Errorf("no banner with its reason after the notice: %s", page)
 	}
+}
+
+// runningInstance launches a 1-GPU instance of kind for owner and has its
+// node say it runs.
+func runningInstance(t *testing.T, e *testEnv, owner *gpuportal.User, node string, kind string) *gpuportal.Instance {
+	t.Helper()
+	ctx := t.Context()
+	inst, err := e.db.Launch(ctx, owner, gpuportal.LaunchRequest{Kind: kind, Model: "a100-80g", Region: "cd-1", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Tick(ctx, e.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	i, _ := e.db.Instance(ctx, owner, inst.ID)
+	if err := e.db.ApplyWorkloadReports(ctx, node, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadRunning}}); err != nil {
+		t.Fatal(err)
+	}
+	return i
 }
