@@ -1724,5 +1724,7 @@ var zhCN = map[string]string{
 	"API tokens for the team":                    "团队的 API 令牌",
 	"Made by":                                    "创建者",
 	"Scope":                                      "范围",
-	"Revoke the token %s? Scripts using it stop working at once.": "撤销令牌 %s？使用它的脚本将立即失效。",
+	"Revoke the token %s? Scripts using it stop working at once.":                                                 "撤销令牌 %s？使用它的脚本将立即失效。",
+	"This portal sends no email yet, so there is no link to ask for: notifications reach you here in the portal.": "本平台尚未开通邮件，因此无法发送验证链接：通知会在平台内送达。",
+	"This portal sends no SMS yet, so there is no code to ask for.":                                               "本平台尚未开通短信，因此无法发送验证码。",
 }

@@ -26,6 +26,7 @@ func (s *Server) settingsPage(c echo.Context, p templates.SettingsPage) (templat
 		return p, err
 	}
 	p.NotifyEmail, p.NotifySMS = prefs.Email, prefs.SMS
+	p.EmailOff, p.SMSOff = !s.db.Channels[gpuportal.ChannelEmail], !s.db.Channels[gpuportal.ChannelSMS]
 	p.EmailGap, p.SMSGap = s.channelGaps(u, prefs)
 	p.ReachBy = reachByText(reqOf(c).lang, p.EmailGap, p.SMSGap)
 	if p.Name == "" {

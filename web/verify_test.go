@@ -79,3 +79,23 @@ func TestVerifyContactsFromSettings(t *testing.T) {
 		t.Fatal("a new number is verified without its code")
 	}
 }
+
+// (issue 50, item 5) With no mail or SMS transport the settings page
+// offers no "send again" that could only answer 409: it says why.
+func TestNoSendAgainWithoutATransport(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	e.db.Channels = nil
+	b := e.browser()
+	b.get("/signup")
+	if p := b.post("/signup", url.Values{"email": {"new@example.com"}, "password": {"a-good-password"}, "name": {"New"}, "phone": {"+8613800138000"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("signup = %d", p.status)
+	}
+	p := b.get("/settings").body
+	if strings.Contains(p, `data-testid="resend-verification"`) || !strings.Contains(p, `data-testid="email-off"`) {
+		t.Error("without email the page still offers to send the link again, or does not say why")
+	}
+	if strings.Contains(p, `data-testid="send-phone-code"`) {
+		t.Error("without SMS the page still offers to send a code")
+	}
+}
