@@ -68,8 +68,24 @@ func (db *DB) teamAudit(ctx context.Context, tx *sql.Tx, teamID, actorID int64, 
 	return db.auditFor(ctx, tx, teamID, actorID, action, subject, oldValue, newValue)
 }
 
-// Teams are the user's teams with their role in each.
+// Teams are the user's teams with their role in each (and the balance,
+// for the roles that see it).
 func (db *DB) Teams(ctx context.Context, user *gpuportal.User) ([]gpuportal.Team, error) {
+	list, err := db.TeamsOf(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	for k := range list {
+		if err := db.teamBalance(ctx, &list[k]); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
+}
+
+// TeamsOf is Teams without their balances (the header's switcher, on
+// every page).
+func (db *DB) TeamsOf(ctx context.Context, user *gpuportal.User) ([]gpuportal.Team, error) {
 	list, err := scanAll(ctx, db.read, func(r *sql.Rows, t *gpuportal.Team) error {
 		got, err := scanTeam(r)
 		if err == nil {
@@ -79,11 +95,6 @@ func (db *DB) Teams(ctx context.Context, user *gpuportal.User) ([]gpuportal.Team
 	}, `SELECT `+teamColumns+` FROM team_members m JOIN teams t ON t.id = m.team_id WHERE m.user_id = ? AND t.deleted_at IS NULL ORDER BY t.name, t.id`, user.ID)
 	if err != nil {
 		return nil, fmt.Errorf("teams: %w", err)
-	}
-	for k := range list {
-		if err := db.teamBalance(ctx, &list[k]); err != nil {
-			return nil, err
-		}
 	}
 	return list, nil
 }

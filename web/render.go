@@ -32,7 +32,10 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 		v.Flashes = s.takeFlashes(c)
 	}
 	if r.user != nil {
-		v.Person, v.Team = person(c), r.team
+		v.Person = person(c)
+		if r.team != nil {
+			v.Team = r.team.Acting
+		}
 	}
 	if r.user != nil && c.Request().Header.Get("HX-Request") == "" {
 		ctx := c.Request().Context()
@@ -41,8 +44,8 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 		account := v.Person
 		if r.team != nil {
 			account = nil
-			if acct, err := s.db.ActAs(ctx, v.Person, r.team.TeamID); err == nil && gpuportal.TeamMay(r.team.Role, gpuportal.AreaMoney, false) {
-				account = acct
+			if gpuportal.TeamMay(r.team.Acting.Role, gpuportal.AreaMoney, false) {
+				account = r.team
 			}
 		}
 		if account != nil {
@@ -54,7 +57,7 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 			v.Unread = n
 		}
 		v.Offer = s.navOffer(c, r.user)
-		if teams, err := s.db.Teams(ctx, v.Person); err == nil {
+		if teams, err := s.db.TeamsOf(ctx, v.Person); err == nil {
 			v.Teams = teams
 		}
 	}

@@ -79,10 +79,10 @@ func deriveKey(secret, label string) []byte {
 type request struct {
 	user *gpuportal.User
 	// member is the person when user is a team's account they act for;
-	// team is the team acted for (also on a person's own pages, for the
-	// switcher).
+	// team is the account of the team acted for, with its Acting (also
+	// on a person's own pages, for the switcher and the header's balance).
 	member  *gpuportal.User
-	team    *gpuportal.Acting
+	team    *gpuportal.User
 	byToken bool // authenticated with an API token, not a cookie
 	session *sessions.Session
 	dirty   bool // the session must be saved

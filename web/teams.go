@@ -74,7 +74,8 @@ func (s *Server) actForTeam(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if teamID == 0 || area == "" {
 			if teamID != 0 && !isAPI(c) {
-				r.team = s.actingFor(c, teamID) // the switcher still shows it
+				// The switcher and the header's balance still show it.
+				r.team, _ = s.db.ActAs(c.Request().Context(), r.user, teamID)
 			}
 			return next(c)
 		}
@@ -92,7 +93,7 @@ func (s *Server) actForTeam(next echo.HandlerFunc) echo.HandlerFunc {
 		if !gpuportal.TeamMay(acct.Acting.Role, area, change) {
 			return gpuportal.Errorf(gpuportal.EFORBIDDEN, "Your role in this team (%s) may not do this; it takes the role %s or above.", acct.Acting.Role, gpuportal.TeamRoleFor(area, change))
 		}
-		r.member, r.user, r.team = r.user, acct, acct.Acting
+		r.member, r.user, r.team = r.user, acct, acct
 		err = next(c)
 		if change && err == nil && c.Response().Status < 400 {
 			subject := strings.TrimPrefix(c.Request().URL.Path, "/api/v1")
@@ -120,15 +121,6 @@ func (s *Server) teamOfRequest(c echo.Context) (int64, bool, error) {
 		}
 	}
 	return 0, false, nil
-}
-
-// actingFor is the team the switcher shows on a person's own page.
-func (s *Server) actingFor(c echo.Context, id int64) *gpuportal.Acting {
-	acct, err := s.db.ActAs(c.Request().Context(), reqOf(c).user, id)
-	if err != nil {
-		return nil
-	}
-	return acct.Acting
 }
 
 // person is who is asking: the member when acting for a team.
@@ -444,9 +436,10 @@ func (s *Server) renderTeam(c echo.Context, status int, id int64, invited *gpupo
 // teamFormError shows a refusal on the team's page; anything else fails.
 func (s *Server) teamFormError(c echo.Context, id int64, err error) error {
 	code := gpuportal.ErrorCode(err)
-	if code == gpuportal.EINTERNAL || code == gpuportal.ENOTFOUND && gpuportal.ErrorField(err) == "" && !strings.Contains(err.Error(), "member") {
+	if code == gpuportal.EINTERNAL {
 		return err
 	}
+	// A team the person is not in is not_found again from renderTeam.
 	return s.renderTeam(c, statusOf[code], id, nil, i18n.Error(reqOf(c).lang, err))
 }
 
