@@ -107,6 +107,8 @@ type LaunchRequest struct {
 	// environment and an instance that does not restart can be started
 	// again with it.
 	KeepDiskOnInterrupt *bool `json:"keep_disk_on_interrupt,omitempty"`
+	// Labels tag it for finding it again (?label=k=v on the list).
+	Labels Labels `json:"labels,omitempty"`
 }
 
 // KeepsDiskOnInterrupt resolves keep_disk_on_interrupt: spot only, and on
@@ -162,6 +164,9 @@ func (r *LaunchRequest) ValidateNotice(p Policy) error {
 
 // Validate checks the shape of a launch request.
 func (r *LaunchRequest) Validate() error {
+	if err := ValidateLabels(r.Labels); err != nil {
+		return err
+	}
 	switch r.Kind {
 	case KindSpot, KindOnDemand, KindReserved:
 	default:
@@ -271,6 +276,8 @@ type Instance struct {
 	// Disk is its writable root filesystem (nil for instances launched
 	// before disks).
 	Disk *InstanceDisk `json:"disk,omitempty"`
+	// Labels as launched (a job's task: its job's).
+	Labels Labels `json:"labels,omitempty"`
 }
 
 // StopOptions are what a stop may ask besides stopping.

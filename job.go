@@ -57,10 +57,15 @@ type JobRequest struct {
 	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// DiskGiB sizes each task's disk (nil: the policy's).
 	DiskGiB *int `json:"disk_gib,omitempty"`
+	// Labels tag the job and each of its tasks' instances.
+	Labels Labels `json:"labels,omitempty"`
 }
 
 // Validate checks the shape of a job request and fills its defaults.
 func (r *JobRequest) Validate() error {
+	if err := ValidateLabels(r.Labels); err != nil {
+		return err
+	}
 	r.Name = strings.TrimSpace(r.Name)
 	if utf8.RuneCountInString(r.Name) > 100 || !utf8.ValidString(r.Name) {
 		return FieldErrorf(EINVALID, "name", "The name must be at most 100 characters.")
@@ -137,6 +142,7 @@ type Job struct {
 	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// DiskGiB is each task's disk.
 	DiskGiB       int        `json:"disk_gib"`
+	Labels        Labels     `json:"labels,omitempty"`
 	Status        string     `json:"status"`
 	Tasks         TaskCounts `json:"tasks"`
 	Interruptions int        `json:"interruptions"`

@@ -48,6 +48,10 @@ const (
 	NoteDiskSuspended   = "disk_suspended"
 	NoteDiskReleaseSoon = "disk_release_soon"
 	NoteDiskReleased    = "disk_released"
+	// NoteWebhookFailing: a webhook's endpoint failed WebhookFailingAfter
+	// attempts in a row (Subject: its URL, Reason: the last error); its
+	// deliveries wait and are retried for 24 h.
+	NoteWebhookFailing = "webhook_failing"
 )
 
 // NoteKinds is every notification kind: each must render in every
@@ -56,7 +60,7 @@ var NoteKinds = []string{
 	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
 	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
 	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance, NoteReservationLaunched, NoteIdleStopped, NoteBudgetReached, NoteMemberLimit,
-	NoteScheduleFailed, NoteReservationLaunchFailed, NoteDiskSuspended, NoteDiskReleaseSoon, NoteDiskReleased,
+	NoteScheduleFailed, NoteReservationLaunchFailed, NoteDiskSuspended, NoteDiskReleaseSoon, NoteDiskReleased, NoteWebhookFailing,
 }
 
 // Notification channels.

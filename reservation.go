@@ -46,6 +46,7 @@ type Reservation struct {
 	Refund            *Fen               `json:"refund_fen,omitempty"`
 	// Launch is what runs by itself at its start (nil: nothing).
 	Launch *LaunchSpec `json:"launch,omitempty"`
+	Labels Labels      `json:"labels,omitempty"`
 	// Sequence counts the changes a calendar must take (a cancellation,
 	// an extension), ModifiedAt is the last one: the .ics's SEQUENCE and
 	// LAST-MODIFIED.
@@ -65,6 +66,7 @@ type BookingRequest struct {
 	End    time.Time `json:"end"`
 	// Launch, when set, runs at the start on all the reservation's GPUs.
 	Launch *LaunchSpec `json:"launch,omitempty"`
+	Labels Labels      `json:"labels,omitempty"`
 }
 
 // LaunchSpec is what a reservation runs by itself at its start (and what
@@ -114,6 +116,9 @@ func (s *LaunchSpec) Validate() error {
 // (policy_violation), each naming its field. Capacity and credit need the
 // database and are checked by the store.
 func ValidateBooking(req BookingRequest, p Policy, now time.Time) error {
+	if err := ValidateLabels(req.Labels); err != nil {
+		return err
+	}
 	if req.Count <= 0 {
 		return FieldErrorf(EINVALID, "count", "The GPU count must be at least 1.")
 	}

@@ -43,6 +43,9 @@ const (
 	// AreaResources: instances, reservations, jobs, volumes, images, the
 	// waitlist — what the team runs and books.
 	AreaResources TeamArea = "resources"
+	// AreaWebhooks: the team's webhooks — owners and admins make and
+	// change them, every member sees them.
+	AreaWebhooks TeamArea = "webhooks"
 	// AreaMoney: the team's balance, ledger, spend, top-ups and budget.
 	AreaMoney TeamArea = "money"
 	// AreaMembers: the team itself — members, invitations, limits, audit.
@@ -67,6 +70,13 @@ func TeamMay(role string, area TeamArea, change bool) bool {
 		case TeamOwner, TeamBilling:
 			return true
 		case TeamAdmin:
+			return !change
+		}
+	case AreaWebhooks:
+		switch role {
+		case TeamOwner, TeamAdmin:
+			return true
+		case TeamBilling, TeamMember, TeamViewer:
 			return !change
 		}
 	case AreaMembers:

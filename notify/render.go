@@ -142,6 +142,7 @@ var renderers = map[string]func(*rendering){
 	gpuportal.NoteAutoBookUnpaid:          renderAutoBookUnpaid,
 	gpuportal.NoteBudgetReached:           renderBudgetReached,
 	gpuportal.NoteMemberLimit:             renderMemberLimit,
+	gpuportal.NoteWebhookFailing:          renderWebhookFailing,
 	gpuportal.NoteBalanceLow:              renderBalanceLow,
 	gpuportal.NoteBalanceStop:             renderBalanceStop,
 	gpuportal.NoteTokensRevoked:           renderTokensRevoked,
@@ -390,6 +391,14 @@ func renderMemberLimit(r *rendering) {
 	r.lines = []string{r.T("This month %s has spent %s of the %s the team %s allows them (%d %%).", r.p.Member, b.Spent.String(), b.Monthly.String(), r.p.Team, b.Percent),
 		r.T("Past the limit, what they launch or book for the team is refused; the team's owners and admins change limits on the team's page.")}
 	r.m.SMS = r.T("gpuportal: %s has spent %d %% of their monthly limit in team %s.", r.p.Member, b.Percent, r.p.Team)
+}
+
+func renderWebhookFailing(r *rendering) {
+	r.link += "/webhooks"
+	r.m.Subject = r.T("Your webhook %s is failing", r.p.Subject)
+	r.lines = []string{r.T("The last %d deliveries to %s failed; the last answer: %s.", gpuportal.WebhookFailingAfter, r.p.Subject, r.p.Reason),
+		r.T("Its events wait and are retried, further apart each time, for 24 hours; the webhooks page lists them and sends them again.")}
+	r.m.SMS = r.T("gpuportal: your webhook %s is failing.", r.p.Subject)
 }
 
 func renderBalanceLow(r *rendering) {

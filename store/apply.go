@@ -106,6 +106,9 @@ func (a *applier) completeOne(ctx context.Context, id int64) error {
 	if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET status = 'completed' WHERE id = ?`, id); err != nil {
 		return err
 	}
+	if err := a.db.emitReservation(ctx, a.tx, id, gpuportal.EventReservationEnded); err != nil {
+		return err
+	}
 	var userID int64
 	var gpuHours int
 	if err := a.tx.QueryRowContext(ctx, `SELECT user_id, count * (end_at - start_at) / 3600 FROM reservations WHERE id = ?`, id).Scan(&userID, &gpuHours); err != nil {
@@ -128,7 +131,10 @@ func (a *applier) activate(ctx context.Context, decisions plan.Decisions) error 
 			if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET status = 'active' WHERE id = ?`, as.ReservationID); err != nil {
 				return err
 			}
-			return a.assign(ctx, as)
+			if err := a.assign(ctx, as); err != nil {
+				return err
+			}
+			return a.db.emitReservation(ctx, a.tx, as.ReservationID, gpuportal.EventReservationStarted)
 		})
 		if err != nil {
 			return err
@@ -266,6 +272,9 @@ func (a *applier) balance(ctx context.Context, b plan.BalanceAction, policies *g
 			return nil
 		}
 		if _, err := a.tx.ExecContext(ctx, `UPDATE users SET low_balance_noted_at = ? WHERE id = ?`, unix(a.now), b.UserID); err != nil {
+			return err
+		}
+		if err := a.db.emit(ctx, a.tx, b.UserID, gpuportal.EventBalanceLow, func() (any, error) { return bal, nil }); err != nil {
 			return err
 		}
 		return a.db.notify(ctx, a.tx, b.UserID, gpuportal.NoteBalanceLow, gpuportal.NoteParams{Available: bal.Available, RunsOutAt: *bal.RunsOutAt})
@@ -441,6 +450,9 @@ func (a *applier) startTask(ctx context.Context, t plan.TaskStart) (bool, error)
 		j.UserID, t.Kind, j.Model, j.Region, j.GPUsPerTask, j.Command, t.Node, fmt.Sprintf("job-%d-task-%d", j.ID, t.TaskIndex), t.Price, unix(a.now), j.Image, j.ID, t.TaskIndex, j.DiskGiB, j.ID).Scan(&id); err != nil {
 		return false, err
 	}
+	if err := copyLabels(ctx, a.tx, labelJob, j.ID, labelInstance, id); err != nil {
+		return false, err
+	}
 	for _, g := range t.GPUs {
 		if _, err := a.tx.ExecContext(ctx, `INSERT INTO instance_gpus (gpu_uuid, instance_id) VALUES (?, ?)`, g, id); err != nil {
 			return false, err
@@ -495,6 +507,11 @@ func (a *applier) remind(ctx context.Context, rm plan.Reminder) error {
 	if rm.Kind == gpuportal.NoteReservationStarts && r.Launch != nil && r.Launch.ResumeInstanceID != nil {
 		params.InstanceID = *r.Launch.ResumeInstanceID // the reminder names what it resumes
 	}
+	if rm.Kind == gpuportal.NoteReservationEnds {
+		if err := a.db.emitReservation(ctx, a.tx, r.ID, gpuportal.EventReservationEnding); err != nil {
+			return err
+		}
+	}
 	return a.db.notify(ctx, a.tx, r.UserID, rm.Kind, params)
 }
 
@@ -521,6 +538,9 @@ func (a *applier) recommendRebalance(ctx context.Context, r plan.Recommendation)
 	}
 	i, err := instanceFor(ctx, a.tx, nil, r.InstanceID)
 	if err != nil {
+		return err
+	}
+	if err := a.db.emitInstance(ctx, a.tx, i.ID, gpuportal.EventInstanceRebalance); err != nil {
 		return err
 	}
 	if i.JobID == nil {

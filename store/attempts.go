@@ -80,7 +80,7 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 			return err
 		}
 	}
-	return nil
+	return db.emitInstance(ctx, tx, i.ID, instanceEndEvent(outcome))
 }
 
 // interrupt gives a running spot instance its notice: SIGTERM at deadline,
@@ -106,6 +106,9 @@ func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, 
 			return err
 		}
 	}
+	if err := db.emitInstance(ctx, tx, i.ID, gpuportal.EventInstanceNotice); err != nil {
+		return err
+	}
 	// A job's tasks are queued again by themselves; the job page counts
 	// their interruptions instead of a message for each.
 	if i.JobID == nil {
@@ -114,4 +117,15 @@ func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, 
 		}
 	}
 	return bumpNode(ctx, tx, i.Node)
+}
+
+// instanceEndEvent is the webhook event of a run's outcome.
+func instanceEndEvent(outcome string) string {
+	switch outcome {
+	case gpuportal.InstanceInterrupted:
+		return gpuportal.EventInstanceInterrupted
+	case gpuportal.InstanceFailed:
+		return gpuportal.EventInstanceFailed
+	}
+	return gpuportal.EventInstanceStopped
 }

@@ -144,6 +144,8 @@ type InstanceFilter struct {
 	// UserID: only this user's (an admin's view of one customer); 0: all
 	// the caller may see.
 	UserID int64
+	// Labels: only those with every one of these labels.
+	Labels gpuportal.LabelFilter
 }
 
 // Instance list tabs.
@@ -158,7 +160,7 @@ func (db *DB) InstanceList(ctx context.Context, user *gpuportal.User, f Instance
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 200
 	}
-	q := visibleTo(user, "instances").ofUser(f.UserID)
+	q := visibleTo(user, "instances").ofUser(f.UserID).labelled(labelInstance, f.Labels)
 	switch f.Tab {
 	case "":
 	case TabActive:
@@ -180,6 +182,9 @@ func (db *DB) InstanceList(ctx context.Context, user *gpuportal.User, f Instance
 		return nil, err
 	}
 	if err := db.instanceVolumes(ctx, db.read, list); err != nil {
+		return nil, err
+	}
+	if err := instanceLabels(ctx, db.read, list); err != nil {
 		return nil, err
 	}
 	if err := db.priceTerms(ctx, list); err != nil {
@@ -234,6 +239,9 @@ func (db *DB) Instance(ctx context.Context, user *gpuportal.User, id int64) (*gp
 		return nil, err
 	}
 	if err := db.instanceVolumes(ctx, db.read, []*gpuportal.Instance{i}); err != nil {
+		return nil, err
+	}
+	if err := instanceLabels(ctx, db.read, []*gpuportal.Instance{i}); err != nil {
 		return nil, err
 	}
 	if err := db.priceTerms(ctx, []*gpuportal.Instance{i}); err != nil {
@@ -378,7 +386,7 @@ func insertInstance(ctx context.Context, tx *sql.Tx, userID int64, createdBy *in
 	if _, err := tx.ExecContext(ctx, `UPDATE instances SET checkpoint_key = ? WHERE id = ?`, fmt.Sprintf("instance-%d", id), id); err != nil {
 		return 0, fmt.Errorf("name its checkpoint directory: %w", err)
 	}
-	return id, nil
+	return id, saveLabels(ctx, tx, labelInstance, id, req.Labels)
 }
 
 // Stop asks for an instance to stop: at once if it has not started, else
@@ -425,8 +433,10 @@ func (db *DB) StopWith(ctx context.Context, user *gpuportal.User, id int64, opts
 			}
 		}
 		if i.Status == gpuportal.InstancePending && i.Node == "" {
-			_, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'stopped', stop_requested_at = ?, ended_at = ? WHERE id = ?`, unix(now), unix(now), i.ID)
-			return err
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'stopped', stop_requested_at = ?, ended_at = ? WHERE id = ?`, unix(now), unix(now), i.ID); err != nil {
+				return err
+			}
+			return db.emitInstance(ctx, tx, i.ID, gpuportal.EventInstanceStopped)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE instances SET stop_requested_at = ? WHERE id = ? AND stop_requested_at IS NULL`, unix(now), i.ID); err != nil {
 			return named("update instances", err)

@@ -100,6 +100,9 @@ func (db *DB) CreateJob(ctx context.Context, user *gpuportal.User, req gpuportal
 			req.OnDemandWorkers, req.MaxAttempts, model.ListPrice, unix(db.now()), mountsJSON(mounts), disk, user.MemberID()).Scan(&id); err != nil {
 			return fmt.Errorf("insert job: %w", err)
 		}
+		if err := saveLabels(ctx, tx, labelJob, id, req.Labels); err != nil {
+			return err
+		}
 		// Every task at once, in one statement.
 		if _, err := tx.ExecContext(ctx, `WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < CAST(? AS BIGINT))
 			INSERT INTO job_tasks (job_id, task_index, status) SELECT CAST(? AS BIGINT), i, 'queued' FROM seq`, req.Tasks, id); err != nil {
@@ -140,7 +143,12 @@ func (db *DB) Jobs(ctx context.Context, user *gpuportal.User, limit, offset int)
 // JobPage is a page of the user's jobs (an admin's: everybody's, as
 // every list), newest first.
 func (db *DB) JobPage(ctx context.Context, user *gpuportal.User, p Page) ([]gpuportal.Job, error) {
-	query, args, err := visibleTo(user, "jobs").page(ctx, db, p, jobColumns, "id DESC")
+	return db.JobList(ctx, user, p, nil)
+}
+
+// JobList is JobPage of the jobs with every label of labels.
+func (db *DB) JobList(ctx context.Context, user *gpuportal.User, p Page, labels gpuportal.LabelFilter) ([]gpuportal.Job, error) {
+	query, args, err := visibleTo(user, "jobs").labelled(labelJob, labels).page(ctx, db, p, jobColumns, "id DESC")
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +170,9 @@ func (db *DB) JobPage(ctx context.Context, user *gpuportal.User, p Page) ([]gpup
 // running attempts), the same GPU-minutes at the on-demand list price, and
 // the ETA.
 func (db *DB) jobFigures(ctx context.Context, j *jobRow) error {
+	if err := jobLabels(ctx, db.read, []*gpuportal.Job{&j.Job}); err != nil {
+		return err
+	}
 	rows, err := db.read.QueryContext(ctx, `SELECT status, count(*), coalesce(sum(interruptions), 0) FROM job_tasks WHERE job_id = ? GROUP BY status`, j.ID)
 	if err != nil {
 		return fmt.Errorf("job %d tasks: %w", j.ID, err)
@@ -398,6 +409,15 @@ func (db *DB) settleJob(ctx context.Context, tx *sql.Tx, jobID int64, now time.T
 	}
 	status := gpuportal.JobStatusOf(gpuportal.TaskCounts{Total: j.Tasks.Total, Failed: len(failed)}, j.Status == gpuportal.JobCancelled, true)
 	if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = ?, ended_at = ? WHERE id = ?`, status, unix(now), jobID); err != nil {
+		return err
+	}
+	if err := db.emit(ctx, tx, j.UserID, gpuportal.EventJobFinished, func() (any, error) {
+		done, err := jobFor(ctx, tx, nil, jobID)
+		if err != nil {
+			return nil, err
+		}
+		return &done.Job, jobLabels(ctx, tx, []*gpuportal.Job{&done.Job})
+	}); err != nil {
 		return err
 	}
 	switch status {

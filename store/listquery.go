@@ -44,6 +44,15 @@ func (q *listQuery) ofUser(userID int64) *listQuery {
 	return q
 }
 
+// labelled narrows it to rows with every label of f (kind: the rows'
+// kind of object).
+func (q *listQuery) labelled(kind string, f gpuportal.LabelFilter) *listQuery {
+	for _, m := range f {
+		q.and("id IN (SELECT object_id FROM object_labels WHERE kind = ? AND key = ? AND value = ?)", kind, m.Key, m.Value)
+	}
+	return q
+}
+
 func (q *listQuery) whereSQL() string { return strings.Join(q.where, " AND ") }
 
 // page counts the whole list when p asks (p.Total) and returns the query

@@ -219,6 +219,9 @@ func (db *DB) stopInstancesOf(ctx context.Context, tx *sql.Tx, userID int64, rea
 				unix(now), unix(now), "stopped before it started: "+reason, i.ID); err != nil {
 				return 0, err
 			}
+			if err := db.emitInstance(ctx, tx, i.ID, gpuportal.EventInstanceStopped); err != nil {
+				return 0, err
+			}
 			if i.JobID != nil {
 				if err := db.taskAttemptEnded(ctx, tx, i, gpuportal.InstanceInterrupted, nil, "", false, endReported, now); err != nil {
 					return 0, err

@@ -116,6 +116,10 @@ func (db *DB) launchOnReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.
 		if err := db.mountVolumes(ctx, tx, id, mounts); err != nil {
 			return nil, err
 		}
+		// Its instances carry the reservation's labels.
+		if err := copyLabels(ctx, tx, labelReservation, r.ID, labelInstance, id); err != nil {
+			return nil, err
+		}
 		ids = append(ids, id)
 	}
 	return ids, nil

@@ -207,11 +207,15 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, createdBy *int
 	}
 	res.Launch = req.Launch
 	res.CreatedBy = createdBy
+	res.Labels = req.Labels
 	err = tx.QueryRowContext(ctx, `INSERT INTO reservations (user_id, model_id, region_id, count, start_at, end_at, status, price_fen, quote_json, tiers_json, created_at, launch_json, created_by)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		userID, req.Model, req.Region, req.Count, unix(req.Start), unix(req.End), res.Status, res.Price, string(quoteJSON), string(tiersJSON), unix(now), launchJSON, createdBy).Scan(&res.ID)
 	if err != nil {
 		return nil, fmt.Errorf("insert reservation: %w", err)
+	}
+	if err := saveLabels(ctx, tx, labelReservation, res.ID, req.Labels); err != nil {
+		return nil, err
 	}
 	desc := fmt.Sprintf("Reservation #%d: %d × %s, %s, %d h", res.ID, res.Count, model.Name, req.Region, res.Hours())
 	// Paid from the balance now, all or nothing with the booking.
@@ -220,6 +224,9 @@ func (db *DB) book(ctx context.Context, tx *sql.Tx, userID int64, createdBy *int
 	}
 	if err := db.notify(ctx, tx, userID, gpuportal.NoteBookingConfirmed, gpuportal.NoteParams{ReservationID: res.ID, Model: res.Model, Region: res.Region,
 		Count: res.Count, Start: res.Start, End: res.End, Price: res.Price}); err != nil {
+		return nil, err
+	}
+	if err := db.emitReservation(ctx, tx, res.ID, gpuportal.EventReservationConfirm); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -382,6 +389,8 @@ type ReservationFilter struct {
 	// UserID: only this user's (an admin's view of one customer); 0: all
 	// the caller may see.
 	UserID int64
+	// Labels: only those with every one of these labels.
+	Labels gpuportal.LabelFilter
 }
 
 // Reservation list tabs.
@@ -396,7 +405,7 @@ func (db *DB) Reservations(ctx context.Context, user *gpuportal.User, f Reservat
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 200
 	}
-	q := visibleTo(user, "reservations").ofUser(f.UserID)
+	q := visibleTo(user, "reservations").ofUser(f.UserID).labelled(labelReservation, f.Labels)
 	if f.Status != "" {
 		switch f.Status {
 		case gpuportal.ReservationConfirmed, gpuportal.ReservationActive, gpuportal.ReservationCompleted, gpuportal.ReservationCancelled:
@@ -427,6 +436,9 @@ func (db *DB) Reservations(ctx context.Context, user *gpuportal.User, f Reservat
 	if err != nil {
 		return nil, fmt.Errorf("list reservations: %w", err)
 	}
+	if err := reservationLabels(ctx, db.read, list); err != nil {
+		return nil, err
+	}
 	out := make([]gpuportal.Reservation, len(list))
 	for k, r := range list {
 		out[k] = *r
@@ -446,6 +458,9 @@ func (db *DB) Reservations(ctx context.Context, user *gpuportal.User, f Reservat
 func (db *DB) Reservation(ctx context.Context, user *gpuportal.User, id int64) (*gpuportal.Reservation, error) {
 	r, err := reservationFor(ctx, db.read, user, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := reservationLabels(ctx, db.read, []*gpuportal.Reservation{r}); err != nil {
 		return nil, err
 	}
 	if r.Status == gpuportal.ReservationActive {
@@ -534,6 +549,9 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 		}
 		if err := db.notify(ctx, tx, r.UserID, gpuportal.NoteBookingCancelled, gpuportal.NoteParams{ReservationID: r.ID, Model: r.Model, Region: r.Region,
 			Count: r.Count, Start: r.Start, End: r.End, Price: r.Price, Fee: p.Fee, Refund: p.Refund}); err != nil {
+			return err
+		}
+		if err := db.emitReservation(ctx, tx, r.ID, gpuportal.EventReservationCancel); err != nil {
 			return err
 		}
 		if p.Fee > 0 {

@@ -105,6 +105,9 @@ func (db *DB) stopReservedInstances(ctx context.Context, tx *sql.Tx, reservation
 			if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'stopped', ended_at = ?, stop_requested_at = ? WHERE id = ?`, unix(now), unix(now), i.id); err != nil {
 				return err
 			}
+			if err := db.emitInstance(ctx, tx, i.id, gpuportal.EventInstanceStopped); err != nil {
+				return err
+			}
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE instances SET stop_requested_at = ? WHERE id = ?`, unix(now), i.id); err != nil {

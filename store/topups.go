@@ -165,8 +165,13 @@ func (db *DB) ApplyPayment(ctx context.Context, provider string, ev gpuportal.Pa
 			return named("update topups", err)
 		}
 		credited = true
-		return db.postLedger(ctx, tx, ledgerPost{userID: t.UserID, at: now, kind: gpuportal.LedgerTopUp, amount: -t.Amount, topUpID: &t.ID,
-			desc: fmt.Sprintf("Top-up #%d (%s)", t.ID, provider)})
+		if err := db.postLedger(ctx, tx, ledgerPost{userID: t.UserID, at: now, kind: gpuportal.LedgerTopUp, amount: -t.Amount, topUpID: &t.ID,
+			desc: fmt.Sprintf("Top-up #%d (%s)", t.ID, provider)}); err != nil {
+			return err
+		}
+		return db.emit(ctx, tx, t.UserID, gpuportal.EventTopUpCredited, func() (any, error) {
+			return scanTopUp(tx.QueryRowContext(ctx, `SELECT `+topUpColumns+` FROM topups WHERE id = ?`, t.ID))
+		})
 	})
 	if mismatch != nil {
 		// Credited nothing, and kept for a person to look at.

@@ -428,6 +428,11 @@ func (a *applier) waitlistEntry(ctx context.Context, w *gpuportal.WaitlistEntry,
 			return true, err
 		}
 		params.Expires = act.Expires
+		if err := db.emit(ctx, tx, w.UserID, gpuportal.EventWaitlistOffered, func() (any, error) {
+			return scanWait(tx.QueryRowContext(ctx, `SELECT `+waitColumns+` FROM waitlist_entries WHERE id = ?`, w.ID))
+		}); err != nil {
+			return true, err
+		}
 		return true, db.notify(ctx, tx, w.UserID, gpuportal.NoteWaitlistOffer, params)
 	}
 	return true, fmt.Errorf("unknown waitlist action %q", act.Action)

@@ -202,6 +202,9 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 				if err := recordRunStart(ctx, tx, i, now); err != nil {
 					return named("record run start", err)
 				}
+				if err := db.emitInstance(ctx, tx, i.ID, gpuportal.EventInstanceRunning); err != nil {
+					return err
+				}
 			case r.State == gpuportal.WorkloadExited && (i.Status == gpuportal.InstancePending || i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting):
 				var stopAsked sql.NullInt64
 				if err := tx.QueryRowContext(ctx, `SELECT stop_requested_at FROM instances WHERE id = ?`, i.ID).Scan(&stopAsked); err != nil {

@@ -23,6 +23,7 @@ import (
 	"gpuportal"
 	"gpuportal/sessions"
 	"gpuportal/store"
+	"gpuportal/webhooks"
 )
 
 // Config is what the server needs from the outside.
@@ -78,6 +79,12 @@ type Config struct {
 	// at http://<instance id>-<port>.<ProxyDomain>[:<portal port>]/
 	// (--proxy-domain; default "localhost").
 	ProxyDomain string
+	// WebhookAllowPrivate lets webhooks be made for loopback and private
+	// addresses (--webhook-allow-private: tests, on-premises installs).
+	WebhookAllowPrivate bool
+	// Resolver checks where a new webhook's host points (nil: the
+	// system's).
+	Resolver webhooks.Resolver
 }
 
 // SSHEndpoint is what a customer puts in ~/.ssh/config (GET /ssh).
@@ -128,6 +135,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = gpuportal.RealClock{}
+	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = net.DefaultResolver
 	}
 	if cfg.WallClock == nil {
 		cfg.WallClock = gpuportal.RealClock{}

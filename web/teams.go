@@ -35,6 +35,9 @@ func teamAreaOf(path string) gpuportal.TeamArea {
 			return gpuportal.AreaResources
 		}
 	}
+	if p == "/webhooks" || strings.HasPrefix(p, "/webhooks/") {
+		return gpuportal.AreaWebhooks
+	}
 	for _, prefix := range []string{"/balance", "/ledger", "/ledger.csv", "/spend", "/topups", "/me/budget", "/pay", "/refund-requests"} {
 		if p == prefix || strings.HasPrefix(p, prefix+"/") {
 			return gpuportal.AreaMoney

@@ -15,6 +15,7 @@ import (
 	"gpuportal/scheduler"
 	"gpuportal/sessions"
 	"gpuportal/store"
+	"gpuportal/webhooks"
 	"gpuportal/web"
 )
 
@@ -40,6 +41,7 @@ type serveOptions struct {
 	location                                        *time.Location
 	adminEmail, adminPassword                       string
 	adminPromote                                    bool
+	webhookAllowPrivate                             bool
 }
 
 // parseServe reads `portal serve`'s flags and environment and checks them
@@ -56,6 +58,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (*s
 	stripeMethods := fs.String("stripe-payment-methods", envOr(getenv, "PORTAL_STRIPE_PAYMENT_METHODS", "card,alipay,wechat_pay"), "with Stripe: the payment methods Checkout offers, comma-separated (env PORTAL_STRIPE_PAYMENT_METHODS)")
 	stripeAPI := fs.String("stripe-api-url", getenv("PORTAL_STRIPE_API_URL"), "with Stripe: the API's address (default Stripe's own; env PORTAL_STRIPE_API_URL)")
 	fs.BoolVar(&o.testPayments, "test-payments", envOr(getenv, "PORTAL_TEST_PAYMENTS", "") == "1", "turn on the built-in test payment provider, whose checkout page credits any top-up at the press of a button — for demos and tests only, never with real customers (env PORTAL_TEST_PAYMENTS=1; --demo turns it on)")
+	fs.BoolVar(&o.webhookAllowPrivate, "webhook-allow-private", envOr(getenv, "PORTAL_WEBHOOK_ALLOW_PRIVATE", "") == "1", "let webhooks reach loopback and private addresses — for tests and on-premises installs only: a customer's webhook could then reach the portal's own network (env PORTAL_WEBHOOK_ALLOW_PRIVATE=1)")
 	fs.BoolVar(&o.testClock, "test-clock", false, "use a manual business clock that admins can move (POST /api/v1/admin/clock)")
 	nowFlag := fs.String("now", "", "with --test-clock: start the clock at this RFC 3339 time (default: the real time)")
 	fs.StringVar(&o.logLevel, "log-level", envOr(getenv, "PORTAL_LOG_LEVEL", "info"), "debug, info, warn or error (env PORTAL_LOG_LEVEL)")
@@ -225,6 +228,7 @@ type servePortal struct {
 	srv        *web.Server
 	sched      *scheduler.Scheduler
 	dispatcher interface{ Run(context.Context) }
+	webhooks   *webhooks.Deliverer
 	closers    []func() // in the order they are to run
 }
 
@@ -247,6 +251,10 @@ func newPortal(ctx context.Context, o *serveOptions, db *store.DB, clock gpuport
 		publicURL = p.url
 	}
 	dispatcher.BaseURL = publicURL
+	if o.webhookAllowPrivate {
+		log.Warn("WEBHOOKS MAY REACH PRIVATE ADDRESSES (--webhook-allow-private): a customer's webhook can reach this portal's own network; use it for tests and on-premises installs only")
+	}
+	p.webhooks = &webhooks.Deliverer{DB: db, Client: webhooks.NewClient(o.webhookAllowPrivate), Log: log}
 	p.sched = scheduler.New(db, clock, gpuportal.RealClock{}, log)
 	p.sched.LivenessGrace = o.livenessGrace
 	hub := sessions.NewHub(db, o.agentURL, log)
@@ -261,6 +269,7 @@ func newPortal(ctx context.Context, o *serveOptions, db *store.DB, clock gpuport
 		Hub: hub, SSH: sshEndpoint, ProxyDomain: o.proxyDomain,
 		DB: db, Logger: log, Clock: clock, TestClock: manual, Location: o.location, Secret: o.secret, Scheduler: p.sched,
 		TrustedProxies: o.proxies, MetricsAllow: o.metricsNets, PublicURL: publicURL, TestPayments: o.testPayments, PaymentSecret: o.paymentSecret, Stripe: o.stripe,
+		WebhookAllowPrivate: o.webhookAllowPrivate,
 	})
 	if err != nil {
 		p.close()
@@ -290,7 +299,7 @@ func (p *servePortal) run(ctx context.Context) error {
 	go func() { errc <- p.srv.Serve(l) }()
 	loops, stopLoops := context.WithCancel(ctx)
 	var done []chan struct{}
-	for _, loop := range []func(context.Context){p.sched.Run, p.dispatcher.Run, func(ctx context.Context) { reconcilePayments(ctx, p.srv, p.log) }} {
+	for _, loop := range []func(context.Context){p.sched.Run, p.dispatcher.Run, p.webhooks.Run, func(ctx context.Context) { reconcilePayments(ctx, p.srv, p.log) }} {
 		d := make(chan struct{})
 		done = append(done, d)
 		go func() { loop(loops); close(d) }()

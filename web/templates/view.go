@@ -173,3 +173,41 @@ func hoursText(ctx context.Context, h float64) string {
 func LocalDate(ctx context.Context, t time.Time) string {
 	return t.In(ViewOf(ctx).Location).Format("2006-01-02")
 }
+
+// eventDescription says what a webhook event type is about (English; the
+// page translates it).
+func eventDescription(typ string) string {
+	switch typ {
+	case gpuportal.EventInstanceRunning:
+		return "an instance started running"
+	case gpuportal.EventInstanceRebalance:
+		return "a spot instance will likely be interrupted soon"
+	case gpuportal.EventInstanceNotice:
+		return "a spot instance got its interruption notice"
+	case gpuportal.EventInstanceInterrupted:
+		return "an instance was interrupted"
+	case gpuportal.EventInstanceStopped:
+		return "an instance stopped"
+	case gpuportal.EventInstanceFailed:
+		return "an instance failed"
+	case gpuportal.EventReservationConfirm:
+		return "a booking was confirmed"
+	case gpuportal.EventReservationStarted:
+		return "a reservation started"
+	case gpuportal.EventReservationEnding:
+		return "a reservation ends soon"
+	case gpuportal.EventReservationEnded:
+		return "a reservation ended"
+	case gpuportal.EventReservationCancel:
+		return "a reservation was cancelled"
+	case gpuportal.EventWaitlistOffered:
+		return "a waitlist slot is offered"
+	case gpuportal.EventJobFinished:
+		return "a job finished"
+	case gpuportal.EventBalanceLow:
+		return "the balance runs low"
+	case gpuportal.EventTopUpCredited:
+		return "a top-up was credited"
+	}
+	return typ
+}
