@@ -3,6 +3,7 @@ package gpuportal
 import (
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Model is a GPU model that can be rented, e.g. "a100-80g".
@@ -71,4 +72,30 @@ func ValidateListPrice(p Fen) error {
 		return FieldErrorf(EINVALID, "list_price_per_gpu_hour_fen", "The list price must be at most %s per GPU-hour.", MaxListPrice)
 	}
 	return nil
+}
+
+// CatalogEntry is one model in one region as an orchestrator's adapter
+// (SkyPilot, dstack) reads it to choose where to launch: GET /catalog.
+type CatalogEntry struct {
+	Model        string `json:"model"`
+	Region       string `json:"region"`
+	GPUName      string `json:"gpu_name"`
+	GPUMemoryGiB int    `json:"gpu_memory_gib"`
+	GPUsPerNode  int    `json:"gpus_per_node"`
+	Price        Fen    `json:"price_per_gpu_hour_fen"`
+	SpotPrice    Fen    `json:"spot_price_per_gpu_hour_fen"`
+	// FreeNow: GPUs an on-demand launch can take now (idle, or spot that
+	// gives way, beside every booked hour ahead); SpotFreeNow: idle GPUs
+	// a spot launch can land on now.
+	FreeNow     int `json:"free_now"`
+	SpotFreeNow int `json:"spot_free_now"`
+	// SpotInterruptionRate30d: the share of spot instances of the last
+	// 30 days that were interrupted (0 to 1).
+	SpotInterruptionRate30d float64 `json:"spot_interruption_rate_30d"`
+	// NextFreeStart: the earliest start of a booking of one whole node
+	// for the shortest booking allowed (nil: none within the range
+	// offerings look at).
+	NextFreeStart *time.Time `json:"next_free_start"`
+	// ComputedAt: when these figures were read (they are cached briefly).
+	ComputedAt time.Time `json:"computed_at"`
 }

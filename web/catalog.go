@@ -1,7 +1,10 @@
 package web
 
 import (
+	"context"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -84,4 +87,45 @@ func (s *Server) apiSetPrice(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, m)
+}
+
+// catalogTTL is how long GET /catalog's answer is reused: reading it
+// walks the fleet and each pool's rates and offerings (tens of
+// milliseconds at 10,000 GPUs); cached, an orchestrator polling it every
+// few seconds costs the portal nothing, and a 10-second-old "free now"
+// is as true as the launch that follows finds it.
+const catalogTTL = 10 * time.Second
+
+// catalogCache is the last catalog and when it goes stale (wall clock),
+// for the business-clock minute it was read in.
+type catalogCache struct {
+	mu      sync.Mutex
+	entries []gpuportal.CatalogEntry
+	minute  int64
+	expires time.Time
+}
+
+// cachedCatalog answers GET /catalog.
+func (s *Server) cachedCatalog(ctx context.Context) ([]gpuportal.CatalogEntry, error) {
+	c := &s.catalog
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	minute, now := s.cfg.Clock.Now().Unix()/60, s.cfg.WallClock.Now()
+	if c.entries != nil && c.minute == minute && now.Before(c.expires) {
+		return c.entries, nil
+	}
+	list, err := s.db.Catalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.entries, c.minute, c.expires = list, minute, now.Add(catalogTTL)
+	return list, nil
+}
+
+func (s *Server) apiCatalog(c echo.Context) error {
+	list, err := s.cachedCatalog(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, list)
 }

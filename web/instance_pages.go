@@ -31,21 +31,26 @@ func (s *Server) instancesPage(c echo.Context, form templates.LaunchForm) (templ
 	if err != nil {
 		return p, err
 	}
+	labels, err := labelParam(c)
+	if err != nil {
+		return p, err
+	}
 	page := pageParam(c)
 	list, err := s.db.InstanceList(c.Request().Context(), currentUser(c), store.InstanceFilter{Tab: tab, Limit: listPageSize + 1, Offset: (page - 1) * listPageSize,
-		UserID: ownerID(owner)})
+		UserID: ownerID(owner), Labels: labels})
 	if err != nil {
 		return p, err
 	}
 	p.Owner = owner
+	p.Labels = labels
 	p.Instances = list[:min(len(list), listPageSize)]
 	lang := reqOf(c).lang
 	p.Pager = pagerFor(c, page, len(list) > listPageSize)
 	p.Tabs = []templates.Tab{
-		{Label: i18n.T(lang, "Active"), URL: withOwner("/instances", owner), Current: tab == store.TabActive},
-		{Label: i18n.T(lang, "Ended"), URL: withOwner("/instances?tab=ended", owner), Current: tab == store.TabEnded},
+		{Label: i18n.T(lang, "Active"), URL: withLabels(withOwner("/instances", owner), labels), Current: tab == store.TabActive},
+		{Label: i18n.T(lang, "Ended"), URL: withLabels(withOwner("/instances?tab=ended", owner), labels), Current: tab == store.TabEnded},
 	}
-	p.ListURL = withOwner(fmt.Sprintf("/instances/list?tab=%s&page=%d", tab, page), owner)
+	p.ListURL = withLabels(withOwner(fmt.Sprintf("/instances/list?tab=%s&page=%d", tab, page), owner), labels)
 	return p, nil
 }
 
@@ -174,9 +179,13 @@ func (s *Server) handleInstanceList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	labels, err := labelParam(c)
+	if err != nil {
+		return err
+	}
 	page := pageParam(c)
 	list, err := s.db.InstanceList(c.Request().Context(), currentUser(c), store.InstanceFilter{Tab: tab, Limit: listPageSize, Offset: (page - 1) * listPageSize,
-		UserID: ownerID(owner)})
+		UserID: ownerID(owner), Labels: labels})
 	if err != nil {
 		return err
 	}

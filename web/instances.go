@@ -31,7 +31,11 @@ func (s *Server) apiInstances(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := store.InstanceFilter{Tab: c.QueryParam("tab"), Limit: p.Limit, Offset: p.Offset, Total: p.Total, UserID: ownerID(owner)}
+	labels, err := labelParam(c)
+	if err != nil {
+		return err
+	}
+	f := store.InstanceFilter{Tab: c.QueryParam("tab"), Limit: p.Limit, Offset: p.Offset, Total: p.Total, UserID: ownerID(owner), Labels: labels}
 	list, err := s.db.InstanceList(c.Request().Context(), currentUser(c), f)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 
 	"gpuportal"
 	"gpuportal/i18n"
+	"gpuportal/store"
 	"gpuportal/web/templates"
 )
 
@@ -43,7 +44,11 @@ func (s *Server) apiJobs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	list, err := s.db.JobPage(c.Request().Context(), currentUser(c), p)
+	labels, err := labelParam(c)
+	if err != nil {
+		return err
+	}
+	list, err := s.db.JobList(c.Request().Context(), currentUser(c), p, labels)
 	if err != nil {
 		return err
 	}
@@ -147,7 +152,10 @@ func (s *Server) jobsPage(c echo.Context, form templates.JobForm) (templates.Job
 	}
 	page, _ := strconv.Atoi(c.QueryParam("page"))
 	p.Page = max(page, 1)
-	list, err := s.db.Jobs(ctx, currentUser(c), jobsPerPage+1, (p.Page-1)*jobsPerPage)
+	if p.Labels, err = labelParam(c); err != nil {
+		return p, err
+	}
+	list, err := s.db.JobList(ctx, currentUser(c), store.Page{Limit: jobsPerPage + 1, Offset: (p.Page - 1) * jobsPerPage}, p.Labels)
 	if err != nil {
 		return p, err
 	}

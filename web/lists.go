@@ -139,3 +139,27 @@ func withOwner(link string, owner *gpuportal.User) string {
 	}
 	return link + sep + "user_id=" + strconv.FormatInt(owner.ID, 10)
 }
+
+// labelParam reads a list's ?label=k=v filters (repeatable; every one
+// must match): 400 naming "label" when one is malformed.
+func labelParam(c echo.Context) (gpuportal.LabelFilter, error) {
+	var values []string
+	for _, v := range c.QueryParams()["label"] {
+		if v = strings.TrimSpace(v); v != "" {
+			values = append(values, v)
+		}
+	}
+	return gpuportal.ParseLabelFilter(values)
+}
+
+// withLabels carries a list's label filter into a link of it.
+func withLabels(link string, f gpuportal.LabelFilter) string {
+	for _, s := range f.Strings() {
+		sep := "?"
+		if strings.Contains(link, "?") {
+			sep = "&"
+		}
+		link += sep + "label=" + url.QueryEscape(s)
+	}
+	return link
+}

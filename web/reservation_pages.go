@@ -336,9 +336,13 @@ func (s *Server) handleReservationsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	labels, err := labelParam(c)
+	if err != nil {
+		return err
+	}
 	page := pageParam(c)
 	list, err := s.db.Reservations(c.Request().Context(), currentUser(c), store.ReservationFilter{Tab: tab, Limit: listPageSize + 1, Offset: (page - 1) * listPageSize,
-		UserID: ownerID(owner)})
+		UserID: ownerID(owner), Labels: labels})
 	if err != nil {
 		return err
 	}
@@ -349,10 +353,10 @@ func (s *Server) handleReservationsPage(c echo.Context) error {
 		return err
 	}
 	lang := reqOf(c).lang
-	p := templates.ReservationsPage{Rows: rows, Past: tab == store.TabPast, AllUsers: currentUser(c).IsAdmin(), Pager: pagerFor(c, page, more), Owner: owner,
+	p := templates.ReservationsPage{Rows: rows, Past: tab == store.TabPast, AllUsers: currentUser(c).IsAdmin(), Pager: pagerFor(c, page, more), Owner: owner, Labels: labels,
 		Tabs: []templates.Tab{
-			{Label: i18n.T(lang, "Upcoming and active"), URL: withOwner("/reservations", owner), Current: tab == store.TabUpcoming},
-			{Label: i18n.T(lang, "Past and cancelled"), URL: withOwner("/reservations?tab=past", owner), Current: tab == store.TabPast},
+			{Label: i18n.T(lang, "Upcoming and active"), URL: withLabels(withOwner("/reservations", owner), labels), Current: tab == store.TabUpcoming},
+			{Label: i18n.T(lang, "Past and cancelled"), URL: withLabels(withOwner("/reservations?tab=past", owner), labels), Current: tab == store.TabPast},
 		}}
 	return s.render(c, http.StatusOK, templates.Reservations(p))
 }

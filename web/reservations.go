@@ -94,7 +94,11 @@ func (s *Server) apiReservations(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := store.ReservationFilter{Status: c.QueryParam("status"), Tab: c.QueryParam("tab"), Limit: p.Limit, Offset: p.Offset, Total: p.Total, UserID: ownerID(owner)}
+	labels, err := labelParam(c)
+	if err != nil {
+		return err
+	}
+	f := store.ReservationFilter{Status: c.QueryParam("status"), Tab: c.QueryParam("tab"), Limit: p.Limit, Offset: p.Offset, Total: p.Total, UserID: ownerID(owner), Labels: labels}
 	list, err := s.db.Reservations(c.Request().Context(), currentUser(c), f)
 	if err != nil {
 		return err

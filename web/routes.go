@@ -182,6 +182,7 @@ func (s *Server) routes() {
 	api.GET("/openapi.json", s.apiOpenAPI)
 	api.GET("/models", s.apiModels)
 	api.GET("/regions", s.apiRegions)
+	api.GET("/catalog", s.apiCatalog)
 	api.PUT("/admin/regions/:id", s.apiSetRegion, requireAdmin)
 	api.PUT("/admin/models/:id", s.apiSetPrice, requireAdmin)
 	api.GET("/admin/policies", s.apiGetPolicies, requireAdmin)

@@ -116,6 +116,7 @@ type Server struct {
 	registry   *prometheus.Registry
 	http       *http.Server
 	ratesCache ratesCache
+	catalog    catalogCache
 	whatIfs    whatIfRuns
 	stripe     *stripeProvider // nil: no Stripe
 	hub        *sessions.Hub

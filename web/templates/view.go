@@ -211,3 +211,11 @@ func eventDescription(typ string) string {
 	}
 	return typ
 }
+
+// withLabelQuery carries a label filter into a link of its list.
+func withLabelQuery(link string, f gpuportal.LabelFilter) string {
+	for _, s := range f.Strings() {
+		link += "&label=" + url.QueryEscape(s)
+	}
+	return link
+}
