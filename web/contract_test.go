@@ -133,6 +133,13 @@ func (c *contract) fixtures() {
 	c.params["teams"] = fmt.Sprint(created("/teams", nil)["id"])
 	c.params["user_id"] = fmt.Sprint(alice.ID)
 	c.params["token_id"] = "1"
+	c.params["webhooks"] = fmt.Sprint(created("/webhooks", nil)["id"])
+	hookID, _ := strconv.ParseInt(c.params["webhooks"], 10, 64)
+	d, err := e.db.TestWebhook(t.Context(), &gpuportal.User{ID: alice.ID, Role: gpuportal.RoleCustomer}, hookID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.params["delivery_id"] = fmt.Sprint(d.ID)
 }
 
 // skip says whether the contract test leaves path out (see contractSkips).

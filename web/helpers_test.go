@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -49,6 +51,9 @@ func newTestEnv(t testing.TB) *testEnv {
 		// Two simulated days, not the product's week: the comparisons the
 		// tests read show in two, at a third of the race detector's time.
 		WhatIfDays: testWhatIfDays,
+		// Names resolve without a network: *.example.com to a public
+		// documentation-free address, localhost to loopback.
+		Resolver: fakeResolver{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -240,3 +245,19 @@ func sqliteOnly(t *testing.T, why string) {
 
 // testWhatIfDays is how long the tests' what-ifs simulate.
 const testWhatIfDays = 2
+
+// fakeResolver answers webhook host lookups without DNS: localhost and
+// *.internal to private addresses, any other name to a public one.
+type fakeResolver struct{}
+
+func (fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	switch {
+	case host == "localhost":
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}, nil
+	case strings.HasSuffix(host, ".internal"):
+		return []netip.Addr{netip.MustParseAddr("10.1.2.3")}, nil
+	case strings.HasSuffix(host, ".invalid"):
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return []netip.Addr{netip.MustParseAddr("93.184.215.14")}, nil
+}
