@@ -275,9 +275,9 @@ func (db *DB) enqueueDelivery(ctx context.Context, tx *sql.Tx, webhookID, eventI
 	}
 	due := `coalesce(due_at, ?)`
 	if now {
-		due = `min(coalesce(due_at, ?), ?)`
+		due = `min(coalesce(due_at, ?), CAST(? AS BIGINT))`
 		if db.dialect == "postgres" {
-			due = `least(coalesce(due_at, ?), ?)`
+			due = `least(coalesce(due_at, ?), CAST(? AS BIGINT))`
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE webhooks SET due_at = `+due+`, retry_at = 0 WHERE id = ?`, at, at, webhookID)
 	} else {
@@ -460,7 +460,7 @@ func (db *DB) FinishDelivery(ctx context.Context, d *gpuportal.WebhookDelivery, 
 		r.Error = fmt.Sprintf("HTTP %d", r.StatusCode)
 	}
 	return db.inTx(ctx, "finish delivery", func(tx *sql.Tx) error {
-		stillPending := `CASE WHEN EXISTS (SELECT 1 FROM webhook_deliveries WHERE webhook_id = ? AND status = 'pending') THEN ? ELSE NULL END`
+		stillPending := `CASE WHEN EXISTS (SELECT 1 FROM webhook_deliveries WHERE webhook_id = ? AND status = 'pending') THEN CAST(? AS BIGINT) ELSE NULL END`
 		if r.Delivered() {
 			if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = 'delivered', status_code = ?, response = ?, last_error = '', delivered_at = ?
 				WHERE id = ? AND status = 'sending'`, code, r.Response, now.Unix(), d.ID); err != nil {
