@@ -103,6 +103,9 @@ func (db *DB) Webhooks(ctx context.Context, user *gpuportal.User) ([]gpuportal.W
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
+	if list == nil {
+		list = []gpuportal.Webhook{}
+	}
 	for k := range list {
 		if list[k].Recent, err = db.deliveries(ctx, list[k].ID, Page{Limit: 5}); err != nil {
 			return nil, err
@@ -199,6 +202,9 @@ func (db *DB) deliveries(ctx context.Context, webhookID int64, p Page) ([]gpupor
 		WHERE d.webhook_id = ? ORDER BY d.id DESC LIMIT ? OFFSET ?`, webhookID, p.Limit, max(0, p.Offset))
 	if err != nil {
 		return nil, fmt.Errorf("webhook deliveries: %w", err)
+	}
+	if list == nil {
+		list = []gpuportal.WebhookDelivery{}
 	}
 	return list, nil
 }
