@@ -19,6 +19,7 @@ type bookingJSON struct {
 	End    string `json:"end"`
 	// Launch: what to run by itself at the start (bookings only).
 	Launch *gpuportal.LaunchSpec `json:"launch,omitempty"`
+	Labels gpuportal.Labels      `json:"labels,omitempty"`
 }
 
 // parseBookingJSON decodes and checks the shape of a booking request body.
@@ -32,7 +33,7 @@ func parseBookingJSON(body []byte, loc *time.Location) (gpuportal.BookingRequest
 		return gpuportal.BookingRequest{}, err
 	}
 	req, err := bookingFields(in.Model, in.Region, in.Count, in.Start, in.End, loc)
-	req.Launch = in.Launch
+	req.Launch, req.Labels = in.Launch, in.Labels
 	return req, err
 }
 

@@ -35,6 +35,8 @@ type cli struct {
 	// team is --team: act for this team (0: oneself; -1: as the kept
 	// configuration says, `gpu team use`).
 	team int64
+	// total is the last list answer's X-Total-Count (-1: none).
+	total int
 }
 
 func (c *cli) T(key string, args ...any) string { return i18n.T(c.lang, key, args...) }
@@ -152,6 +154,10 @@ func (c *cli) send(cfg config, req *http.Request, out any) error {
 		return unreachableError{err}
 	}
 	defer resp.Body.Close()
+	c.total = -1
+	if n, err := strconv.Atoi(resp.Header.Get("X-Total-Count")); err == nil {
+		c.total = n
+	}
 	if resp.StatusCode >= 400 {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		var e struct {
@@ -300,8 +306,12 @@ func (c *cli) models(args []string) error {
 }
 
 func (c *cli) instances(args []string) error {
-	var list []gpuportal.Instance
-	if err := c.call("GET", "/instances", nil, &list); err != nil {
+	q, limit, err := c.listFlags("instances", args)
+	if err != nil {
+		return err
+	}
+	list, err := listAll[gpuportal.Instance](c, "/instances", q, limit)
+	if err != nil {
 		return err
 	}
 	var rows [][]string
@@ -322,6 +332,8 @@ func (c *cli) launch(args []string) error {
 	autoRestart := fs.Bool("auto-restart", false, "")
 	volume := fs.Int64("volume", 0, "")
 	disk := fs.Int("disk", 0, "")
+	var labels labelFlags
+	fs.Var(&labels, "label", "")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -341,6 +353,9 @@ func (c *cli) launch(args []string) error {
 	}
 	if *disk != 0 {
 		req["disk_gib"] = *disk // the server says what sizes it takes
+	}
+	if len(labels) > 0 {
+		req["labels"] = labels.labels()
 	}
 	var inst gpuportal.Instance
 	if err := c.call("POST", "/instances", req, &inst); err != nil {

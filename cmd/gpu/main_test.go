@@ -34,7 +34,8 @@ func portalAndStore(t *testing.T) (string, *store.DB) {
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 8)
 	storetest.MustCreateUser(t, db, "alice@example.com", gpuportal.RoleCustomer)
 	s, err := web.New(context.Background(), web.Config{DB: db, Clock: clock, Location: storetest.Shanghai,
-		SSH: web.SSHEndpoint{Host: "127.0.0.1", Port: 2222, Fingerprint: "SHA256:test"}})
+		SSH: web.SSHEndpoint{Host: "127.0.0.1", Port: 2222, Fingerprint: "SHA256:test"}, TestPayments: true,
+		WebhookAllowPrivate: true}) // the tests' receivers listen on loopback
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,20 +107,43 @@ func (c *cli) book(args []string) error {
 	end := fs.String("end", "", "")
 	hours := fs.Int("hours", 0, "")
 	resume := fs.Int64("resume", 0, "")
-	if err := fs.Parse(args); err != nil || *model == "" || *start == "" || (*end == "") == (*hours == 0) {
-		return usageError{c.T("book needs --model, --count, --start and --end (or --hours)")}
+	offering := fs.Int("offering", 0, "")
+	sortBy := fs.String("sort", "price", "")
+	var labels labelFlags
+	fs.Var(&labels, "label", "")
+	if err := fs.Parse(args); err != nil || *model == "" || (*offering > 0 && *hours < 1) ||
+		(*offering == 0 && (*start == "" || (*end == "") == (*hours == 0))) {
+		return usageError{c.T("book needs --model, --count, --start and --end (or --hours); or --offering N with --hours, the N-th window gpu offerings lists")}
 	}
-	from, err := c.siteTime("start", *start)
-	if err != nil {
-		return err
-	}
-	to := from.Add(time.Duration(*hours) * time.Hour)
-	if *end != "" {
-		if to, err = c.siteTime("end", *end); err != nil {
+	var from, to time.Time
+	var err error
+	if *offering > 0 {
+		// The N-th window `gpu offerings` lists with the same flags.
+		q := url.Values{"model": {*model}, "region": {*region}, "count": {strconv.Itoa(*count)}, "duration_hours": {strconv.Itoa(*hours)},
+			"sort": {*sortBy}, "limit": {strconv.Itoa(*offering)}}
+		var list []gpuportal.Offering
+		if err := c.call("GET", "/offerings?"+q.Encode(), nil, &list); err != nil {
 			return err
+		}
+		if len(list) < *offering {
+			return fmt.Errorf("%s", c.T("only %d windows fit; there is no offering %d", len(list), *offering))
+		}
+		from, to = list[*offering-1].Start, list[*offering-1].End
+	} else {
+		if from, err = c.siteTime("start", *start); err != nil {
+			return err
+		}
+		to = from.Add(time.Duration(*hours) * time.Hour)
+		if *end != "" {
+			if to, err = c.siteTime("end", *end); err != nil {
+				return err
+			}
 		}
 	}
 	req := map[string]any{"model": *model, "region": *region, "count": *count, "start": from.Format(time.RFC3339), "end": to.Format(time.RFC3339)}
+	if len(labels) > 0 {
+		req["labels"] = labels.labels()
+	}
 	if *resume > 0 {
 		// Book your resume: the stopped instance starts on these GPUs.
 		req["launch"] = map[string]int64{"resume_instance_id": *resume}
@@ -136,8 +160,12 @@ func (c *cli) book(args []string) error {
 }
 
 func (c *cli) reservations(args []string) error {
-	var list []gpuportal.Reservation
-	if err := c.call("GET", "/reservations", nil, &list); err != nil {
+	q, limit, err := c.listFlags("reservations", args)
+	if err != nil {
+		return err
+	}
+	list, err := listAll[gpuportal.Reservation](c, "/reservations", q, limit)
+	if err != nil {
 		return err
 	}
 	var rows [][]string
@@ -188,8 +216,12 @@ func (c *cli) jobs(args []string) error {
 	}
 	switch sub {
 	case "list":
-		var list []gpuportal.Job
-		if err := c.call("GET", "/jobs", nil, &list); err != nil {
+		q, limit, err := c.listFlags("jobs list", args)
+		if err != nil {
+			return err
+		}
+		list, err := listAll[gpuportal.Job](c, "/jobs", q, limit)
+		if err != nil {
 			return err
 		}
 		var rows [][]string
@@ -236,6 +268,8 @@ func (c *cli) jobs(args []string) error {
 		image := fs.String("image", "", "")
 		volume := fs.Int64("volume", 0, "")
 		disk := fs.Int("disk", 0, "")
+		var labels labelFlags
+		fs.Var(&labels, "label", "")
 		if err := fs.Parse(args); err != nil || *model == "" || *tasks < 1 || len(fs.Args()) == 0 {
 			return usageError{c.T("jobs submit needs --model, --tasks and a command (after --)")}
 		}
@@ -249,6 +283,9 @@ func (c *cli) jobs(args []string) error {
 		}
 		if *disk != 0 {
 			req["disk_gib"] = *disk
+		}
+		if len(labels) > 0 {
+			req["labels"] = labels.labels()
 		}
 		var j gpuportal.Job
 		if err := c.call("POST", "/jobs", req, &j); err != nil {
@@ -463,31 +500,101 @@ func (c *cli) upload(apiPath string, body io.Reader, size int64, out any) error 
 // completion is one of them).
 var commandNames []string
 
+// commandSummaries are their summaries, by name (fish shows them).
+var commandSummaries = map[string]string{}
+
 func init() {
 	for _, cmd := range commands {
 		commandNames = append(commandNames, cmd.name)
+		commandSummaries[cmd.name] = cmd.summary
 	}
 }
 
-// completion prints a shell completion script (bash; zsh reads it through
-// bashcompinit).
+// completion prints a shell completion script for bash, zsh or fish.
 func (c *cli) completion(args []string) error {
-	fmt.Fprintf(c.out, `# gpu completion: eval "$(gpu completion)" (bash; zsh after autoload bashcompinit && bashcompinit)
+	shell := "bash"
+	if len(args) > 0 {
+		shell = args[0]
+	}
+	names := strings.Join(commandNames, " ")
+	switch shell {
+	case "bash":
+		fmt.Fprintf(c.out, `# gpu completion for bash: eval "$(gpu completion)"
 _gpu() {
   local cur="${COMP_WORDS[COMP_CWORD]}"
   if [ "$COMP_CWORD" -eq 1 ]; then
-    COMPREPLY=( $(compgen -W "%s --json help" -- "$cur") )
+    COMPREPLY=( $(compgen -W "%s --json --output --team help" -- "$cur") )
     return
   fi
   case "${COMP_WORDS[1]}" in
-    jobs) [ "$COMP_CWORD" -eq 2 ] && COMPREPLY=( $(compgen -W "list submit show cancel" -- "$cur") ) ;;
-    volumes) [ "$COMP_CWORD" -eq 2 ] && COMPREPLY=( $(compgen -W "list create delete ls" -- "$cur") ) ;;
-    cp|logs) COMPREPLY=( $(compgen -f -- "$cur") ) ;;
+%s    cp|logs) COMPREPLY=( $(compgen -f -- "$cur") ) ;;
   esac
 }
 complete -F _gpu gpu
-`, strings.Join(commandNames, " "))
+`, names, bashSubcommands())
+	case "zsh":
+		fmt.Fprintf(c.out, `#compdef gpu
+# gpu completion for zsh: gpu completion zsh > "${fpath[1]}/_gpu"
+_gpu() {
+  if (( CURRENT == 2 )); then
+    compadd -- %s --json --output --team help
+    return
+  fi
+  case ${words[2]} in
+%s    cp|logs) _files ;;
+  esac
+}
+compdef _gpu gpu
+`, names, zshSubcommands())
+	case "fish":
+		fmt.Fprintf(c.out, "# gpu completion for fish: gpu completion fish | source\ncomplete -c gpu -f\n")
+		for _, name := range commandNames {
+			fmt.Fprintf(c.out, "complete -c gpu -n __fish_use_subcommand -a %s -d %q\n", name, commandSummaries[name])
+		}
+		for _, name := range sortedKeys(subcommands) {
+			fmt.Fprintf(c.out, "complete -c gpu -n '__fish_seen_subcommand_from %s' -a %q\n", name, strings.Join(subcommands[name], " "))
+		}
+		fmt.Fprintln(c.out, "complete -c gpu -l json -d 'print JSON'")
+		fmt.Fprintln(c.out, "complete -c gpu -l team -d 'act for a team' -r")
+	default:
+		return usageError{c.T("completion is for bash, zsh or fish")}
+	}
 	return nil
+}
+
+// subcommands are the second words of the commands that take them.
+var subcommands = map[string][]string{
+	"jobs":     {"list", "submit", "show", "cancel"},
+	"volumes":  {"list", "create", "delete", "ls"},
+	"images":   {"list", "import", "save", "show", "delete"},
+	"team":     {"list", "create", "use", "members", "invite", "accept", "limit", "remove"},
+	"waitlist": {"list", "join", "leave", "claim"},
+	"webhooks": {"list", "add", "delete", "test", "roll", "deliveries", "redeliver"},
+}
+
+func sortedKeys(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func bashSubcommands() string {
+	var b strings.Builder
+	for _, name := range sortedKeys(subcommands) {
+		fmt.Fprintf(&b, "    %s) [ \"$COMP_CWORD\" -eq 2 ] && COMPREPLY=( $(compgen -W \"%s\" -- \"$cur\") ) ;;\n", name, strings.Join(subcommands[name], " "))
+	}
+	return b.String()
+}
+
+func zshSubcommands() string {
+	var b strings.Builder
+	for _, name := range sortedKeys(subcommands) {
+		fmt.Fprintf(&b, "    %s) (( CURRENT == 3 )) && compadd -- %s ;;\n", name, strings.Join(subcommands[name], " "))
+	}
+	return b.String()
 }
 
 // images lists the catalog and your own images, imports one from a

@@ -15,8 +15,8 @@ import (
 	"gpuportal/scheduler"
 	"gpuportal/sessions"
 	"gpuportal/store"
-	"gpuportal/webhooks"
 	"gpuportal/web"
+	"gpuportal/webhooks"
 )
 
 // `portal serve` in named steps: read and check the flags and environment
