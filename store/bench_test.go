@@ -164,3 +164,25 @@ func BenchmarkRates(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/request")
 }
+
+// BenchmarkCatalog: GET /catalog's reading at 10,000 GPUs with 200,000
+// reservations in the book and a year of spot history — what the web
+// layer does once every 10 s at most (it caches the answer; a cached
+// answer is web's BenchmarkCatalogHTTP).
+func BenchmarkCatalog(b *testing.B) {
+	db, clock := storetest.Open(b)
+	seedBook(b, db, 10_000, 200_000)
+	u := storetest.MustCreateUser(b, db, "spot@example.com", gpuportal.RoleCustomer)
+	ctx := context.Background()
+	if err := db.BulkSpotHistoryForBenchmark(ctx, u.ID, "a100-80g", "cd-1", clock.Now(), 365*24, 100); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		list, err := db.Catalog(ctx)
+		if err != nil || len(list) != 1 || list[0].GPUsPerNode != 8 {
+			b.Fatal(list, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/read")
+}

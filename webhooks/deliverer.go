@@ -93,7 +93,7 @@ func (d *Deliverer) Run(ctx context.Context) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				if _, err := d.deliverNext(ctx, id); err != nil && ctx.Err() == nil {
+				if _, err := d.deliverNext(ctx, id, turnLength); err != nil && ctx.Err() == nil {
 					d.Log.Error("webhook delivery", "webhook", id, "err", err)
 				}
 			}()
@@ -117,30 +117,42 @@ func (d *Deliverer) DeliverOnce(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, id := range due {
-		sent, err := d.deliverNext(ctx, id)
+		sent, err := d.deliverNext(ctx, id, 1)
 		if err != nil {
 			return n, err
 		}
-		if sent {
-			n++
-		}
+		n += sent
 	}
 	return n, nil
 }
 
-// deliverNext claims an endpoint, posts its oldest delivery and records
-// the answer.
-func (d *Deliverer) deliverNext(ctx context.Context, webhookID int64) (bool, error) {
-	delivery, err := d.DB.ClaimDelivery(ctx, webhookID, d.Wall.Now())
-	if err != nil || delivery == nil {
-		return false, err
+// turnLength is how many deliveries an endpoint that answers gets in a
+// row before the worker looks at others: a busy endpoint keeps up with
+// its events, and one endpoint cannot hold a worker for ever.
+const turnLength = 100
+
+// deliverNext claims an endpoint and posts its oldest deliveries, one
+// at a time, recording each answer, until one fails, none is left or
+// max were sent; it returns how many it sent.
+func (d *Deliverer) deliverNext(ctx context.Context, webhookID int64, max int) (int, error) {
+	sent := 0
+	for sent < max && ctx.Err() == nil {
+		delivery, err := d.DB.ClaimDelivery(ctx, webhookID, d.Wall.Now())
+		if err != nil || delivery == nil {
+			return sent, err
+		}
+		sent++
+		result := d.post(ctx, delivery)
+		// Recorded even when ctx ended meanwhile: what was sent is known.
+		if err := d.DB.FinishDelivery(context.WithoutCancel(ctx), delivery, result, d.Wall.Now()); err != nil {
+			return sent, err
+		}
+		if !result.Delivered() {
+			d.Log.Info("webhook delivery failed", "webhook", webhookID, "delivery", delivery.ID, "status", result.StatusCode, "err", result.Error)
+			return sent, nil // the endpoint backs off
+		}
 	}
-	result := d.post(ctx, delivery)
-	if !result.Delivered() {
-		d.Log.Info("webhook delivery failed", "webhook", webhookID, "delivery", delivery.ID, "status", result.StatusCode, "err", result.Error)
-	}
-	// Recorded even when ctx ended meanwhile: what was sent is known.
-	return true, d.DB.FinishDelivery(context.WithoutCancel(ctx), delivery, result, d.Wall.Now())
+	return sent, nil
 }
 
 // post sends one delivery: the event's JSON, its id and signature in the
