@@ -71,38 +71,31 @@ func labelsOf(ctx context.Context, q queryer, kind string, ids []int64) (map[int
 	return out, nil
 }
 
-func instanceLabels(ctx context.Context, q queryer, list []*gpuportal.Instance) error {
+// attachLabels reads the labels of a list of objects of a kind and gives
+// each its own.
+func attachLabels[T any](ctx context.Context, q queryer, kind string, list []*T, id func(*T) int64, set func(*T, gpuportal.Labels)) error {
 	ids := make([]int64, len(list))
-	for k, i := range list {
-		ids[k] = i.ID
+	for k, o := range list {
+		ids[k] = id(o)
 	}
-	m, err := labelsOf(ctx, q, labelInstance, ids)
-	for _, i := range list {
-		i.Labels = m[i.ID]
+	m, err := labelsOf(ctx, q, kind, ids)
+	for _, o := range list {
+		set(o, m[id(o)])
 	}
 	return err
+}
+
+func instanceLabels(ctx context.Context, q queryer, list []*gpuportal.Instance) error {
+	return attachLabels(ctx, q, labelInstance, list, func(i *gpuportal.Instance) int64 { return i.ID },
+		func(i *gpuportal.Instance, l gpuportal.Labels) { i.Labels = l })
 }
 
 func reservationLabels(ctx context.Context, q queryer, list []*gpuportal.Reservation) error {
-	ids := make([]int64, len(list))
-	for k, r := range list {
-		ids[k] = r.ID
-	}
-	m, err := labelsOf(ctx, q, labelReservation, ids)
-	for _, r := range list {
-		r.Labels = m[r.ID]
-	}
-	return err
+	return attachLabels(ctx, q, labelReservation, list, func(r *gpuportal.Reservation) int64 { return r.ID },
+		func(r *gpuportal.Reservation, l gpuportal.Labels) { r.Labels = l })
 }
 
 func jobLabels(ctx context.Context, q queryer, list []*gpuportal.Job) error {
-	ids := make([]int64, len(list))
-	for k, j := range list {
-		ids[k] = j.ID
-	}
-	m, err := labelsOf(ctx, q, labelJob, ids)
-	for _, j := range list {
-		j.Labels = m[j.ID]
-	}
-	return err
+	return attachLabels(ctx, q, labelJob, list, func(j *gpuportal.Job) int64 { return j.ID },
+		func(j *gpuportal.Job, l gpuportal.Labels) { j.Labels = l })
 }

@@ -70,6 +70,12 @@ func (db *DB) CreateWebhook(ctx context.Context, user *gpuportal.User, url strin
 	if err != nil {
 		return nil, err
 	}
+	return db.webhookWithSecret(ctx, user, id, secret)
+}
+
+// webhookWithSecret is a webhook as the answer that made it or rolled its
+// secret shows it: the one time the secret is.
+func (db *DB) webhookWithSecret(ctx context.Context, user *gpuportal.User, id int64, secret string) (*gpuportal.Webhook, error) {
 	w, err := db.Webhook(ctx, user, id)
 	if err != nil {
 		return nil, err
@@ -157,12 +163,7 @@ func (db *DB) RollWebhookSecret(ctx context.Context, user *gpuportal.User, id in
 	if err != nil {
 		return nil, err
 	}
-	w, err := db.Webhook(ctx, user, id)
-	if err != nil {
-		return nil, err
-	}
-	w.Secret = secret
-	return w, nil
+	return db.webhookWithSecret(ctx, user, id, secret)
 }
 
 const deliveryColumns = `d.id, d.webhook_id, d.event_id, e.type, d.status, d.status_code, d.attempts, d.created_at, d.delivered_at,

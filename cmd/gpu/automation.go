@@ -187,15 +187,7 @@ func (c *cli) waitlist(args []string) error {
 		fmt.Fprintln(c.out, c.T("On the waitlist as entry %d, position %d; you are told when GPUs free.", w.ID, w.Position))
 		return nil
 	case "leave":
-		id, err := c.idArg(args, "waitlist entry")
-		if err != nil {
-			return err
-		}
-		if err := c.call("DELETE", fmt.Sprintf("/waitlist/%d", id), nil, nil); err != nil {
-			return err
-		}
-		fmt.Fprintln(c.out, c.T("Left the waitlist (entry %d).", id))
-		return nil
+		return c.deleteOne(args, "waitlist entry", "/waitlist/%d", "Left the waitlist (entry %d).")
 	case "claim":
 		id, err := c.idArg(args, "waitlist entry")
 		if err != nil {
@@ -331,15 +323,7 @@ func (c *cli) webhooks(args []string) error {
 		}
 		return c.showSecret(w)
 	case "delete":
-		id, err := c.idArg(args, "webhook")
-		if err != nil {
-			return err
-		}
-		if err := c.call("DELETE", fmt.Sprintf("/webhooks/%d", id), nil, nil); err != nil {
-			return err
-		}
-		fmt.Fprintln(c.out, c.T("Webhook %d deleted.", id))
-		return nil
+		return c.deleteOne(args, "webhook", "/webhooks/%d", "Webhook %d deleted.")
 	case "test":
 		id, err := c.idArg(args, "webhook")
 		if err != nil {
@@ -407,5 +391,20 @@ func (c *cli) showSecret(w gpuportal.Webhook) error {
 	}
 	fmt.Fprintln(c.out, c.T("Webhook %d sends %s to %s.", w.ID, strings.Join(w.Events, ","), w.URL))
 	fmt.Fprintln(c.out, c.T("Its signing secret (shown this once): %s", w.Secret))
+	return nil
+}
+
+// deleteOne deletes what args names by its ID (path: the route, with %d
+// for it) and says so (done: the message, with %d for the ID; its words
+// are in the translations).
+func (c *cli) deleteOne(args []string, what, path, done string) error {
+	id, err := c.idArg(args, what)
+	if err != nil {
+		return err
+	}
+	if err := c.call("DELETE", fmt.Sprintf(path, id), nil, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.out, c.T(done, id))
 	return nil
 }

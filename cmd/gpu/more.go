@@ -349,8 +349,8 @@ func (c *cli) volumes(args []string) error {
 	}
 	switch sub {
 	case "list":
-		var list []gpuportal.Volume
-		if err := c.call("GET", "/volumes", nil, &list); err != nil {
+		list, err := listAll[gpuportal.Volume](c, "/volumes", url.Values{}, 0)
+		if err != nil {
 			return err
 		}
 		var rows [][]string
@@ -380,15 +380,7 @@ func (c *cli) volumes(args []string) error {
 		fmt.Fprintln(c.out, c.T("Volume %d (%s, %d GiB) created; mount it with --volume %d.", v.ID, v.Name, v.SizeGiB, v.ID))
 		return nil
 	case "delete":
-		id, err := c.idArg(args, "volume")
-		if err != nil {
-			return err
-		}
-		if err := c.call("DELETE", fmt.Sprintf("/volumes/%d", id), nil, nil); err != nil {
-			return err
-		}
-		fmt.Fprintln(c.out, c.T("Volume %d deleted.", id))
-		return nil
+		return c.deleteOne(args, "volume", "/volumes/%d", "Volume %d deleted.")
 	case "ls":
 		id, err := c.idArg(args, "volume")
 		if err != nil {
