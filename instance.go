@@ -45,7 +45,7 @@ const (
 // InterruptionReasons lists every reason an instance is interrupted or
 // stopped for, drills included.
 var InterruptionReasons = []string{ReasonReservation, ReasonOnDemand, ReasonNodeFailure, ReasonAdmin, ReasonFairShare,
-	ReasonBalance, ReasonAccountDisabled, ReasonReservationEnd, ReasonDrill}
+	ReasonBalance, ReasonAccountDisabled, ReasonReservationEnd, ReasonDrill, ReasonGPUFailure}
 
 // InterruptionReasonText is a reason in words (English; the pages and
 // messages translate it), for customers who never see the codes.
@@ -69,6 +69,8 @@ func InterruptionReasonText(reason string) string {
 		return "the reservation ends"
 	case ReasonDrill:
 		return "an interruption drill"
+	case ReasonGPUFailure:
+		return "a GPU failure"
 	}
 	return reason
 }

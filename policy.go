@@ -62,6 +62,10 @@ type Policy struct {
 	// instance started with no GPU (无卡模式: start {count:0}), to set up
 	// an environment or move data without paying for GPUs.
 	NoGPUPricePerHourFen int `json:"no_gpu_price_per_hour_fen"`
+	// GPUFailureCreditPercent (global only) is how much of the hour in
+	// progress an instance whose GPU failed under it is credited back
+	// (100: all of it; 0: nothing).
+	GPUFailureCreditPercent int `json:"gpu_failure_credit_percent"`
 }
 
 // PolicyOverride names only what differs from the global policy for one
@@ -110,7 +114,7 @@ func DefaultPolicy() Policy {
 		SpotNoticeMinSeconds: 10, SpotNoticeMaxSeconds: 600, RebalanceLeadMinutes: 30,
 		VolumePricePerGiBMonthFen: 30, MaxVolumeGiB: 2048,
 		ContainerDiskGiB: 50, MaxContainerDiskGiB: 500, ContainerDiskFreeGiB: 50,
-		NoGPUPricePerHourFen: 10,
+		NoGPUPricePerHourFen: 10, GPUFailureCreditPercent: 100,
 	}
 }
 
@@ -122,7 +126,7 @@ func PoliciesToDecode() Policies {
 	return Policies{Global: Policy{SpotNoticeMinSeconds: d.SpotNoticeMinSeconds, SpotNoticeMaxSeconds: d.SpotNoticeMaxSeconds, RebalanceLeadMinutes: d.RebalanceLeadMinutes,
 		VolumePricePerGiBMonthFen: d.VolumePricePerGiBMonthFen, MaxVolumeGiB: d.MaxVolumeGiB,
 		ContainerDiskGiB: d.ContainerDiskGiB, MaxContainerDiskGiB: d.MaxContainerDiskGiB, ContainerDiskFreeGiB: d.ContainerDiskFreeGiB,
-		NoGPUPricePerHourFen: d.NoGPUPricePerHourFen}}
+		NoGPUPricePerHourFen: d.NoGPUPricePerHourFen, GPUFailureCreditPercent: d.GPUFailureCreditPercent}}
 }
 
 // DefaultPolicies is the policies document with no overrides.
@@ -230,6 +234,7 @@ func (p Policy) validate(prefix string) []*Error {
 	check("container_disk_gib", p.ContainerDiskGiB, 1, max(p.MaxContainerDiskGiB, 1), "Must be between %d and %d GiB (the largest disk).")
 	check("container_disk_free_gib", p.ContainerDiskFreeGiB, 0, 100_000, "Must be between %d and %d GiB.")
 	check("no_gpu_price_per_hour_fen", p.NoGPUPricePerHourFen, 0, 100_000, "Must be between %d and %d fen.")
+	check("gpu_failure_credit_percent", p.GPUFailureCreditPercent, 0, 100, "Must be between %d and %d percent.")
 	if p.SpotNoticeMinSeconds > p.SpotNoticeMaxSeconds {
 		errs = append(errs, FieldErrorf(EINVALID, prefix+".spot_notice_min_seconds", "The shortest notice must not exceed the longest."))
 	}

@@ -28,7 +28,7 @@ var policyInts = []string{
 	"spot_discount_percent", "spot_notice_seconds", "spot_grace_seconds", "waitlist_claim_minutes", "on_demand_min_billable_minutes",
 	"spot_notice_min_seconds", "spot_notice_max_seconds", "rebalance_lead_minutes",
 	"volume_price_per_gib_month_fen", "max_volume_gib",
-	"container_disk_gib", "max_container_disk_gib", "container_disk_free_gib", "no_gpu_price_per_hour_fen",
+	"container_disk_gib", "max_container_disk_gib", "container_disk_free_gib", "no_gpu_price_per_hour_fen", "gpu_failure_credit_percent",
 }
 
 func policyIntPtr(p *gpuportal.Policy, name string) *int {
@@ -71,6 +71,8 @@ func policyIntPtr(p *gpuportal.Policy, name string) *int {
 		return &p.ContainerDiskFreeGiB
 	case "no_gpu_price_per_hour_fen":
 		return &p.NoGPUPricePerHourFen
+	case "gpu_failure_credit_percent":
+		return &p.GPUFailureCreditPercent
 	}
 	return nil
 }

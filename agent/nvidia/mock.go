@@ -99,10 +99,12 @@ type simulation struct {
 	procs  map[string]map[int]bool // uuid → pids running on it
 	events chan nvml.EventData
 	rng    *rand.Rand
+	ecc    map[string]uint64 // uuid → uncorrectable ECC errors raised
 }
 
 func newSimulation(srv *server.Server) *simulation {
-	sim := &simulation{procs: map[string]map[int]bool{}, events: make(chan nvml.EventData, 64), rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+	sim := &simulation{procs: map[string]map[int]bool{}, events: make(chan nvml.EventData, 64), rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		ecc: map[string]uint64{}}
 	srv.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
 		return &mock.EventSet{
 			WaitFunc: func(timeoutms uint32) (nvml.EventData, nvml.Return) {
@@ -156,8 +158,13 @@ func newSimulation(srv *server.Server) *simulation {
 			}
 			return uint32(58_000 + sim.intn(6_000)), nvml.SUCCESS
 		}
-		dev.GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
-			return 0, nvml.SUCCESS
+		dev.GetTotalEccErrorsFunc = func(t nvml.MemoryErrorType, _ nvml.EccCounterType) (uint64, nvml.Return) {
+			if t != nvml.MEMORY_ERROR_TYPE_UNCORRECTED {
+				return 0, nvml.SUCCESS
+			}
+			sim.mu.Lock()
+			defer sim.mu.Unlock()
+			return sim.ecc[dev.UUID], nvml.SUCCESS
 		}
 	}
 	return sim
@@ -219,6 +226,77 @@ func (s *Source) InjectXID(uuid string, xid uint64) error {
 		}
 	}
 	return fmt.Errorf("no GPU %s", uuid)
+}
+
+// mockFault is one entry of --mock-faults: a GPU (its index) raising an
+// XID, or an uncorrectable ECC error.
+type mockFault struct {
+	GPU            int    `json:"gpu"`
+	XID            uint64 `json:"xid,omitempty"`
+	ECCUncorrected bool   `json:"ecc_uncorrected,omitempty"`
+}
+
+// readFaults applies FaultsFile, read again at every sample: a fault it
+// lists is raised once, as an NVML event through the event set the real
+// backend waits on; a GPU none of whose faults it lists any more was
+// reset (repaired) and reports healthy again. No file: no faults.
+func (s *Source) readFaults() {
+	s.faultsMu.Lock()
+	defer s.faultsMu.Unlock()
+	var listed []mockFault
+	raw, err := os.ReadFile(s.FaultsFile)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.Warn("--mock-faults", "err", err)
+		return
+	}
+	if err == nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, &listed); err != nil {
+			s.log.Warn("--mock-faults: not a JSON list of faults", "file", s.FaultsFile, "err", err)
+			return
+		}
+	}
+	now := map[mockFault]bool{}
+	for _, f := range listed {
+		if f.GPU < 0 || f.GPU >= len(s.devices) {
+			s.log.Warn("--mock-faults: no such GPU", "gpu", f.GPU)
+			continue
+		}
+		now[f] = true
+		if s.raised[f] {
+			continue
+		}
+		s.raised[f] = true
+		d, uuid := s.devices[f.GPU], s.info[f.GPU].UUID
+		if f.ECCUncorrected {
+			s.sim.mu.Lock()
+			s.sim.ecc[uuid]++
+			s.sim.mu.Unlock()
+			s.sim.events <- nvml.EventData{Device: d, EventType: nvml.EventTypeDoubleBitEccError}
+		}
+		if f.XID != 0 {
+			s.sim.events <- nvml.EventData{Device: d, EventType: nvml.EventTypeXidCriticalError, EventData: f.XID}
+		}
+	}
+	for f := range s.raised {
+		if now[f] {
+			continue
+		}
+		delete(s.raised, f)
+		still := false
+		for g := range now {
+			still = still || g.GPU == f.GPU
+		}
+		if !still {
+			uuid := s.info[f.GPU].UUID
+			s.sim.mu.Lock()
+			s.sim.ecc[uuid] = 0
+			s.sim.mu.Unlock()
+			s.mu.Lock()
+			delete(s.faults, uuid)
+			s.mu.Unlock()
+			s.log.Info("--mock-faults: the GPU's faults are gone; it was reset", "uuid", uuid)
+		}
+	}
 }
 
 func timeAfterMs(ms uint32) <-chan time.Time { return time.After(time.Duration(ms) * time.Millisecond) }

@@ -18,9 +18,10 @@ import (
 	"gpuportal/agent"
 )
 
-// applicationXIDs are errors caused by the application, not the GPU
-// (as in NVIDIA's k8s-device-plugin): they leave the GPU healthy.
-var applicationXIDs = []uint64{13, 31, 43, 45, 68, 109}
+// A GPU is unhealthy after a critical XID (gpuportal.CriticalXIDs), an
+// uncorrectable ECC error, or memory pages waiting to be retired or
+// remapped (a reset is due); other XIDs — a program's own faults among
+// them (13, 31, 43, 45) — are counted and leave it healthy.
 
 // Source is a GPUSource over an nvml.Interface.
 type Source struct {
@@ -29,10 +30,15 @@ type Source struct {
 	devices []nvml.Device
 	info    []agent.Device
 
-	mu        sync.Mutex
-	unhealthy map[string]uint64 // uuid → the XID that made it unhealthy
-	xids      map[string]uint64 // uuid → XID errors seen
-	lastXID   map[string]uint64
+	mu      sync.Mutex
+	faults  map[string]gpuportal.GPUHealth // uuid → what made it unhealthy, from when
+	xids    map[string]uint64              // uuid → XID errors seen
+	lastXID map[string]uint64
+	// FaultsFile (mock backends): a JSON list of faults to raise, read at
+	// every sample (--mock-faults).
+	FaultsFile string
+	faultsMu   sync.Mutex         // one reading of FaultsFile at a time
+	raised     map[mockFault]bool // the file's faults already raised
 
 	sim *simulation // set for the mock backends
 }
@@ -61,7 +67,7 @@ func newSource(lib nvml.Interface, log *slog.Logger) (*Source, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Source{lib: lib, log: log, unhealthy: map[string]uint64{}, xids: map[string]uint64{}, lastXID: map[string]uint64{}}
+	s := &Source{lib: lib, log: log, faults: map[string]gpuportal.GPUHealth{}, xids: map[string]uint64{}, lastXID: map[string]uint64{}, raised: map[mockFault]bool{}}
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("nvmlDeviceGetCount: %s", nvml.ErrorString(ret))
@@ -95,12 +101,15 @@ func (s *Source) Devices() []agent.Device { return slices.Clone(s.info) }
 // Sample reads every GPU's telemetry. A reading NVML cannot give is left at
 // zero rather than failing the whole sample.
 func (s *Source) Sample() []gpuportal.GPUSample {
+	if s.FaultsFile != "" {
+		s.readFaults()
+	}
 	out := make([]gpuportal.GPUSample, len(s.devices))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, d := range s.devices {
 		uuid := s.info[i].UUID
-		smp := gpuportal.GPUSample{UUID: uuid, Healthy: s.unhealthy[uuid] == 0, XIDErrors: s.xids[uuid], LastXID: s.lastXID[uuid]}
+		smp := gpuportal.GPUSample{UUID: uuid, XIDErrors: s.xids[uuid], LastXID: s.lastXID[uuid]}
 		if mem, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
 			smp.MemoryUsedMiB = int(mem.Used >> 20)
 			smp.MemoryFreeMiB = int((mem.Total - mem.Used) >> 20)
@@ -119,7 +128,23 @@ func (s *Source) Sample() []gpuportal.GPUSample {
 		}
 		if c, ret := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); ret == nvml.SUCCESS {
 			smp.ECCUncorrected = c
+			if c > 0 {
+				s.faultLocked(uuid, gpuportal.GPUHealth{Reason: fmt.Sprintf("%d uncorrectable ECC errors since the driver loaded", c)})
+			}
 		}
+		if s.sim == nil { // the mocks have no page retirement
+			if pending, ret := d.GetRetiredPagesPendingStatus(); ret == nvml.SUCCESS && pending == nvml.FEATURE_ENABLED {
+				s.faultLocked(uuid, gpuportal.GPUHealth{Reason: "memory pages wait to be retired: the GPU needs a reset"})
+			}
+			if _, _, pending, failed, ret := d.GetRemappedRows(); ret == nvml.SUCCESS && (pending || failed) {
+				s.faultLocked(uuid, gpuportal.GPUHealth{Reason: "memory rows wait to be remapped (or remapping failed): the GPU needs a reset"})
+			}
+		}
+		if f, ok := s.faults[uuid]; ok {
+			f := f
+			smp.Health = &f
+		}
+		smp.Healthy = smp.Health == nil
 		out[i] = smp
 	}
 	return out
@@ -158,7 +183,7 @@ func (s *Source) Watch(ctx context.Context) {
 			s.log.Warn("XID events unavailable on GPU", "uuid", s.info[i].UUID, "err", nvml.ErrorString(ret))
 			continue
 		}
-		if ret := d.RegisterEvents(supported&nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS {
+		if ret := d.RegisterEvents(supported&(nvml.EventTypeXidCriticalError|nvml.EventTypeDoubleBitEccError), set); ret != nvml.SUCCESS {
 			s.log.Warn("cannot watch XID events on GPU", "uuid", s.info[i].UUID, "err", nvml.ErrorString(ret))
 		}
 	}
@@ -175,10 +200,12 @@ func (s *Source) Watch(ctx context.Context) {
 			}
 			continue
 		}
-		if ev.EventType != nvml.EventTypeXidCriticalError {
-			continue
+		switch ev.EventType {
+		case nvml.EventTypeXidCriticalError:
+			s.recordXID(ev)
+		case nvml.EventTypeDoubleBitEccError:
+			s.recordECC(ev)
 		}
-		s.recordXID(ev)
 	}
 }
 
@@ -200,15 +227,37 @@ func (s *Source) recordXID(ev nvml.EventData) {
 	for _, u := range targets {
 		s.xids[u]++
 		s.lastXID[u] = xid
-		if slices.Contains(applicationXIDs, xid) {
-			s.log.Info("application XID: GPU stays healthy", "uuid", u, "xid", xid)
+		if !gpuportal.CriticalXID(xid) {
+			s.log.Info("XID that leaves the GPU healthy", "uuid", u, "xid", xid)
 			continue
 		}
-		if s.unhealthy[u] == 0 {
-			s.log.Warn("critical XID: GPU marked unhealthy", "uuid", u, "xid", xid)
-		}
-		s.unhealthy[u] = xid
+		s.log.Warn("critical XID: GPU marked unhealthy", "uuid", u, "xid", xid)
+		s.faultLocked(u, gpuportal.GPUHealth{Reason: gpuportal.XIDText(xid), XID: xid})
 	}
+}
+
+// recordECC marks a GPU unhealthy on an uncorrectable (double-bit) ECC
+// error event.
+func (s *Source) recordECC(ev nvml.EventData) {
+	if ev.Device == nil {
+		return
+	}
+	uuid, _ := ev.Device.GetUUID()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log.Warn("uncorrectable ECC error: GPU marked unhealthy", "uuid", uuid)
+	s.faultLocked(uuid, gpuportal.GPUHealth{Reason: "an uncorrectable (double-bit) ECC error"})
+}
+
+// faultLocked records a GPU's fault; the first one stays (a GPU that has
+// failed keeps the reason it failed for, until it is reset).
+func (s *Source) faultLocked(uuid string, h gpuportal.GPUHealth) {
+	if _, ok := s.faults[uuid]; ok {
+		return
+	}
+	now := time.Now().UTC()
+	h.Healthy, h.At = false, &now
+	s.faults[uuid] = h
 }
 
 // Close shuts NVML down.

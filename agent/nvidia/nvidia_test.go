@@ -2,6 +2,7 @@ package nvidia
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+
+	"gpuportal"
 )
 
 func TestDevicesFromTheDGXMocks(t *testing.T) {
@@ -157,5 +160,66 @@ func TestRealNVMLUnavailable(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "NVML is not available") || !strings.Contains(err.Error(), "mock:dgxa100") {
 		t.Fatalf("error = %v", err)
+	}
+}
+
+// (issue 49) --mock-faults: the file's faults are raised through NVML's
+// event set, as the real backend's are — XID 79 and an uncorrectable ECC
+// error make their GPUs unhealthy with the reason and the time, XID 13 and
+// a non-critical XID 31 do not; a GPU whose faults leave the file was
+// reset and is healthy again.
+func TestMockFaultsFile(t *testing.T) {
+	s, err := Simulate(dgxa100.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.FaultsFile = filepath.Join(t.TempDir(), "faults.json")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Watch(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	write := func(v string) {
+		if err := os.WriteFile(s.FaultsFile, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until := func(what string, ok func([]gpuportal.GPUSample) bool) []gpuportal.GPUSample {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if smp := s.Sample(); ok(smp) {
+				return smp
+			}
+		}
+		t.Fatalf("never: %s", what)
+		return nil
+	}
+	if smp := s.Sample(); !smp[3].Healthy { // no file yet: no faults
+		t.Fatalf("before any fault: %+v", smp[3])
+	}
+	write(`[{"gpu":3,"xid":79},{"gpu":1,"xid":13},{"gpu":2,"xid":31},{"gpu":6,"ecc_uncorrected":true}]`)
+	smp := until("GPUs 3 and 6 unhealthy", func(smp []gpuportal.GPUSample) bool {
+		return !smp[3].Healthy && !smp[6].Healthy && smp[1].XIDErrors == 1 && smp[2].XIDErrors == 1
+	})
+	if h := smp[3].Health; h == nil || h.XID != 79 || !strings.Contains(h.Reason, "fell off the bus") || h.At == nil {
+		t.Fatalf("GPU 3's health = %+v", h)
+	}
+	if h := smp[6].Health; h == nil || !strings.Contains(h.Reason, "ECC") || smp[6].ECCUncorrected != 1 {
+		t.Fatalf("GPU 6 = %+v %+v", smp[6], h)
+	}
+	for _, k := range []int{1, 2} {
+		if !smp[k].Healthy || smp[k].Health != nil {
+			t.Fatalf("GPU %d after XID %d = %+v", k, smp[k].LastXID, smp[k])
+		}
+	}
+	// Read again: raised once, not at every sample.
+	s.Sample()
+	if smp := s.Sample(); smp[3].XIDErrors != 1 {
+		t.Fatalf("XID 79 raised %d times", smp[3].XIDErrors)
+	}
+	// GPU 3's fault leaves the file: it was reset. GPU 6's stays.
+	write(`[{"gpu":6,"ecc_uncorrected":true}]`)
+	smp = until("GPU 3 healthy again", func(smp []gpuportal.GPUSample) bool { return smp[3].Healthy })
+	if smp[6].Healthy {
+		t.Fatal("GPU 6 was healed with its fault still listed")
 	}
 }

@@ -84,6 +84,7 @@ type options struct {
 	portal, enroll, stateDir, volumeRoot, checkpointRoot, region string
 	imageRoot                                                    string
 	nvml, runtime, ociRuntime, cdiKind, cdiSpecDir, defaultImage string
+	mockFaults                                                 string
 	network                                                      string
 	egressAllow                                                  []netip.Prefix
 	uidBase, usernsBase, pidsPerGPU, noFile                      int
@@ -111,6 +112,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.StringVar(&o.imageRoot, "image-root", getenv("AGENT_IMAGE_ROOT"), "where instances' disks (and kept disks and private images) live (default <state-dir>/images): in production a mount every node of the region shares, as --volume-root")
 	fs.StringVar(&o.region, "region", envOr(getenv, "AGENT_REGION", ""), "the node's region, e.g. cd-1 (must match the enrollment token)")
 	fs.StringVar(&o.nvml, "nvml", "real", "GPU source: real, "+nvidia.MockDGXA100+" or "+nvidia.MockDGXH100)
+	fs.StringVar(&o.mockFaults, "mock-faults", "", `with a mock NVML backend: a JSON file of faults to raise, read again at every sample, e.g. [{"gpu":3,"xid":79}] or [{"gpu":1,"ecc_uncorrected":true}]; a GPU whose faults leave the file was reset`)
 	fs.StringVar(&o.runtime, "runtime", envOr(getenv, "AGENT_RUNTIME", "podman"), "workload runtime: podman (rootful, the production default), docker, or exec (a trusted single-tenant node or a laptop demo only) (env AGENT_RUNTIME)")
 	fs.StringVar(&o.ociRuntime, "oci-runtime", "runc", "with --runtime podman: the OCI runtime (runc; crun refuses hybrid cgroups)")
 	fs.StringVar(&o.cdiKind, "cdi-kind", "nvidia.com/gpu", "containers: the CDI kind of GPU devices, named by UUID (the spec `nvidia-ctk cdi generate` writes)")
@@ -175,6 +177,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	if o.retention < time.Hour {
 		return nil, errors.New("--retention: at least 1h")
 	}
+	if o.mockFaults != "" && o.nvml == "real" {
+		return nil, errors.New("--mock-faults: only with a mock NVML backend (the real one raises its own)")
+	}
 	switch o.runtime {
 	case "exec", "podman", "docker":
 	default:
@@ -188,7 +193,12 @@ func openGPUs(o *options, log *slog.Logger) (*nvidia.Source, error) {
 	if o.nvml == "real" {
 		return nvidia.OpenReal(log)
 	}
-	return nvidia.OpenMock(o.nvml, o.stateDir, log)
+	s, err := nvidia.OpenMock(o.nvml, o.stateDir, log)
+	if err != nil {
+		return nil, err
+	}
+	s.FaultsFile = o.mockFaults
+	return s, nil
 }
 
 // newRuntime makes the workload runtime the flags ask for, sized to the
