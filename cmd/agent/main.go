@@ -84,7 +84,7 @@ type options struct {
 	portal, enroll, stateDir, volumeRoot, checkpointRoot, region string
 	imageRoot                                                    string
 	nvml, runtime, ociRuntime, cdiKind, cdiSpecDir, defaultImage string
-	mockFaults                                                 string
+	mockFaults                                                   string
 	network                                                      string
 	egressAllow                                                  []netip.Prefix
 	uidBase, usernsBase, pidsPerGPU, noFile                      int
