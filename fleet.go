@@ -24,6 +24,8 @@ type Node struct {
 	// asked to switch to a new one) or revoked (the node must enrol again).
 	TokenState     string     `json:"token_state"`
 	TokenRotatedAt *time.Time `json:"token_rotated_at,omitempty"`
+	// DrainNote says why the portal drained it (its GPUs kept failing).
+	DrainNote string `json:"drain_note,omitempty"`
 }
 
 // Node token states.
@@ -49,6 +51,9 @@ type GPU struct {
 	// still saw on this GPU; it is out of service until its node reports
 	// it idle.
 	BusyAfterInstance *int64 `json:"busy_after_instance,omitempty"`
+	// Health: a failed GPU's fault (out of service until an admin returns
+	// it), or healthy.
+	Health GPUHealth `json:"health"`
 }
 
 // GPUUse is what a GPU does now, for the fleet view: the instance on it,

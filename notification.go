@@ -52,6 +52,10 @@ const (
 	// attempts in a row (Subject: its URL, Reason: the last error); its
 	// deliveries wait and are retried for 24 h.
 	NoteWebhookFailing = "webhook_failing"
+	// NoteGPUFailure: an instance's GPU failed under it (Reason: the
+	// fault; Refund: what was credited; Subject: how it ended,
+	// interrupted — restarting where its kind does — or failed).
+	NoteGPUFailure = "gpu_failure"
 )
 
 // NoteKinds is every notification kind: each must render in every
@@ -60,7 +64,7 @@ var NoteKinds = []string{
 	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
 	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
 	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance, NoteReservationLaunched, NoteIdleStopped, NoteBudgetReached, NoteMemberLimit,
-	NoteScheduleFailed, NoteReservationLaunchFailed, NoteDiskSuspended, NoteDiskReleaseSoon, NoteDiskReleased, NoteWebhookFailing,
+	NoteScheduleFailed, NoteReservationLaunchFailed, NoteDiskSuspended, NoteDiskReleaseSoon, NoteDiskReleased, NoteWebhookFailing, NoteGPUFailure,
 }
 
 // Notification channels.

@@ -143,6 +143,7 @@ var renderers = map[string]func(*rendering){
 	gpuportal.NoteBudgetReached:           renderBudgetReached,
 	gpuportal.NoteMemberLimit:             renderMemberLimit,
 	gpuportal.NoteWebhookFailing:          renderWebhookFailing,
+	gpuportal.NoteGPUFailure:              renderGPUFailure,
 	gpuportal.NoteBalanceLow:              renderBalanceLow,
 	gpuportal.NoteBalanceStop:             renderBalanceStop,
 	gpuportal.NoteTokensRevoked:           renderTokensRevoked,
@@ -391,6 +392,21 @@ func renderMemberLimit(r *rendering) {
 	r.lines = []string{r.T("This month %s has spent %s of the %s the team %s allows them (%d %%).", r.p.Member, b.Spent.String(), b.Monthly.String(), r.p.Team, b.Percent),
 		r.T("Past the limit, what they launch or book for the team is refused; the team's owners and admins change limits on the team's page.")}
 	r.m.SMS = r.T("gpuportal: %s has spent %d %% of their monthly limit in team %s.", r.p.Member, b.Percent, r.p.Team)
+}
+
+func renderGPUFailure(r *rendering) {
+	r.link += fmt.Sprintf("/instances/%d", r.p.InstanceID)
+	r.m.Subject = r.T("The GPU of instance #%d failed", r.p.InstanceID)
+	r.lines = []string{r.T("A GPU of instance #%d (%s) failed under it: %s. It was taken out of service at once.", r.p.InstanceID, r.what, r.p.Reason)}
+	if r.p.Subject == gpuportal.InstanceInterrupted {
+		r.lines = append(r.lines, r.T("The instance was interrupted; if it restarts by itself, it starts again on healthy GPUs from its last checkpoint."))
+	} else {
+		r.lines = append(r.lines, r.T("The instance was ended; launch it again when you are ready."))
+	}
+	if r.p.Refund > 0 {
+		r.lines = append(r.lines, r.T("The hour in progress, %s, was credited back to your balance.", r.p.Refund.String()))
+	}
+	r.m.SMS = r.T("gpuportal: the GPU of instance #%d failed (%s).", r.p.InstanceID, r.p.Reason)
 }
 
 func renderWebhookFailing(r *rendering) {

@@ -311,15 +311,19 @@ func (db *DB) telemetryOnly(ctx context.Context, tx *sql.Tx, nodeID string, hb g
 	var q strings.Builder
 	q.WriteString(`UPDATE gpus SET memory_used_mib = v.column3, utilization_percent = v.column4, temperature_c = v.column5,
 		power_w = v.column6, xid_errors = v.column7, last_xid = v.column8, ecc_uncorrected = v.column9 FROM (VALUES `)
-	args := make([]any, 0, 9*len(hb.GPUs)+1)
+	args := make([]any, 0, 10*len(hb.GPUs)+1)
 	for i, g := range hb.GPUs {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString(`(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT))`)
-		args = append(args, g.UUID, g.Healthy, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected)
+		q.WriteString(`(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT))`)
+		args = append(args, g.UUID, g.Healthy, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected, reportedFault(g))
 	}
-	q.WriteString(`) AS v WHERE gpus.uuid = v.column1 AND gpus.healthy = v.column2 AND gpus.node_id = ?`)
+	// A failed GPU stays out of service (healthy 0) until it is returned,
+	// whatever the node says of it now; what the node says is kept, and a
+	// change of it takes the other path.
+	q.WriteString(`) AS v WHERE gpus.uuid = v.column1 AND gpus.healthy = (CASE WHEN gpus.fault_at IS NULL THEN v.column2 ELSE 0 END)
+		AND gpus.reported_fault = v.column10 AND gpus.node_id = ?`)
 	res, err := tx.ExecContext(ctx, q.String(), append(args, nodeID)...)
 	if err != nil {
 		return 0, err
@@ -361,19 +365,20 @@ func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID 
 	}
 	healthChanged := !online
 	health := map[string]bool{}
-	busy := map[string]bool{} // left busy by an ended instance
-	rows, err := tx.QueryContext(ctx, `SELECT uuid, healthy, busy_after_instance IS NOT NULL FROM gpus WHERE node_id = ?`, nodeID)
+	busy := map[string]bool{}    // left busy by an ended instance
+	faulted := map[string]bool{} // failed, not yet returned
+	rows, err := tx.QueryContext(ctx, `SELECT uuid, healthy, busy_after_instance IS NOT NULL, fault_at IS NOT NULL FROM gpus WHERE node_id = ?`, nodeID)
 	if err != nil {
 		return 0, err
 	}
 	for rows.Next() {
 		var u string
-		var h, b bool
-		if err := rows.Scan(&u, &h, &b); err != nil {
+		var h, b, f bool
+		if err := rows.Scan(&u, &h, &b, &f); err != nil {
 			rows.Close()
 			return 0, err
 		}
-		health[u], busy[u] = h, b
+		health[u], busy[u], faulted[u] = h, b, f
 	}
 	rows.Close()
 	if _, err := tx.ExecContext(ctx, `UPDATE nodes SET last_heartbeat_at = ?, online = 1, heartbeat_seconds = ? WHERE id = ?`, now.Unix(), hbSec, nodeID); err != nil {
@@ -391,8 +396,20 @@ func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID 
 				return 0, err
 			}
 		}
+		if fault := reportedFault(g); fault != "" && !faulted[g.UUID] {
+			// It failed now: out of service at once, what ran on it ended
+			// and its owner credited, in this transaction.
+			if err := db.gpuFailed(ctx, tx, nodeID, g, db.now()); err != nil {
+				return 0, fmt.Errorf("GPU %s failed: %w", g.UUID, err)
+			}
+			faulted[g.UUID] = true
+		}
+		if faulted[g.UUID] {
+			g.Healthy = false
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE gpus SET memory_used_mib = ?, utilization_percent = ?, temperature_c = ?, power_w = ?,
-			xid_errors = ?, last_xid = ?, ecc_uncorrected = ?, healthy = ? WHERE uuid = ?`, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW, g.XIDErrors, g.LastXID, g.ECCUncorrected, g.Healthy, g.UUID); err != nil {
+			xid_errors = ?, last_xid = ?, ecc_uncorrected = ?, healthy = ?, reported_fault = ? WHERE uuid = ?`, g.MemoryUsedMiB, g.UtilizationPercent, g.TemperatureC, g.PowerW,
+			g.XIDErrors, g.LastXID, g.ECCUncorrected, g.Healthy, reportedFault(g), g.UUID); err != nil {
 			return 0, err
 		}
 		healthChanged = healthChanged || was != g.Healthy
@@ -581,7 +598,7 @@ func (db *DB) SetDrain(ctx context.Context, actor *gpuportal.User, nodeID string
 		} else if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET drain = ? WHERE id = ?`, drain, nodeID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET drain = ?, drain_note = '' WHERE id = ?`, drain, nodeID); err != nil {
 			return named("update nodes", err)
 		}
 		if err := db.audit(ctx, tx, actor.ID, "node.drain", "node/"+nodeID, map[string]bool{"drain": old}, map[string]bool{"drain": drain}); err != nil {
@@ -595,7 +612,7 @@ func (db *DB) SetDrain(ctx context.Context, actor *gpuportal.User, nodeID string
 // Nodes lists the fleet with each node's GPUs and their latest telemetry.
 func (db *DB) Nodes(ctx context.Context) ([]gpuportal.Node, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT id, hostname, region_id, online, drain, last_heartbeat_at,
-		CASE WHEN token_revoked_at IS NOT NULL THEN 'revoked' WHEN rotate_token = 1 THEN 'rotating' ELSE 'active' END, token_rotated_at
+		CASE WHEN token_revoked_at IS NOT NULL THEN 'revoked' WHEN rotate_token = 1 THEN 'rotating' ELSE 'active' END, token_rotated_at, drain_note
 		FROM nodes ORDER BY region_id, hostname, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
@@ -606,7 +623,7 @@ func (db *DB) Nodes(ctx context.Context) ([]gpuportal.Node, error) {
 		var n gpuportal.Node
 		var online, drain bool
 		var hb, rotated sql.NullInt64
-		if err := rows.Scan(&n.ID, &n.Hostname, &n.Region, &online, &drain, &hb, &n.TokenState, &rotated); err != nil {
+		if err := rows.Scan(&n.ID, &n.Hostname, &n.Region, &online, &drain, &hb, &n.TokenState, &rotated, &n.DrainNote); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -621,8 +638,8 @@ func (db *DB) Nodes(ctx context.Context) ([]gpuportal.Node, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	grows, err := db.read.QueryContext(ctx, `SELECT uuid, node_id, idx, model_id, name, healthy, memory_total_mib, memory_used_mib, utilization_percent, temperature_c, power_w, busy_after_instance
-		FROM gpus ORDER BY node_id, idx`)
+	grows, err := db.read.QueryContext(ctx, `SELECT uuid, node_id, idx, model_id, name, healthy, memory_total_mib, memory_used_mib, utilization_percent, temperature_c, power_w, busy_after_instance,
+		fault_reason, fault_xid, fault_at FROM gpus ORDER BY node_id, idx`)
 	if err != nil {
 		return nil, fmt.Errorf("list gpus: %w", err)
 	}
@@ -630,10 +647,12 @@ func (db *DB) Nodes(ctx context.Context) ([]gpuportal.Node, error) {
 	for grows.Next() {
 		var g gpuportal.GPU
 		var node string
-		var busy sql.NullInt64
-		if err := grows.Scan(&g.UUID, &node, &g.Index, &g.Model, &g.Name, &g.Healthy, &g.MemoryTotalMiB, &g.MemoryUsedMiB, &g.UtilizationPercent, &g.TemperatureC, &g.PowerW, &busy); err != nil {
+		var busy, faultAt sql.NullInt64
+		if err := grows.Scan(&g.UUID, &node, &g.Index, &g.Model, &g.Name, &g.Healthy, &g.MemoryTotalMiB, &g.MemoryUsedMiB, &g.UtilizationPercent, &g.TemperatureC, &g.PowerW, &busy,
+			&g.Health.Reason, &g.Health.XID, &faultAt); err != nil {
 			return nil, err
 		}
+		g.Health.Healthy, g.Health.At = !faultAt.Valid, fromNullUnix(faultAt)
 		if busy.Valid {
 			g.BusyAfterInstance = &busy.Int64
 		}

@@ -140,6 +140,7 @@ func (c *contract) fixtures() {
 		t.Fatal(err)
 	}
 	c.params["delivery_id"] = fmt.Sprint(d.ID)
+	c.params["uuid"] = nodes[0].GPUs[0].UUID // in service: its return is a 409
 }
 
 // skip says whether the contract test leaves path out (see contractSkips).

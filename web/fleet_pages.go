@@ -55,6 +55,27 @@ func (s *Server) handleDrainForm(c echo.Context) error {
 	return redirect(c, "/admin/nodes")
 }
 
+// handleReturnGPUForm puts a failed GPU back in service.
+func (s *Server) handleReturnGPUForm(c echo.Context) error {
+	if err := s.db.ReturnGPU(c.Request().Context(), currentUser(c), c.Param("uuid")); err != nil {
+		if gpuportal.ErrorCode(err) != gpuportal.ECONFLICT {
+			return err
+		}
+		s.addFlash(c, "error", i18n.Error(reqOf(c).lang, err))
+		return redirect(c, "/admin/nodes")
+	}
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "GPU %s is back in service.", c.Param("uuid")))
+	return redirect(c, "/admin/nodes")
+}
+
+// apiReturnGPU is POST /admin/gpus/{uuid}/return.
+func (s *Server) apiReturnGPU(c echo.Context) error {
+	if err := s.db.ReturnGPU(c.Request().Context(), currentUser(c), c.Param("uuid")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
 func (s *Server) handleRotateTokenForm(c echo.Context) error {
 	if err := s.db.RotateNodeToken(c.Request().Context(), currentUser(c), c.Param("id")); err != nil {
 		return err
