@@ -43,6 +43,7 @@ type GPUSample struct {
 	ECCUncorrected     uint64 `json:"ecc_uncorrected"`
 	XIDErrors          uint64 `json:"xid_errors"`
 	LastXID            uint64 `json:"last_xid,omitempty"`
+	SMClockMHz         int    `json:"sm_clock_mhz,omitempty"`
 	// Health says why a GPU is not healthy (nil when it is): the fault
 	// the agent saw, from when.
 	Health *GPUHealth `json:"health,omitempty"`

@@ -152,6 +152,12 @@ func newSimulation(srv *server.Server) *simulation {
 			}
 			return uint32(33 + sim.intn(4)), nvml.SUCCESS
 		}
+		dev.GetClockInfoFunc = func(nvml.ClockType) (uint32, nvml.Return) {
+			if sim.busy(dev.UUID) {
+				return uint32(1755 + sim.intn(225)), nvml.SUCCESS // boost under load
+			}
+			return 345, nvml.SUCCESS
+		}
 		dev.GetPowerUsageFunc = func() (uint32, nvml.Return) {
 			if sim.busy(dev.UUID) {
 				return uint32(330_000 + sim.intn(60_000)), nvml.SUCCESS

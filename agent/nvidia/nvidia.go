@@ -120,6 +120,9 @@ func (s *Source) Sample() []gpuportal.GPUSample {
 		if t, ret := d.GetTemperature(nvml.TEMPERATURE_GPU); ret == nvml.SUCCESS {
 			smp.TemperatureC = int(t)
 		}
+		if c, ret := d.GetClockInfo(nvml.CLOCK_SM); ret == nvml.SUCCESS {
+			smp.SMClockMHz = int(c)
+		}
 		if p, ret := d.GetPowerUsage(); ret == nvml.SUCCESS {
 			smp.PowerW = int(p / 1000) // NVML reports milliwatts
 		}
