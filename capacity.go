@@ -74,6 +74,10 @@ type Slot struct {
 	// Bookable is false for hours that cannot be booked now (too soon, too
 	// far ahead), whatever their free count.
 	Bookable bool `json:"bookable"`
+	// MaintenanceGPUs are out of service for a maintenance window this
+	// hour (not in Reserved; not free), MaintenanceReason says why.
+	MaintenanceGPUs   int    `json:"maintenance_gpus,omitempty"`
+	MaintenanceReason string `json:"maintenance_reason,omitempty"`
 }
 
 // MaxAvailabilityHours bounds one availability query (31 days).

@@ -45,7 +45,7 @@ const (
 // InterruptionReasons lists every reason an instance is interrupted or
 // stopped for, drills included.
 var InterruptionReasons = []string{ReasonReservation, ReasonOnDemand, ReasonNodeFailure, ReasonAdmin, ReasonFairShare,
-	ReasonBalance, ReasonAccountDisabled, ReasonReservationEnd, ReasonDrill, ReasonGPUFailure}
+	ReasonBalance, ReasonAccountDisabled, ReasonReservationEnd, ReasonDrill, ReasonGPUFailure, ReasonMaintenance}
 
 // InterruptionReasonText is a reason in words (English; the pages and
 // messages translate it), for customers who never see the codes.
@@ -71,6 +71,8 @@ func InterruptionReasonText(reason string) string {
 		return "an interruption drill"
 	case ReasonGPUFailure:
 		return "a GPU failure"
+	case ReasonMaintenance:
+		return "maintenance of its node"
 	}
 	return reason
 }

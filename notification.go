@@ -56,6 +56,10 @@ const (
 	// fault; Refund: what was credited; Subject: how it ended,
 	// interrupted — restarting where its kind does — or failed).
 	NoteGPUFailure = "gpu_failure"
+	// NoteMaintenance: a maintenance window (Subject: its reason; Start,
+	// End) cancelled the reservation ReservationID with a full refund
+	// (Refund), or will stop the instance InstanceID at its start.
+	NoteMaintenance = "maintenance_window"
 )
 
 // NoteKinds is every notification kind: each must render in every
@@ -64,7 +68,7 @@ var NoteKinds = []string{
 	NoteBookingConfirmed, NoteBookingCancelled, NoteWaitlistOffer, NoteWaitlistExpired, NoteWaitlistBooked,
 	NoteReservationStarts, NoteReservationEnds, NoteSpotInterruption, NoteInstanceRestarted, NoteReservationShorted,
 	NotePasswordReset, NoteJobSucceeded, NoteJobUnpaid, NoteAutoBookUnpaid, NoteBalanceLow, NoteBalanceStop, NoteJobFailed, NoteTokensRevoked, NoteVerifyEmail, NoteVerifyPhone, NoteSpotRebalance, NoteReservationLaunched, NoteIdleStopped, NoteBudgetReached, NoteMemberLimit,
-	NoteScheduleFailed, NoteReservationLaunchFailed, NoteDiskSuspended, NoteDiskReleaseSoon, NoteDiskReleased, NoteWebhookFailing, NoteGPUFailure,
+	NoteScheduleFailed, NoteReservationLaunchFailed, NoteDiskSuspended, NoteDiskReleaseSoon, NoteDiskReleased, NoteWebhookFailing, NoteGPUFailure, NoteMaintenance,
 }
 
 // Notification channels.

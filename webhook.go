@@ -34,6 +34,9 @@ const (
 	EventJobFinished         = "job.finished"
 	EventBalanceLow          = "balance.low"
 	EventTopUpCredited       = "topup.credited"
+	// EventMaintenanceScheduled: a maintenance window touches the
+	// account's bookings or instances (data: the window).
+	EventMaintenanceScheduled = "maintenance.scheduled"
 	// EventWebhookTest is sent only by the "send test event" button, to
 	// the one webhook it was pressed for.
 	EventWebhookTest = "webhook.test"
@@ -42,7 +45,8 @@ const (
 // WebhookEvents lists the types a webhook may subscribe to ("*": all).
 var WebhookEvents = []string{EventInstanceRunning, EventInstanceRebalance, EventInstanceNotice, EventInstanceInterrupted,
 	EventInstanceStopped, EventInstanceFailed, EventReservationConfirm, EventReservationStarted, EventReservationEnding,
-	EventReservationEnded, EventReservationCancel, EventWaitlistOffered, EventJobFinished, EventBalanceLow, EventTopUpCredited}
+	EventReservationEnded, EventReservationCancel, EventWaitlistOffered, EventJobFinished, EventBalanceLow, EventTopUpCredited,
+	EventMaintenanceScheduled}
 
 // AllEvents subscribes a webhook to every type.
 const AllEvents = "*"

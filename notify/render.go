@@ -144,6 +144,7 @@ var renderers = map[string]func(*rendering){
 	gpuportal.NoteMemberLimit:             renderMemberLimit,
 	gpuportal.NoteWebhookFailing:          renderWebhookFailing,
 	gpuportal.NoteGPUFailure:              renderGPUFailure,
+	gpuportal.NoteMaintenance:             renderMaintenance,
 	gpuportal.NoteBalanceLow:              renderBalanceLow,
 	gpuportal.NoteBalanceStop:             renderBalanceStop,
 	gpuportal.NoteTokensRevoked:           renderTokensRevoked,
@@ -407,6 +408,30 @@ func renderGPUFailure(r *rendering) {
 		r.lines = append(r.lines, r.T("The hour in progress, %s, was credited back to your balance.", r.p.Refund.String()))
 	}
 	r.m.SMS = r.T("gpuportal: the GPU of instance #%d failed (%s).", r.p.InstanceID, r.p.Reason)
+}
+
+func renderMaintenance(r *rendering) {
+	window := r.T("%s to %s (%s)", r.when(r.p.Start), r.when(r.p.End), r.zone)
+	if r.p.ReservationID != 0 {
+		r.link += fmt.Sprintf("/calendar?model=%s&region=%s&count=%d&hours=%d", r.p.Model, r.p.Region, r.p.Count, r.p.ExtendHours)
+		r.m.Subject = r.T("Reservation #%d is cancelled for maintenance, refunded in full", r.p.ReservationID)
+		r.lines = []string{
+			r.T("Maintenance of the GPUs your reservation #%d (%s) needs, %s, leaves no room for it: %s.", r.p.ReservationID, r.what, window, r.p.Subject),
+			r.T("It is cancelled and its whole price, %s, is back in your balance.", r.p.Refund.String()),
+			r.T("The calendar shows the nearest windows of the same size to book instead."),
+		}
+		r.m.SMS = r.T("gpuportal: reservation #%d is cancelled for maintenance and refunded in full (%s).", r.p.ReservationID, r.p.Refund.String())
+		return
+	}
+	r.link += fmt.Sprintf("/instances/%d", r.p.InstanceID)
+	r.m.Subject = r.T("Maintenance of the node instance #%d runs on: %s", r.p.InstanceID, window)
+	r.lines = []string{r.T("The node instance #%d (%s) runs on goes into maintenance %s: %s.", r.p.InstanceID, r.what, window, r.p.Subject)}
+	if r.p.Kind == gpuportal.KindSpot {
+		r.lines = append(r.lines, r.T("As a spot instance it gets its interruption notice before the start; checkpoint then."))
+	} else {
+		r.lines = append(r.lines, r.T("It is stopped at the start; save what you need before then, and launch again on another node."))
+	}
+	r.m.SMS = r.T("gpuportal: instance #%d's node goes into maintenance at %s.", r.p.InstanceID, r.when(r.p.Start))
 }
 
 func renderWebhookFailing(r *rendering) {

@@ -66,16 +66,23 @@ func (db *DB) Availability(ctx context.Context, modelID, regionID string, from, 
 	if err != nil {
 		return nil, err
 	}
+	maintenance, why, err := db.maintenanceByHour(ctx, db.read, modelID, regionID, from, to)
+	if err != nil {
+		return nil, err
+	}
 	now := db.now()
 	earliest, latest := policy.BookingWindow(now)
 	slots := make([]gpuportal.Slot, 0, int(to.Sub(from)/time.Hour))
 	for t := from; t.Before(to); t = t.Add(time.Hour) {
 		price, discount := gpuportal.HourPrice(model.ListPrice, policy, t, db.Location)
-		r := reserved[unix(t)]
+		r, m := reserved[unix(t)], maintenance[unix(t)]
 		slots = append(slots, gpuportal.Slot{
-			Start: t, End: t.Add(time.Hour), Capacity: capacity, Reserved: r, Free: gpuportal.FreeInHour(capacity, r),
+			// A window's GPUs are counted in reserved (they are taken),
+			// shown apart.
+			Start: t, End: t.Add(time.Hour), Capacity: capacity, Reserved: max(0, r-m), Free: gpuportal.FreeInHour(capacity, r),
 			PricePerGPU: price, DiscountPercent: discount, OffPeak: discount > 0,
-			Bookable: !t.Before(earliest) && !t.After(latest),
+			Bookable:        !t.Before(earliest) && !t.After(latest),
+			MaintenanceGPUs: m, MaintenanceReason: why[unix(t)],
 		})
 	}
 	return slots, nil

@@ -23,7 +23,14 @@ type TickResult = plan.TickResult
 func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 	var res TickResult
 	var nodes []string
-	err := db.inTx(ctx, "plan and apply", func(tx *sql.Tx) error {
+	// Maintenance first: the spot instances on a window's nodes get their
+	// notice for the window (its reason, not a booking's), before the
+	// planner sees the window's hours taken.
+	maintained, err := db.maintenanceStep(ctx, now)
+	if err != nil {
+		return res, fmt.Errorf("tick at %s: %w", now.Format(time.RFC3339), err)
+	}
+	err = db.inTx(ctx, "plan and apply", func(tx *sql.Tx) error {
 		snap, err := db.loadSnapshot(ctx, tx, now)
 		if err != nil {
 			return named("load snapshot", err)
@@ -37,7 +44,7 @@ func (db *DB) Tick(ctx context.Context, now time.Time) (TickResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("tick at %s: %w", now.Format(time.RFC3339), err)
 	}
-	db.wake(ctx, nodes...)
+	db.wake(ctx, append(nodes, maintained...)...)
 	if res.Launched > 0 {
 		db.Kick(ctx) // place the instances reservations launched by themselves
 	}

@@ -352,7 +352,7 @@ func (db *DB) loadDueReservations(ctx context.Context, q queryer, now time.Time,
 	}
 	rows, err := scanAll(ctx, q, func(r *sql.Rows, l *lostRow) error { return r.Scan(&l.id, &l.n) }, `SELECT rg.reservation_id, count(*) FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid JOIN nodes n ON n.id = g.node_id
 		JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'
-		WHERE n.online = 0 OR g.healthy = 0 GROUP BY rg.reservation_id`)
+		WHERE n.online = 0 OR g.healthy = 0 OR n.drain_note LIKE 'maintenance #%' GROUP BY rg.reservation_id`)
 	if err != nil {
 		return err
 	}
