@@ -141,7 +141,7 @@ func (c *contract) fixtures() {
 	}
 	c.params["delivery_id"] = fmt.Sprint(d.ID)
 	c.params["uuid"] = nodes[0].GPUs[0].UUID // in service: its return is a 409
-	c.params["maintenance"] = "999" // none: its end is a 404
+	c.params["maintenance"] = "999"          // none: its end is a 404
 }
 
 // skip says whether the contract test leaves path out (see contractSkips).
