@@ -27,4 +27,7 @@ const (
 	StepSamples  = "sample instances"
 	StepRollup   = "roll up rates"
 	StepBudgets  = "budget notices"
+	// StepGPUFailure: ending an instance whose GPU failed (in the
+	// heartbeat that reported it).
+	StepGPUFailure = "end work on a failed GPU"
 )

@@ -52,8 +52,18 @@ func (db *DB) gpuFailed(ctx context.Context, tx *sql.Tx, nodeID string, g gpupor
 		return err
 	}
 	for _, id := range ids {
-		if err := db.endOnGPUFailure(ctx, tx, id, g.UUID, reason, now); err != nil {
-			return fmt.Errorf("instance %d: %w", id, err)
+		// Each in a savepoint of its own: one instance's bad data never
+		// fails the heartbeat of its node (its owner is told instead,
+		// as for a scheduler decision that failed).
+		if err := inSavepoint(ctx, tx, func() error { return db.endOnGPUFailure(ctx, tx, id, g.UUID, reason, now) }); err != nil {
+			var owner int64
+			if qerr := tx.QueryRowContext(ctx, `SELECT user_id FROM instances WHERE id = ?`, id).Scan(&owner); qerr != nil {
+				return fmt.Errorf("instance %d: %w", id, err)
+			}
+			if nerr := db.notify(ctx, tx, owner, gpuportal.NoteScheduleFailed, gpuportal.NoteParams{Kind: gpuportal.StepGPUFailure,
+				Subject: fmt.Sprintf("instance %d", id), Reason: err.Error(), InstanceID: id}); nerr != nil {
+				return nerr
+			}
 		}
 	}
 	if err := db.drainOnRepeatedFailures(ctx, tx, nodeID, now); err != nil {
