@@ -82,6 +82,10 @@ type SessionRequest struct {
 	// channels and forwards of one SSH connection): the per-user limit
 	// counts groups, not streams.
 	Group string
+	// LogOffset (SessionLog): send the log from this offset (of the
+	// log as it began, whatever trims dropped since), headed by a line
+	// that says where what is sent starts and ends (LogRangeLine).
+	LogOffset *int64
 }
 
 // TTY is a terminal's type and size.
@@ -119,6 +123,16 @@ type DesiredSession struct {
 	// URL is the portal that holds the customer's end ("" = the agent's
 	// own portal): with several portals, the agent connects to that one.
 	URL string `json:"url,omitempty"`
+	// LogOffset: see SessionRequest.LogOffset.
+	LogOffset *int64 `json:"log_offset,omitempty"`
+}
+
+// LogRange is where a log sent from an offset starts and ends, as
+// offsets of the log since it began: Start is past the offset asked for
+// when a trim dropped what was there; End is where to ask from next.
+type LogRange struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
 }
 
 // A session stream is a WebSocket between the portal and the agent.

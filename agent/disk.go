@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gpuportal"
 )
 
 // Workloads must not fill the node's disk: each log is capped (the
@@ -47,6 +49,12 @@ func capLog(path string, limit int64) (bool, error) {
 	if i := strings.IndexByte(string(tail), '\n'); i >= 0 && i < len(tail)-1 {
 		tail = tail[i+1:] // start at a whole line
 	}
+	// What it drops, counted from the log's beginning (past an earlier
+	// trim's line), for offsets into the log (logSlice).
+	dropped := readDropped(path) + (st.Size() - int64(len(tail))) - markerLength(f)
+	if err := os.WriteFile(droppedPath(path), []byte(strconv.FormatInt(dropped, 10)), 0o600); err != nil {
+		return false, err
+	}
 	if err := f.Truncate(0); err != nil {
 		return false, err
 	}
@@ -65,7 +73,8 @@ func sweepLogs(dir string, keep time.Duration, now time.Time, live map[string]bo
 	}
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
-		if live[e.Name()] || newest(path).Add(keep).After(now) {
+		// A log's count of dropped bytes lives as long as the log.
+		if live[strings.TrimSuffix(e.Name(), ".dropped")] || newest(path).Add(keep).After(now) {
 			continue
 		}
 		if os.RemoveAll(path) == nil {
@@ -196,4 +205,62 @@ func (a *Agent) retention() time.Duration {
 		return a.cfg.Retention
 	}
 	return DefaultRetention
+}
+
+// droppedPath keeps how many bytes of a log its trims dropped since it
+// began, so that offsets into it (gpu logs -f) hold across trims.
+func droppedPath(log string) string { return log + ".dropped" }
+
+func readDropped(log string) int64 {
+	raw, err := os.ReadFile(droppedPath(log))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	return n
+}
+
+// markerLength is the length of the trim's line at the head of a log (0
+// for a log never trimmed).
+func markerLength(f *os.File) int64 {
+	head := make([]byte, 256)
+	n, _ := f.ReadAt(head, 0)
+	prefix := logTruncatedLine[:strings.Index(logTruncatedLine, "%")]
+	if !strings.HasPrefix(string(head[:n]), prefix) {
+		return 0
+	}
+	if i := strings.IndexByte(string(head[:n]), '\n'); i >= 0 {
+		return int64(i + 1)
+	}
+	return 0
+}
+
+// logSlice is the part of a log to send from offset (an offset of the
+// log since it began): its range as offsets, and as positions in the
+// file. An offset a trim dropped starts at what was kept; one past the
+// end (a log begun anew) starts over. While the workload writes, only
+// whole lines are sent, so the next offset falls between two lines.
+func logSlice(f *os.File, path string, offset int64, writing bool) (gpuportal.LogRange, int64, int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return gpuportal.LogRange{}, 0, 0, err
+	}
+	dropped, marker := readDropped(path), markerLength(f)
+	end := dropped + st.Size() - marker
+	start := offset
+	if start < dropped || start > end {
+		start = dropped
+	}
+	from, to := marker+start-dropped, st.Size()
+	if writing && to > from {
+		// Back to the last newline: a line still being written waits.
+		buf := make([]byte, min(to-from, 64<<10))
+		n, _ := f.ReadAt(buf, to-int64(len(buf)))
+		if i := strings.LastIndexByte(string(buf[:n]), '\n'); i >= 0 {
+			to = to - int64(len(buf)) + int64(i) + 1
+		} else {
+			to = from
+		}
+	}
+	return gpuportal.LogRange{Start: start, End: start + (to - from)}, from, to, nil
 }

@@ -78,3 +78,78 @@ func TestRetentionSweepsWhatEnded(t *testing.T) {
 		t.Fatalf("swept logs %v, want the three ended ones", gone)
 	}
 }
+
+// (issue 48) gpu logs -f reads only what is new: a log sent from an
+// offset of the log since it began, whole lines only while the workload
+// writes, to the end once it does not; through a trim the offsets hold,
+// and an offset the trim dropped starts at what was kept.
+func TestLogSliceFromAnOffsetThroughATrim(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "instance-1.log")
+	w, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	read := func(offset int64, writing bool) (int64, int64, string) {
+		t.Helper()
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		rng, from, to, err := logSlice(f, path, offset, writing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, to-from)
+		f.ReadAt(buf, from)
+		return rng.Start, rng.End, string(buf)
+	}
+	w.Write([]byte("one\ntwo\nthr"))
+	start, end, text := read(0, true)
+	if start != 0 || end != 8 || text != "one\ntwo\n" {
+		t.Fatalf("from 0 while writing = %d–%d %q", start, end, text)
+	}
+	w.Write([]byte("ee\nfour\n"))
+	if start, end, text = read(end, true); start != 8 || end != 19 || text != "three\nfour\n" {
+		t.Fatalf("from 8 = %d–%d %q", start, end, text)
+	}
+	w.Write([]byte("partial"))
+	if _, end2, text := read(end, false); end2 != 26 || text != "partial" {
+		t.Fatalf("after the end, to the end = %d %q", end2, text)
+	}
+	// A trim: 3 MB more, capped to 1 MiB.
+	line := bytes.Repeat([]byte("y"), 99)
+	for range 30_000 {
+		w.Write(line)
+		w.Write([]byte("\n"))
+	}
+	w.Write([]byte("last\n"))
+	total := int64(26 + 30_000*100 + 5)
+	if trimmed, err := capLog(path, 1<<20); err != nil || !trimmed {
+		t.Fatalf("capLog = %v %v", trimmed, err)
+	}
+	// The end of the log is where it was: nothing new to read there.
+	if start, end, text := read(total, true); start != total || end != total || text != "" {
+		t.Fatalf("from the end after the trim = %d–%d %q", start, end, text)
+	}
+	// An offset the trim dropped: from what was kept, at a line.
+	start, end, text = read(19, true)
+	if start <= 19 || end != total || !strings.HasPrefix(text, "yyy") || !strings.HasSuffix(text, "last\n") || int64(len(text)) != end-start {
+		t.Fatalf("from a dropped offset = %d–%d (%d bytes)", start, end, len(text))
+	}
+	// A second trim keeps counting from the log's beginning.
+	w.Write([]byte("after\n"))
+	for range 30_000 {
+		w.Write(line)
+		w.Write([]byte("\n"))
+	}
+	if trimmed, _ := capLog(path, 1<<20); !trimmed {
+		t.Fatal("no second trim")
+	}
+	total += 6 + 30_000*100
+	w.Write([]byte("newest\n"))
+	if start, end, text := read(total, true); start != total || end != total+7 || text != "newest\n" {
+		t.Fatalf("after two trims = %d–%d %q", start, end, text)
+	}
+}

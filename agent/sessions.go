@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -127,7 +128,7 @@ func (a *Agent) serveSession(ctx context.Context, ds gpuportal.DesiredSession) {
 		_ = conn.Close()
 	}
 	if ds.Kind == gpuportal.SessionLog {
-		a.sendLog(conn, ds.InstanceID)
+		a.sendLog(conn, ds.InstanceID, ds.LogOffset, w != nil && !w.exited)
 		return
 	}
 	if ds.Kind == gpuportal.SessionVolume {
@@ -495,8 +496,10 @@ func (r ExecRuntime) DialInside(_ Process, host string, port int) (net.Conn, err
 func (r ExecRuntime) SFTPServer() string { return r.SFTPHelper }
 
 // sendLog streams an instance's whole log (as the workload wrote it: the
-// container engine's framing decoded), then exit status 0.
-func (a *Agent) sendLog(conn *stream.Conn, instanceID int64) {
+// container engine's framing decoded), then exit status 0. From an
+// offset (gpu logs -f), only what is new: headed by a LogRange line, and
+// only whole lines while the workload still writes.
+func (a *Agent) sendLog(conn *stream.Conn, instanceID int64, offset *int64, writing bool) {
 	f, err := os.Open(a.logPath(instanceID))
 	if err != nil {
 		_ = conn.Control(gpuportal.SessionControl{Error: fmt.Sprintf("this node no longer has the log of instance %d (logs are kept %s after the end)", instanceID, a.retention())})
@@ -504,8 +507,22 @@ func (a *Agent) sendLog(conn *stream.Conn, instanceID int64) {
 		return
 	}
 	defer f.Close()
+	var src io.Reader = f
+	if offset != nil {
+		rng, from, to, err := logSlice(f, a.logPath(instanceID), *offset, writing)
+		if err != nil {
+			_ = conn.Control(gpuportal.SessionControl{Error: fmt.Sprintf("the log of instance %d: %v", instanceID, err)})
+			_ = conn.Close()
+			return
+		}
+		head, _ := json.Marshal(rng)
+		if _, err := conn.Write(append(head, '\n')); err != nil {
+			return
+		}
+		src = io.NewSectionReader(f, from, to-from)
+	}
 	decode, _ := a.cfg.Runtime.(interface{ DecodeLog(string) string })
-	r := bufio.NewReaderSize(f, 256<<10)
+	r := bufio.NewReaderSize(src, 256<<10)
 	var chunk strings.Builder
 	flush := func() bool {
 		if chunk.Len() == 0 {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,5 +171,60 @@ func TestScriptDrivesLabelledSpotWithGPUAndWebhooks(t *testing.T) {
 		if d.Status != gpuportal.DeliveryDelivered || d.StatusCode == nil || *d.StatusCode != http.StatusOK {
 			t.Fatalf("a delivery: %+v", d)
 		}
+	}
+}
+
+// (issue 48) gpu logs -f against a real agent reads only what is new:
+// every line of a workload that writes for a few seconds arrives once,
+// and the log's bytes cross the network once (a proxy in front of the
+// portal counts them).
+func TestGPULogsFollowReadsOnlyWhatIsNew(t *testing.T) {
+	t.Parallel()
+	p := startPortal(t, false)
+	dir := t.TempDir()
+	p.startAgent(t, filepath.Join(dir, "node"), filepath.Join(dir, "ckpt"), "mock:dgxa100", true)
+	var mu sync.Mutex
+	var logBytes, logReads int
+	target, _ := url.Parse(p.url)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		if strings.HasSuffix(r.Request.URL.Path, "/log") && r.StatusCode == http.StatusOK {
+			body, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			logBytes += len(body)
+			logReads++
+			mu.Unlock()
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+		}
+		return nil
+	}
+	front := httptest.NewServer(proxy)
+	defer front.Close()
+
+	gpuBin := build(dir, "gpuportal/cmd/gpu", "CGO_ENABLED=0")
+	env := append(os.Environ(), "GPU_CONFIG="+filepath.Join(dir, "cli.json"), "LANG=en_US.UTF-8")
+	login := exec.Command(gpuBin, "login", "--url", front.URL, "--token", p.user)
+	login.Env = env
+	if out, err := login.CombinedOutput(); err != nil {
+		t.Fatalf("login: %v %s", err, out)
+	}
+	var inst gpuportal.Instance
+	if st := p.api("POST", "/api/v1/instances", p.user, `{"kind":"on_demand","model":"a100-80g","region":"cd-1","count":1,"command":"for i in 1 2 3 4 5 6; do echo line $i; sleep 1; done"}`, &inst); st != 201 {
+		t.Fatalf("launch: %d", st)
+	}
+	follow := exec.Command(gpuBin, "logs", "-f", fmt.Sprint(inst.ID))
+	follow.Env = env
+	out, err := follow.Output()
+	if err != nil {
+		t.Fatalf("gpu logs -f: %v %s", err, out)
+	}
+	want := "line 1\nline 2\nline 3\nline 4\nline 5\nline 6\n"
+	if string(out) != want {
+		t.Fatalf("gpu logs -f printed %q, want %q", out, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if logReads < 2 || logBytes != len(want) {
+		t.Fatalf("%d reads of the log carried %d bytes for a %d-byte log", logReads, logBytes, len(want))
 	}
 }

@@ -1913,4 +1913,7 @@ var zhCN = map[string]string{
 	"End maintenance #%d now? Its nodes come back into service and its hours become bookable.": "立即结束维护 #%d？节点将恢复服务，相应时段可重新预订。",
 	"End now":                 "立即结束",
 	"maintenance of its node": "所在节点维护",
+	"[gpu: %d bytes of output were dropped from the log before they could be read]":                     "[gpu：日志中有 %d 字节的输出在读取之前已被丢弃]",
+	"The offset is a whole number of bytes, 0 or more (the X-Log-End of the last answer).":              "offset 是不小于 0 的整数字节数（上次应答的 X-Log-End）。",
+	"The node could not send the log from an offset (its agent may predate it): ask for the whole log.": "节点无法从指定偏移发送日志（其 agent 可能版本较旧）：请获取完整日志。",
 }

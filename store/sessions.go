@@ -191,9 +191,9 @@ func (db *DB) OpenSession(ctx context.Context, user *gpuportal.User, instanceID 
 		} else {
 			instance = sql.NullInt64{Int64: instanceID, Valid: true}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, instance_id, volume_id, user_id, node_id, kind, command, port, tty, grp, url, opened_at, seen_at, env, agent_forward, host)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			s.ID, instance, volume, user.ID, s.Node, req.Kind, req.Command, req.Port, tty, req.Group, url, unix(now), unix(now), env, req.AgentForward, req.Host); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, instance_id, volume_id, user_id, node_id, kind, command, port, tty, grp, url, opened_at, seen_at, env, agent_forward, host, log_offset)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			s.ID, instance, volume, user.ID, s.Node, req.Kind, req.Command, req.Port, tty, req.Group, url, unix(now), unix(now), env, req.AgentForward, req.Host, req.LogOffset); err != nil {
 			return fmt.Errorf("open session: %w", err)
 		}
 		// Who entered which instance, when: once per connection (its
@@ -227,7 +227,7 @@ func (db *DB) ClaimSession(ctx context.Context, node, id string) (gpuportal.Desi
 		var tty, env string
 		err := tx.QueryRowContext(ctx, `SELECT `+desiredSessionColumns+` FROM sessions s LEFT JOIN instances i ON i.id = s.instance_id LEFT JOIN volumes v ON v.id = s.volume_id
 			WHERE s.id = ? AND s.node_id = ? AND (s.kind = 'log' OR i.node_id = s.node_id OR (s.kind = 'volume' AND v.deleted_at IS NULL)) AND s.connected_at IS NULL AND `+sessionOpenSQL, id, node, unix(now.Add(-gpuportal.SessionStaleAfter))).
-			Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly, &env, &d.AgentForward, &d.Host)
+			Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly, &env, &d.AgentForward, &d.Host, &d.LogOffset)
 		if errors.Is(err, sql.ErrNoRows) {
 			return gpuportal.Errorf(gpuportal.ENOTFOUND, "No session %s waits for this node.", id)
 		} else if err != nil {
@@ -312,7 +312,7 @@ func (db *DB) OpenSessions(ctx context.Context, instanceID int64) ([]gpuportal.S
 
 // desiredSessionColumns are what an agent is told of a session (a
 // volume's has no instance, an instance's no volume).
-const desiredSessionColumns = `s.id, coalesce(s.instance_id, 0), coalesce(i.attempt, 0), s.kind, s.command, s.port, s.tty, s.url, coalesce(s.volume_id, 0), coalesce(v.size_gib, 0), v.suspended_at IS NOT NULL, s.env, s.agent_forward <> 0, s.host`
+const desiredSessionColumns = `s.id, coalesce(s.instance_id, 0), coalesce(i.attempt, 0), s.kind, s.command, s.port, s.tty, s.url, coalesce(s.volume_id, 0), coalesce(v.size_gib, 0), v.suspended_at IS NOT NULL, s.env, s.agent_forward <> 0, s.host, s.log_offset`
 
 // desiredSessions lists the sessions node's agent should connect out for:
 // opened, not yet claimed, still waiting (younger than the connect
@@ -321,7 +321,7 @@ func (db *DB) desiredSessions(ctx context.Context, node string) ([]gpuportal.Des
 	now := db.Wall.Now()
 	return scanAll(ctx, db.read, func(r *sql.Rows, d *gpuportal.DesiredSession) error {
 		var tty, env string
-		if err := r.Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly, &env, &d.AgentForward, &d.Host); err != nil {
+		if err := r.Scan(&d.ID, &d.InstanceID, &d.Attempt, &d.Kind, &d.Command, &d.Port, &tty, &d.URL, &d.VolumeID, &d.VolumeSizeGiB, &d.VolumeReadOnly, &env, &d.AgentForward, &d.Host, &d.LogOffset); err != nil {
 			return err
 		}
 		if env != "" {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -229,7 +230,17 @@ func (s *Server) apiInstanceLog(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	conn, done, err := s.hub.Open(c.Request().Context(), currentUser(c), id, gpuportal.SessionRequest{Kind: gpuportal.SessionLog, Group: gpuportal.NewSessionID()})
+	req := gpuportal.SessionRequest{Kind: gpuportal.SessionLog, Group: gpuportal.NewSessionID()}
+	if v := c.QueryParam("offset"); v != "" {
+		// gpu logs -f: only what is new since the last answer's
+		// X-Log-End, whatever trims happened between.
+		off, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || off < 0 {
+			return gpuportal.FieldErrorf(gpuportal.EINVALID, "offset", "The offset is a whole number of bytes, 0 or more (the X-Log-End of the last answer).")
+		}
+		req.LogOffset = &off
+	}
+	conn, done, err := s.hub.Open(c.Request().Context(), currentUser(c), id, req)
 	if err != nil {
 		return err
 	}
@@ -241,6 +252,17 @@ func (s *Server) apiInstanceLog(c echo.Context) error {
 		return gpuportal.Errorf(gpuportal.EGONE, "The node could not send the log: %s.", conn.Failure())
 	}
 	h := c.Response().Header()
+	if req.LogOffset != nil {
+		// The node heads what it sends with where it starts and ends.
+		line, rest, ok := bytes.Cut(buf[:n], []byte("\n"))
+		var rng gpuportal.LogRange
+		if !ok || json.Unmarshal(line, &rng) != nil {
+			return gpuportal.Errorf(gpuportal.EGONE, "The node could not send the log from an offset (its agent may predate it): ask for the whole log.")
+		}
+		h.Set("X-Log-Start", strconv.FormatInt(rng.Start, 10))
+		h.Set("X-Log-End", strconv.FormatInt(rng.End, 10))
+		n = copy(buf, rest)
+	}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="instance-%d.log"`, id))
 	c.Response().WriteHeader(http.StatusOK)

@@ -172,6 +172,10 @@ func (c *cli) send(cfg config, req *http.Request, out any) error {
 	switch o := out.(type) {
 	case nil:
 		return nil
+	case interface {
+		answer(http.Header, io.Reader) error
+	}:
+		return o.answer(resp.Header, resp.Body)
 	case io.Writer:
 		_, err := io.Copy(o, resp.Body)
 		return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -304,41 +303,54 @@ func (c *cli) jobs(args []string) error {
 // ends (`gpu logs -f`): the node's whole log, fetched again every poll,
 // with what was printed already left out.
 func (c *cli) followLogs(id int64, every time.Duration) error {
-	var printed int
+	var offset int64
 	for {
-		var buf bytes.Buffer
-		err := c.call("GET", fmt.Sprintf("/instances/%d/log", id), nil, &buf)
-		var ae *apiError
-		switch {
-		case err == nil:
-			if b := buf.Bytes(); len(b) > printed {
-				if _, err := c.out.Write(b[printed:]); err != nil {
-					return err
-				}
-				printed = len(b)
-			}
-		case asAPIError(err, &ae) && ae.Status == http.StatusConflict:
-			// Not started yet: wait for it.
-		default:
-			return err
-		}
+		ended := false
 		var inst gpuportal.Instance
 		if err := c.call("GET", fmt.Sprintf("/instances/%d", id), nil, &inst); err != nil {
 			return err
 		}
-		if inst.EndedAt != nil && err == nil && printed > 0 {
-			return nil
+		ended = inst.EndedAt != nil
+		// Only what is new since the last read: the log from offset,
+		// headed by where it starts (past the offset when a trim dropped
+		// what was there) and ends.
+		err := c.call("GET", fmt.Sprintf("/instances/%d/log?offset=%d", id, offset), nil, logAppender{c, &offset})
+		var ae *apiError
+		switch {
+		case err == nil:
+		case asAPIError(err, &ae) && ae.Status == http.StatusConflict && !ended:
+			// Not started yet: wait for it.
+		default:
+			return err
 		}
-		if inst.EndedAt != nil {
-			// One last read of what it wrote before it ended.
-			var last bytes.Buffer
-			if err := c.call("GET", fmt.Sprintf("/instances/%d/log", id), nil, &last); err == nil && last.Len() > printed {
-				_, _ = c.out.Write(last.Bytes()[printed:])
-			}
-			return nil
+		if ended {
+			return nil // read after it ended: all of it
 		}
 		time.Sleep(every)
 	}
+}
+
+// logAppender writes a log answer's body and moves the offset to its
+// X-Log-End, saying so when a trim skipped output.
+type logAppender struct {
+	c      *cli
+	offset *int64
+}
+
+func (l logAppender) answer(h http.Header, body io.Reader) error {
+	start, _ := strconv.ParseInt(h.Get("X-Log-Start"), 10, 64)
+	end, err := strconv.ParseInt(h.Get("X-Log-End"), 10, 64)
+	if err != nil {
+		return fmt.Errorf("the portal did not say where the log ends (X-Log-End)")
+	}
+	if start > *l.offset {
+		fmt.Fprintln(l.c.errOut, l.c.T("[gpu: %d bytes of output were dropped from the log before they could be read]", start-*l.offset))
+	}
+	if _, err := io.Copy(l.c.out, body); err != nil {
+		return err
+	}
+	*l.offset = end
+	return nil
 }
 
 // volumes is `gpu volumes [list|create NAME --size GIB|delete ID|ls ID [PATH]]`.
