@@ -302,11 +302,12 @@ func TestVolumeUploadPastTheFreeSpace(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	if out, err := run("cp", local, fmt.Sprintf("vol:%d:docs/", v.ID)); err != nil || !strings.Contains(out, "docs/notes.txt") {
+	if out, err := run("cp", "--progress", local, fmt.Sprintf("vol:%d:docs/", v.ID)); err != nil || !strings.Contains(out, "docs/notes.txt") || !strings.Contains(out, "100 %") {
 		t.Fatalf("gpu cp up: %v %s", err, out)
 	}
 	back := filepath.Join(t.TempDir(), "back.txt")
-	if out, err := run("cp", fmt.Sprintf("vol:%d:docs/notes.txt", v.ID), back); err != nil {
+	// --progress: how far it is, on stderr (by itself on a terminal).
+	if out, err := run("cp", "--progress", fmt.Sprintf("vol:%d:docs/notes.txt", v.ID), back); err != nil || !strings.Contains(out, "100 %") {
 		t.Fatalf("gpu cp down: %v %s", err, out)
 	}
 	if b, _ := os.ReadFile(back); string(b) != "copied by gpu cp\n" {

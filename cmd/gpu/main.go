@@ -61,7 +61,7 @@ var commands = []command{
 	{"jobs", "jobs [list [--label KEY=VALUE] [--limit N] | submit --model M --tasks N [--gpus N] [--parallel N] [--volume ID] [--disk GIB] [--label KEY=VALUE…] -- COMMAND… | show ID | cancel ID]", "batch jobs", (*cli).jobs},
 	{"volumes", "volumes [list | create NAME --size GIB [--region R] | delete ID | ls ID [PATH]]", "your volumes", (*cli).volumes},
 	{"images", "images [list | import NAME --volume ID --path PATH | save INSTANCE NAME | show ID | delete ID]", "the image catalog and your own images (import one from a docker save archive in a volume, or save an instance's disk)", (*cli).images},
-	{"cp", "cp SOURCE DESTINATION (one of them vol:ID:PATH; - for stdin or stdout)", "copy a file into or out of a volume", (*cli).cp},
+	{"cp", "cp [--progress] SOURCE DESTINATION (one of them vol:ID:PATH; - for stdin or stdout)", "copy a file into or out of a volume (with how far it is on a terminal, or --progress)", (*cli).cp},
 	{"balance", "balance", "your balance and what runs on it", (*cli).balance},
 	{"topup", "topup YUAN [--provider test|stripe]", "add money: prints the page to pay at", (*cli).topup},
 	{"drill", "drill ID", "a practice interruption notice for your running spot instance (nothing is stopped)", (*cli).drill},

@@ -437,6 +437,11 @@ func volumePathArg(s string) (int64, string, bool) {
 // files as `sftp volume-ID@…`, with the API token instead of an SSH key):
 // gpu cp LOCAL vol:ID:PATH, gpu cp vol:ID:PATH LOCAL ("-" is stdin/stdout).
 func (c *cli) cp(args []string) error {
+	// --progress (or a terminal on stderr): how far the copy is, on stderr.
+	show := c.errIsTerminal()
+	if i := slices.Index(args, "--progress"); i >= 0 {
+		show, args = true, slices.Delete(slices.Clone(args), i, i+1)
+	}
 	if len(args) != 2 {
 		return usageError{c.T("cp takes a source and a destination, one of them vol:ID:PATH")}
 	}
@@ -461,6 +466,11 @@ func (c *cli) cp(args []string) error {
 			}
 		}
 		var out gpuportal.VolumeFile
+		if show {
+			p := c.newProgress(args[0], size)
+			in = io.TeeReader(in, p)
+			defer p.finish()
+		}
 		if err := c.upload(fmt.Sprintf("/volumes/%d/files/content?path=%s", dstID, url.QueryEscape(dstPath)), in, size, &out); err != nil {
 			return err
 		}
@@ -479,7 +489,10 @@ func (c *cli) cp(args []string) error {
 			defer f.Close()
 			out = f
 		}
-		return c.call("GET", fmt.Sprintf("/volumes/%d/files/content?path=%s", srcID, url.QueryEscape(srcPath)), nil, out)
+		if !show {
+			return c.call("GET", fmt.Sprintf("/volumes/%d/files/content?path=%s", srcID, url.QueryEscape(srcPath)), nil, out)
+		}
+		return c.call("GET", fmt.Sprintf("/volumes/%d/files/content?path=%s", srcID, url.QueryEscape(srcPath)), nil, progressCopy{c, args[0], out})
 	}
 	return usageError{c.T("cp takes a source and a destination, one of them vol:ID:PATH")}
 }
@@ -683,4 +696,70 @@ func (c *cli) images(args []string) error {
 			[][]string{{im.ID, im.Name, im.Region, im.Status, strconv.FormatInt(im.SizeBytes, 10), im.Error}})
 	}
 	return usageError{c.T("images takes list, import NAME --volume ID --path PATH, save INSTANCE NAME, show ID or delete ID")}
+}
+
+// progress writes how far a copy is to stderr: at most five times a
+// second, and once at the end.
+type progress struct {
+	c           *cli
+	what        string
+	total, done int64 // total < 0: unknown
+	last        time.Time
+}
+
+func (c *cli) newProgress(what string, total int64) *progress {
+	return &progress{c: c, what: what, total: total}
+}
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.done += int64(len(b))
+	if time.Since(p.last) >= 200*time.Millisecond {
+		p.print()
+	}
+	return len(b), nil
+}
+
+func (p *progress) print() {
+	p.last = time.Now()
+	if p.total > 0 {
+		fmt.Fprintf(p.c.errOut, "\r%s  %s / %s  %d %%", p.what, mib(p.done), mib(p.total), p.done*100/p.total)
+		return
+	}
+	fmt.Fprintf(p.c.errOut, "\r%s  %s", p.what, mib(p.done))
+}
+
+func (p *progress) finish() {
+	p.print()
+	fmt.Fprintln(p.c.errOut)
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// progressCopy is a download's body written to out with its progress.
+type progressCopy struct {
+	c    *cli
+	what string
+	out  io.Writer
+}
+
+func (d progressCopy) answer(h http.Header, body io.Reader) error {
+	total, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64)
+	if err != nil {
+		total = -1
+	}
+	p := d.c.newProgress(d.what, total)
+	defer p.finish()
+	_, err = io.Copy(io.MultiWriter(d.out, p), body)
+	return err
+}
+
+// errIsTerminal reports whether stderr is a terminal (progress is shown
+// there by itself).
+func (c *cli) errIsTerminal() bool {
+	f, ok := c.errOut.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
