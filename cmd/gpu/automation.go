@@ -115,10 +115,7 @@ func (c *cli) extend(args []string) error {
 
 // waitlist joins, lists, leaves and claims waitlist entries.
 func (c *cli) waitlist(args []string) error {
-	sub := "list"
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
+	sub, args := subcommand(args)
 	switch sub {
 	case "list":
 		list, err := listAll[gpuportal.WaitlistEntry](c, "/waitlist", url.Values{}, 0)
@@ -282,10 +279,7 @@ func (c *cli) catalog(args []string) error {
 // webhooks lists, adds, tests and deletes webhooks, and shows and resends
 // their deliveries.
 func (c *cli) webhooks(args []string) error {
-	sub := "list"
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
+	sub, args := subcommand(args)
 	switch sub {
 	case "list":
 		var list []gpuportal.Webhook
@@ -407,4 +401,13 @@ func (c *cli) deleteOne(args []string, what, path, done string) error {
 	}
 	fmt.Fprintln(c.out, c.T(done, id))
 	return nil
+}
+
+// subcommand splits a command's arguments into its subcommand ("list"
+// when none is given) and the rest.
+func subcommand(args []string) (string, []string) {
+	if len(args) == 0 {
+		return "list", nil
+	}
+	return args[0], args[1:]
 }

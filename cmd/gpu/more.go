@@ -209,10 +209,7 @@ func (c *cli) cancel(args []string) error {
 
 // jobs is `gpu jobs [list|submit|show ID|cancel ID]`.
 func (c *cli) jobs(args []string) error {
-	sub := "list"
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
+	sub, args := subcommand(args)
 	switch sub {
 	case "list":
 		q, limit, err := c.listFlags("jobs list", args)
@@ -355,10 +352,7 @@ func (l logAppender) answer(h http.Header, body io.Reader) error {
 
 // volumes is `gpu volumes [list|create NAME --size GIB|delete ID|ls ID [PATH]]`.
 func (c *cli) volumes(args []string) error {
-	sub := "list"
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
+	sub, args := subcommand(args)
 	switch sub {
 	case "list":
 		list, err := listAll[gpuportal.Volume](c, "/volumes", url.Values{}, 0)
@@ -617,10 +611,7 @@ func zshSubcommands() string {
 // images lists the catalog and your own images, imports one from a
 // volume's archive, shows or deletes one of yours.
 func (c *cli) images(args []string) error {
-	sub := "list"
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
+	sub, args := subcommand(args)
 	switch sub {
 	case "list":
 		var list []gpuportal.Image

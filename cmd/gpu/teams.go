@@ -23,10 +23,7 @@ func teamArg(v string) (int64, error) {
 // team is `gpu team …`: teams and their members; `use` makes every later
 // command act for a team (X-Team) until `gpu team use me`.
 func (c *cli) teams(args []string) error {
-	sub := "list"
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
+	sub, args := subcommand(args)
 	switch sub {
 	case "list":
 		var list []gpuportal.Team
