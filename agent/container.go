@@ -410,11 +410,13 @@ type containerState struct {
 	ID      string
 	Pid     int
 	Running bool
-	Exit    int
-	OOM     bool
-	LogPath string
-	Labels  map[string]string
-	Created time.Time
+	// Created: made but never started (its agent died in between).
+	NeverStarted bool
+	Exit         int
+	OOM          bool
+	LogPath      string
+	Labels       map[string]string
+	Created      time.Time
 }
 
 func (r *ContainerRuntime) inspect(id string) (containerState, error) {
@@ -427,10 +429,11 @@ func (r *ContainerRuntime) inspect(id string) (containerState, error) {
 		Created time.Time `json:"Created"`
 		LogPath string    `json:"LogPath"`
 		State   struct {
-			Running   bool `json:"Running"`
-			Pid       int  `json:"Pid"`
-			ExitCode  int  `json:"ExitCode"`
-			OOMKilled bool `json:"OOMKilled"`
+			Status    string `json:"Status"`
+			Running   bool   `json:"Running"`
+			Pid       int    `json:"Pid"`
+			ExitCode  int    `json:"ExitCode"`
+			OOMKilled bool   `json:"OOMKilled"`
 		} `json:"State"`
 		Config struct {
 			Labels map[string]string `json:"Labels"`
@@ -441,7 +444,7 @@ func (r *ContainerRuntime) inspect(id string) (containerState, error) {
 	}
 	c := raw[0]
 	return containerState{ID: c.ID, Pid: c.State.Pid, Running: c.State.Running, Exit: c.State.ExitCode, OOM: c.State.OOMKilled,
-		LogPath: c.LogPath, Labels: c.Config.Labels, Created: c.Created}, nil
+		LogPath: c.LogPath, Labels: c.Config.Labels, Created: c.Created, NeverStarted: c.State.Status == "created" || c.State.Status == "configured"}, nil
 }
 
 // Adopt finds the container of a workload a previous agent started, by
@@ -459,6 +462,19 @@ func (r *ContainerRuntime) Adopt(rec workloadRecord, node string) (Process, bool
 	st, err := r.inspect(id)
 	if err != nil {
 		return nil, false
+	}
+	if st.NeverStarted {
+		// Its agent died between making and starting it (a wait on it
+		// would never end): start it now, it is what the portal wants.
+		if _, err := r.cli("start", id); err != nil {
+			r.Log.Warn("a container made but never started could not be started: removed", "instance", rec.InstanceID, "err", err)
+			_, _ = r.cli("rm", "--force", id)
+			return nil, false
+		}
+		if st, err = r.inspect(id); err != nil {
+			return nil, false
+		}
+		r.Log.Info("started a container its agent made but never started", "instance", rec.InstanceID)
 	}
 	var meta net.Listener
 	if st.Running {

@@ -410,11 +410,16 @@ func (a *Agent) readopt() {
 		for _, rec := range recs {
 			known[rec.InstanceID] = true
 		}
+		// Of an instance's containers, its latest attempt's (an earlier
+		// attempt's may linger, ended).
+		latest := map[int64]workloadRecord{}
 		for _, rec := range c.Orphans(a.creds.NodeID) {
-			if !known[rec.InstanceID] {
-				known[rec.InstanceID] = true
-				recs = append(recs, rec)
+			if l, ok := latest[rec.InstanceID]; !known[rec.InstanceID] && (!ok || rec.Attempt > l.Attempt) {
+				latest[rec.InstanceID] = rec
 			}
+		}
+		for _, rec := range latest {
+			recs = append(recs, rec)
 		}
 	}
 	a.mu.Lock()
