@@ -38,8 +38,9 @@ func (db *DB) CreateMaintenance(ctx context.Context, actor *gpuportal.User, req 
 		return nil, err
 	}
 	out := &gpuportal.Maintenance{Region: req.Region, Start: req.Start.UTC(), End: req.End.UTC(), Reason: req.Reason, CreatedAt: now, DryRun: req.DryRun, Affected: []int64{}}
-	var nodes []string
+	var nodes, freed []string // the window's nodes; those cancelled bookings held GPUs on
 	err := db.inTx(ctx, "plan maintenance", func(tx *sql.Tx) error {
+		freed = freed[:0]
 		var err error
 		if nodes, out.Region, err = maintenanceNodes(ctx, tx, req); err != nil {
 			return err
@@ -77,7 +78,7 @@ func (db *DB) CreateMaintenance(ctx context.Context, actor *gpuportal.User, req 
 				return err
 			}
 			out.GPUs += p.gpus
-			cancelled, err := db.cancelOverbooked(ctx, tx, out, p.model, from, to, now)
+			cancelled, err := db.cancelOverbooked(ctx, tx, out, p.model, from, to, now, &freed)
 			if err != nil {
 				return err
 			}
@@ -101,6 +102,7 @@ func (db *DB) CreateMaintenance(ctx context.Context, actor *gpuportal.User, req 
 	if err != nil {
 		return nil, err
 	}
+	db.wake(ctx, freed...)
 	db.Kick(ctx)
 	return out, nil
 }
@@ -155,7 +157,7 @@ func maintenanceNodes(ctx context.Context, q queryer, req gpuportal.MaintenanceR
 // longer fit an hour of [from, to) beside the window's GPUs, each with a
 // full refund and its owner told why; the rest keep their GPUs (an
 // active one is moved off the window's nodes at its start).
-func (db *DB) cancelOverbooked(ctx context.Context, tx *sql.Tx, w *gpuportal.Maintenance, model string, from, to, now time.Time) ([]int64, error) {
+func (db *DB) cancelOverbooked(ctx context.Context, tx *sql.Tx, w *gpuportal.Maintenance, model string, from, to, now time.Time, nodes *[]string) ([]int64, error) {
 	_, policy, err := db.catalogEntry(ctx, tx, model, w.Region)
 	if err != nil {
 		return nil, err
@@ -182,7 +184,7 @@ func (db *DB) cancelOverbooked(ctx context.Context, tx *sql.Tx, w *gpuportal.Mai
 		} else if err != nil {
 			return nil, err
 		}
-		if err := db.cancelForMaintenance(ctx, tx, victim, w, now); err != nil {
+		if err := db.cancelForMaintenance(ctx, tx, victim, w, now, nodes); err != nil {
 			return nil, err
 		}
 		out = append(out, victim)
@@ -193,30 +195,14 @@ func (db *DB) cancelOverbooked(ctx context.Context, tx *sql.Tx, w *gpuportal.Mai
 // cancelForMaintenance cancels a reservation the window leaves no room
 // for: the whole price back, the hours freed, its owner told why (with
 // where to book instead).
-func (db *DB) cancelForMaintenance(ctx context.Context, tx *sql.Tx, id int64, w *gpuportal.Maintenance, now time.Time) error {
+func (db *DB) cancelForMaintenance(ctx context.Context, tx *sql.Tx, id int64, w *gpuportal.Maintenance, now time.Time, nodes *[]string) error {
 	r, err := reservationFor(ctx, tx, nil, id)
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = 'cancelled', cancelled_at = ?, fee_fen = 0, refund_fen = ?, late_cancel = 0,
-		sequence = sequence + 1, modified_at = ? WHERE id = ?`, unix(now), r.Price, unix(now), id); err != nil {
+	// No fee: the whole price back.
+	if err := db.markCancelled(ctx, tx, r, gpuportal.CancellationPreview{Refund: r.Price}, now, nodes); err != nil {
 		return err
-	}
-	if err := db.bookedHours(ctx, tx, r.UserID, -r.Count*r.Hours()); err != nil {
-		return err
-	}
-	from := r.Start
-	if now.After(from) {
-		from = now.Truncate(time.Hour)
-	}
-	if err := releaseCapacity(ctx, tx, r.Model, r.Region, from, r.End, r.Count); err != nil {
-		return err
-	}
-	if r.Status == gpuportal.ReservationActive {
-		var nodes []string
-		if err := db.releaseReservationGPUs(ctx, tx, id, now, &nodes); err != nil {
-			return err
-		}
 	}
 	if err := db.post(ctx, tx, r.UserID, now, &r.ID, []gpuportal.Posting{{Kind: gpuportal.LedgerRefund, Amount: -r.Price,
 		Description: fmt.Sprintf("Reservation #%d cancelled for maintenance (%s): price returned", id, w.Reason)}}); err != nil {

@@ -510,6 +510,35 @@ func cancellable(r *gpuportal.Reservation) error {
 	return gpuportal.Errorf(gpuportal.ECONFLICT, "Reservation %d is %s and cannot be cancelled.", r.ID, r.Status)
 }
 
+// markCancelled records a reservation's cancellation with its fee and
+// refund, and gives back what it held: its booked hours, the capacity of
+// every hour left (from the current one on for one under way), and the
+// GPUs of one under way — its reserved instances get the normal stop, so
+// nothing keeps running on cancelled hours (nodes: theirs, to wake).
+func (db *DB) markCancelled(ctx context.Context, tx *sql.Tx, r *gpuportal.Reservation, p gpuportal.CancellationPreview, now time.Time, nodes *[]string) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = 'cancelled', cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ?,
+		sequence = sequence + 1, modified_at = ? WHERE id = ?`,
+		unix(now), p.Fee, p.Refund, p.Late, unix(now), r.ID); err != nil {
+		return fmt.Errorf("cancel reservation: %w", err)
+	}
+	if err := db.bookedHours(ctx, tx, r.UserID, -r.Count*r.Hours()); err != nil {
+		return named("booked hours", err)
+	}
+	from := r.Start
+	if now.After(from) {
+		from = now.Truncate(time.Hour)
+	}
+	if err := releaseCapacity(ctx, tx, r.Model, r.Region, from, r.End, r.Count); err != nil {
+		return named("release capacity", err)
+	}
+	if r.Status == gpuportal.ReservationActive {
+		if err := db.releaseReservationGPUs(ctx, tx, r.ID, now, nodes); err != nil {
+			return fmt.Errorf("cancel reservation %d: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
 // Cancel cancels a reservation: the fee of its booked tiers is kept, the
 // rest refunded, the capacity of its remaining hours freed at once, and a
 // fee-bearing cancellation counted against the user's credit and audited.
@@ -526,30 +555,8 @@ func (db *DB) Cancel(ctx context.Context, user *gpuportal.User, id int64) (*gpup
 		}
 		now := db.now()
 		p := gpuportal.PreviewCancellation(r, now)
-		if _, err := tx.ExecContext(ctx, `UPDATE reservations SET status = 'cancelled', cancelled_at = ?, fee_fen = ?, refund_fen = ?, late_cancel = ?,
-			sequence = sequence + 1, modified_at = ? WHERE id = ?`,
-			unix(now), p.Fee, p.Refund, p.Late, unix(now), r.ID); err != nil {
-			return fmt.Errorf("cancel reservation: %w", err)
-		}
-		if err := db.bookedHours(ctx, tx, r.UserID, -r.Count*r.Hours()); err != nil {
-			return named("booked hours", err)
-		}
-		// Free what is left: every hour for a reservation not yet started,
-		// the hours from the current one on for one under way.
-		from := r.Start
-		if now.After(from) {
-			from = now.Truncate(time.Hour)
-		}
-		if err := releaseCapacity(ctx, tx, r.Model, r.Region, from, r.End, r.Count); err != nil {
-			return named("release capacity", err)
-		}
-		// A reservation under way gives its GPUs back now, and its reserved
-		// instances get the normal stop (their agents stop them and report
-		// the GPUs free) — nothing keeps running on cancelled hours.
-		if r.Status == gpuportal.ReservationActive {
-			if err := db.releaseReservationGPUs(ctx, tx, r.ID, now, &nodes); err != nil {
-				return fmt.Errorf("cancel reservation %d: %w", r.ID, err)
-			}
+		if err := db.markCancelled(ctx, tx, r, p, now, &nodes); err != nil {
+			return err
 		}
 		if err := db.post(ctx, tx, r.UserID, now, &r.ID, p.Postings(r.ID, r.Price)); err != nil {
 			return named("post to the ledger", err)
