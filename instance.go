@@ -45,7 +45,7 @@ const (
 // InterruptionReasons lists every reason an instance is interrupted or
 // stopped for, drills included.
 var InterruptionReasons = []string{ReasonReservation, ReasonOnDemand, ReasonNodeFailure, ReasonAdmin, ReasonFairShare,
-	ReasonBalance, ReasonAccountDisabled, ReasonReservationEnd, ReasonDrill, ReasonGPUFailure, ReasonMaintenance}
+	ReasonBalance, ReasonAccountDisabled, ReasonReservationEnd, ReasonDrill, ReasonGPUFailure, ReasonMaintenance, ReasonTeamReclaim}
 
 // InterruptionReasonText is a reason in words (English; the pages and
 // messages translate it), for customers who never see the codes.
@@ -73,6 +73,8 @@ func InterruptionReasonText(reason string) string {
 		return "a GPU failure"
 	case ReasonMaintenance:
 		return "maintenance of its node"
+	case ReasonTeamReclaim:
+		return "a teammate taking back their share"
 	}
 	return reason
 }
@@ -282,6 +284,10 @@ type Instance struct {
 	Disk *InstanceDisk `json:"disk,omitempty"`
 	// Labels as launched (a job's task: its job's).
 	Labels Labels `json:"labels,omitempty"`
+	// Borrowed: a team member's run past their guaranteed share, on the
+	// team's idle GPUs at the spot price; a teammate within their share
+	// takes it back with the usual notice (see AdmitTeamRun).
+	Borrowed bool `json:"borrowed,omitempty"`
 }
 
 // StopOptions are what a stop may ask besides stopping.
@@ -485,7 +491,15 @@ func AutoRestarts(i *Instance, outcome string, ownerDisabled bool) bool {
 	if outcome != InstanceInterrupted || !i.AutoRestart || ownerDisabled {
 		return false
 	}
-	return i.Interruption == nil || (i.Interruption.Reason != ReasonBalance && i.Interruption.Reason != ReasonAccountDisabled)
+	if i.Interruption == nil {
+		return true
+	}
+	switch i.Interruption.Reason {
+	case ReasonBalance, ReasonAccountDisabled, ReasonTeamReclaim:
+		// Starting again would take back what was just given back.
+		return false
+	}
+	return true
 }
 
 // FenceTimeout is how long an auto-restart instance whose node stopped

@@ -121,6 +121,9 @@ type Acting struct {
 	// The member's limits (nil: none).
 	MonthlySpendLimit *Fen
 	MaxRunningGPUs    *int
+	// ReservedRunningGPUs is the member's guaranteed share of the team's
+	// running GPUs (nil: none; see AdmitTeamRun).
+	ReservedRunningGPUs *int
 }
 
 // MemberID is who made what a user makes: the member acting for a team,
@@ -148,15 +151,17 @@ type Team struct {
 
 // TeamMemberInfo is one member on the members list.
 type TeamMemberInfo struct {
-	UserID            int64     `json:"user_id"`
-	Email             string    `json:"email"`
-	Name              string    `json:"name"`
-	Role              string    `json:"role"`
-	MonthlySpendLimit *Fen      `json:"monthly_spend_limit_fen"`
-	MaxRunningGPUs    *int      `json:"max_running_gpus"`
-	SpentThisMonth    Fen       `json:"spent_this_month_fen"`
-	RunningGPUs       int       `json:"running_gpus"`
-	JoinedAt          time.Time `json:"joined_at"`
+	UserID            int64  `json:"user_id"`
+	Email             string `json:"email"`
+	Name              string `json:"name"`
+	Role              string `json:"role"`
+	MonthlySpendLimit *Fen   `json:"monthly_spend_limit_fen"`
+	MaxRunningGPUs    *int   `json:"max_running_gpus"`
+	// ReservedRunningGPUs: the member's guaranteed share (nil: none).
+	ReservedRunningGPUs *int      `json:"reserved_running_gpus"`
+	SpentThisMonth      Fen       `json:"spent_this_month_fen"`
+	RunningGPUs         int       `json:"running_gpus"`
+	JoinedAt            time.Time `json:"joined_at"`
 }
 
 // TeamInvitation is an invitation to join a team with a role.
@@ -182,6 +187,8 @@ type MemberUpdate struct {
 	MonthlySpendLimit    *Fen
 	SetMaxRunningGPUs    bool
 	MaxRunningGPUs       *int
+	SetReservedGPUs      bool
+	ReservedRunningGPUs  *int
 }
 
 // ValidateTeamName trims and checks a team's name: 1 to 100 characters.
@@ -217,5 +224,55 @@ func ValidateMemberUpdate(u MemberUpdate) error {
 	if u.MaxRunningGPUs != nil && (*u.MaxRunningGPUs < 0 || *u.MaxRunningGPUs > 100_000) {
 		return FieldErrorf(EINVALID, "max_running_gpus", "A GPU limit is 0 to 100000.")
 	}
+	if u.ReservedRunningGPUs != nil && (*u.ReservedRunningGPUs < 0 || *u.ReservedRunningGPUs > 100_000) {
+		return FieldErrorf(EINVALID, "reserved_running_gpus", "A guaranteed share is 0 to 100000 GPUs.")
+	}
 	return nil
+}
+
+// A team lends its idle GPUs (Kueue's cohort borrowing, Run:ai's
+// over-quota). Once any member has a guaranteed share
+// (reserved_running_gpus), the team's running-GPU quota is split: what a
+// member runs within their share is theirs; a run that would take them
+// past it borrows GPUs the team is not using, at the spot price, and is
+// interruptible: a teammate launching within their share takes borrowed
+// GPUs back with the usual notice, newest first. An instance is within
+// its member's share only if it fits whole, and stays what it was
+// launched as for its life.
+
+// ReasonTeamReclaim: a borrowed run taken back for a teammate launching
+// within their share (never counted in the spot rates; no auto-restart).
+const ReasonTeamReclaim = "team_reclaim"
+
+// TeamGPUs is what a team runs when a member launches.
+type TeamGPUs struct {
+	Quota     int // the team's running-GPU quota
+	Share     int // the launching member's guaranteed share (0: none)
+	MemberOwn int // the member's GPUs running within their share
+	TeamOwn   int // all the team's GPUs running within shares
+	Lent      int // borrowed GPUs running, not under notice
+	Leaving   int // borrowed GPUs under notice, soon free
+}
+
+// Lending is how a team's run is admitted.
+type Lending struct {
+	Borrowed bool // the run borrows idle GPUs (spot price, interruptible)
+	Reclaim  int  // GPUs of borrowed runs to take back for it
+}
+
+// AdmitTeamRun admits a run of count GPUs by a member of a team that
+// lends, or says why not (422 field "quota").
+func AdmitTeamRun(g TeamGPUs, count int) (Lending, error) {
+	if g.MemberOwn+count <= g.Share {
+		if g.TeamOwn+count > g.Quota {
+			// Shares can add up past a quota an administrator lowered.
+			return Lending{}, FieldErrorf(EPOLICY, "quota", "Your team's quota is %d GPUs running at once and %d of them run within members' shares now.", g.Quota, g.TeamOwn)
+		}
+		return Lending{Reclaim: max(0, g.TeamOwn+g.Lent+count-g.Quota)}, nil
+	}
+	if idle := g.Quota - g.TeamOwn - g.Lent - g.Leaving; count > idle {
+		return Lending{}, FieldErrorf(EPOLICY, "quota", "Past your guaranteed share of %d GPUs you borrow the team's idle GPUs, and %d of its %d are idle now; you asked for %d.",
+			g.Share, max(idle, 0), g.Quota, count)
+	}
+	return Lending{Borrowed: true}, nil
 }

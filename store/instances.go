@@ -16,7 +16,7 @@ const instanceColumns = `id, user_id, kind, model_id, region_id, count, command,
 	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail, image,
 	job_id, task_index, last_checkpoint_at, lost_gpu_seconds, ready_at, drill_started_at, drill_wall_at, drill_seconds, drill_ready_after, idle_stop_minutes, idle_since, coalesce(stop_reason, ''),
 	disk_gib, disk_used_bytes, disk_enforced, disk_note, disk_kept <> 0 AND disk_released_at IS NULL,
-	created_by, (SELECT t.id FROM teams t WHERE t.account_id = instances.user_id) AS team_id`
+	created_by, (SELECT t.id FROM teams t WHERE t.account_id = instances.user_id) AS team_id, borrowed <> 0`
 
 // scanInstance reads instanceColumns, then any extra columns into extra.
 func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal.Instance, error) {
@@ -31,7 +31,7 @@ func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal
 	dest := append([]any{&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
 		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &i.Image,
 		&jobID, &taskIndex, &checkpoint, &lost, &ready, &drillAt, &drillWall, &drillSeconds, &drillReady, &idleStop, &idleSince, &i.StopReason,
-		&disk.SizeGiB, &disk.UsedBytes, &diskEnforced, &disk.Note, &disk.Kept, &i.CreatedBy, &i.TeamID}, extra...)
+		&disk.SizeGiB, &disk.UsedBytes, &diskEnforced, &disk.Note, &disk.Kept, &i.CreatedBy, &i.TeamID, &i.Borrowed}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -279,6 +279,7 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 	}
 	now := db.now()
 	var inst *gpuportal.Instance
+	var reclaimed []string // nodes whose borrowed runs got notice
 	err := db.inTx(ctx, "launch", func(tx *sql.Tx) error {
 		if req.Kind == gpuportal.KindReserved {
 			r, err := reservationFor(ctx, tx, user, *req.ReservationID)
@@ -330,10 +331,11 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if err != nil {
 			return named("find the volumes", err)
 		}
-		price, err := db.admitRun(ctx, tx, user.ID, req.Kind, *model, req.Region, req.Count, policy, now)
+		admit, err := db.admitRun(ctx, tx, user, req.Kind, *model, req.Region, req.Count, policy, now)
 		if err != nil {
 			return err
 		}
+		price := admit.price
 		if req.Kind != gpuportal.KindReserved {
 			if err := db.checkMemberLimits(ctx, tx, user, req.Count, price*gpuportal.Fen(gpuportal.BilledUnits(req.Count))); err != nil {
 				return err
@@ -357,12 +359,16 @@ func (db *DB) Launch(ctx context.Context, user *gpuportal.User, req gpuportal.La
 		if err := db.mountVolumes(ctx, tx, id, mounts); err != nil {
 			return named("mount the volumes", err)
 		}
+		if reclaimed, err = db.lend(ctx, tx, user.ID, id, admit.lending, now); err != nil {
+			return err
+		}
 		inst, err = instanceFor(ctx, tx, user, id)
 		return named("read it back", err)
 	})
 	if err != nil {
 		return nil, err
 	}
+	db.wake(ctx, reclaimed...)
 	db.Kick(ctx) // place it now
 	if inst.Kind == gpuportal.KindSpot {
 		inst.SafeUntil, _ = db.SafeUntil(ctx, inst.Model, inst.Region, inst.Count)
@@ -527,44 +533,67 @@ func diskOf(asked *int, policy gpuportal.Policy, field string) (*int, error) {
 	return &n, nil
 }
 
+// admission is what admitRun decided for a run.
+type admission struct {
+	price   gpuportal.Fen // per GPU-hour
+	lending gpuportal.Lending
+}
+
 // admitRun checks that a run of count GPUs of kind may start now — a
 // launch's, or a stopped instance's start: room for it (spot: idle GPUs
 // past the notice horizon; on-demand: what bookings leave), the owner's
-// running-GPU quota, and an hour of its price available beside what
-// already runs. It returns the hour price per GPU.
-func (db *DB) admitRun(ctx context.Context, tx *sql.Tx, userID int64, kind string, model gpuportal.Model, region string, count int, policy gpuportal.Policy, now time.Time) (gpuportal.Fen, error) {
-	price := policy.HourPrice(model, kind)
+// running-GPU quota (a team that lends: the member's share, or the team's
+// idle GPUs borrowed at the spot price), and an hour of its price
+// available beside what already runs.
+func (db *DB) admitRun(ctx context.Context, tx *sql.Tx, user *gpuportal.User, kind string, model gpuportal.Model, region string, count int, policy gpuportal.Policy, now time.Time) (admission, error) {
+	var a admission
 	if kind == gpuportal.KindSpot {
 		pl, err := db.livePool(ctx, tx, plan.PoolKey{Model: model.ID, Region: region}, now,
 			func(pl *plan.Pool) bool { return plan.SpotLaunchNeedsDetail(pl, count, now) })
 		if err != nil {
-			return 0, fmt.Errorf("read the pool: %w", err)
+			return a, fmt.Errorf("read the pool: %w", err)
 		}
 		// Job tasks give their GPUs to a spot launch (the scheduler
 		// gives them notice and they queue again).
 		if !plan.SpotLaunchFits(pl, count, now) {
-			return 0, gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for.",
+			return a, gpuportal.FieldErrorf(gpuportal.ECAPACITY, "count", "No idle %s GPUs that would last past the interruption notice right now: %d free for spot, %d asked for.",
 				model.ID, plan.SpotRoom(pl, now), count)
 		}
 	}
 	if kind != gpuportal.KindReserved {
-		if err := db.checkRunningQuota(ctx, tx, userID, count); err != nil {
-			return 0, named("check the quota", err)
+		var err error
+		if a.lending, err = db.admitQuota(ctx, tx, user, count); err != nil {
+			return a, named("check the quota", err)
 		}
 	}
 	if kind == gpuportal.KindOnDemand {
 		if err := db.checkOnDemandFits(ctx, tx, model.ID, region, count, policy, now); err != nil {
-			return 0, named("check on-demand capacity", err)
+			return a, named("check on-demand capacity", err)
 		}
+	}
+	a.price = policy.HourPrice(model, kind)
+	if a.lending.Borrowed {
+		a.price = policy.HourPrice(model, gpuportal.KindSpot)
 	}
 	// A run needs an hour of its price available, beside an hour of what
 	// already runs.
-	if price > 0 {
-		if err := db.requireLaunchFunds(ctx, tx, userID, price*gpuportal.Fen(count), now); err != nil {
-			return 0, named("check the balance", err)
+	if a.price > 0 {
+		if err := db.requireLaunchFunds(ctx, tx, user.ID, a.price*gpuportal.Fen(count), now); err != nil {
+			return a, named("check the balance", err)
 		}
 	}
-	return price, nil
+	return a, nil
+}
+
+// lend records what admitRun decided for a team's run: the run borrows,
+// or borrowed runs are taken back for it. It returns the nodes to wake.
+func (db *DB) lend(ctx context.Context, tx *sql.Tx, account, id int64, l gpuportal.Lending, now time.Time) ([]string, error) {
+	if l.Borrowed {
+		if _, err := tx.ExecContext(ctx, `UPDATE instances SET borrowed = 1 WHERE id = ?`, id); err != nil {
+			return nil, named("mark it borrowed", err)
+		}
+	}
+	return db.reclaimBorrowed(ctx, tx, account, l.Reclaim, now)
 }
 
 // StartInstance starts a stopped instance whose disk was kept, on any
@@ -573,6 +602,7 @@ func (db *DB) admitRun(ctx context.Context, tx *sql.Tx, userID int64, kind strin
 // with its disk kept; capacity, quota and money as a launch.
 func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64, count *int) (*gpuportal.Instance, error) {
 	now := db.now()
+	var reclaimed []string // nodes whose borrowed runs got notice
 	err := db.inTx(ctx, "start instance", func(tx *sql.Tx) error {
 		i, err := instanceFor(ctx, tx, user, id)
 		if err != nil {
@@ -617,6 +647,7 @@ func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64,
 			kind = gpuportal.KindOnDemand
 		}
 		var price gpuportal.Fen
+		var lending gpuportal.Lending
 		if n == 0 {
 			// No-GPU mode takes no GPU from anyone: no capacity or quota
 			// to check, an hour of the mode's price to have.
@@ -632,9 +663,11 @@ func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64,
 			if n > largest {
 				return gpuportal.FieldErrorf(gpuportal.EPOLICY, "count", "The largest %s node of %s has %d GPUs; an instance runs on one node.", i.Model, i.Region, largest)
 			}
-			if price, err = db.admitRun(ctx, tx, user.ID, kind, *model, i.Region, n, policy, now); err != nil {
+			admit, err := db.admitRun(ctx, tx, user, kind, *model, i.Region, n, policy, now)
+			if err != nil {
 				return err
 			}
+			price, lending = admit.price, admit.lending
 		}
 		if err := db.checkMemberLimits(ctx, tx, user, n, price*gpuportal.Fen(gpuportal.BilledUnits(n))); err != nil {
 			return err
@@ -644,14 +677,16 @@ func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64,
 		// mounts the kept disk (the next attempt).
 		if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'pending', kind = ?, reservation_id = NULL, count = ?, price_fen = ?, node_id = NULL, started_at = NULL, ended_at = NULL,
 			exit_code = NULL, error = '', stop_requested_at = NULL, notice_at = NULL, notice_wall_at = NULL, deadline_at = NULL, interrupt_reason = NULL,
-			ready_at = NULL, stop_reason = NULL, idle_since = NULL WHERE id = ?`, kind, n, price, i.ID); err != nil {
+			ready_at = NULL, stop_reason = NULL, idle_since = NULL, borrowed = 0 WHERE id = ?`, kind, n, price, i.ID); err != nil {
 			return named("start", err)
 		}
-		return nil
+		reclaimed, err = db.lend(ctx, tx, user.ID, i.ID, lending, now)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	db.wake(ctx, reclaimed...)
 	db.Kick(ctx) // place it now
 	return db.Instance(ctx, user, id)
 }

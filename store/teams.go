@@ -159,9 +159,9 @@ func (db *DB) ActAs(ctx context.Context, member *gpuportal.User, id int64) (*gpu
 	}
 	var acting gpuportal.Acting
 	var account int64
-	var spend, gpus sql.NullInt64
-	err := db.read.QueryRowContext(ctx, `SELECT t.id, t.name, t.account_id, m.role, m.monthly_spend_limit_fen, m.max_running_gpus FROM team_members m JOIN teams t ON t.id = m.team_id
-		WHERE m.team_id = ? AND m.user_id = ? AND t.deleted_at IS NULL`, id, member.ID).Scan(&acting.TeamID, &acting.TeamName, &account, &acting.Role, &spend, &gpus)
+	var spend, gpus, share sql.NullInt64
+	err := db.read.QueryRowContext(ctx, `SELECT t.id, t.name, t.account_id, m.role, m.monthly_spend_limit_fen, m.max_running_gpus, m.reserved_running_gpus FROM team_members m JOIN teams t ON t.id = m.team_id
+		WHERE m.team_id = ? AND m.user_id = ? AND t.deleted_at IS NULL`, id, member.ID).Scan(&acting.TeamID, &acting.TeamName, &account, &acting.Role, &spend, &gpus, &share)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, gpuportal.FieldErrorf(gpuportal.ENOTFOUND, "X-Team", "Team %d not found.", id)
 	} else if err != nil {
@@ -171,10 +171,7 @@ func (db *DB) ActAs(ctx context.Context, member *gpuportal.User, id int64) (*gpu
 		f := gpuportal.Fen(spend.Int64)
 		acting.MonthlySpendLimit = &f
 	}
-	if gpus.Valid {
-		n := int(gpus.Int64)
-		acting.MaxRunningGPUs = &n
-	}
+	acting.MaxRunningGPUs, acting.ReservedRunningGPUs = nullInt(gpus), nullInt(share)
 	u, err := db.UserByID(ctx, account)
 	if err != nil {
 		return nil, err
@@ -325,22 +322,19 @@ func (db *DB) Members(ctx context.Context, user *gpuportal.User, id int64) ([]gp
 		return nil, err
 	}
 	list, err := scanAll(ctx, db.read, func(r *sql.Rows, m *gpuportal.TeamMemberInfo) error {
-		var spend, gpus sql.NullInt64
+		var spend, gpus, share sql.NullInt64
 		var joined int64
-		if err := r.Scan(&m.UserID, &m.Email, &m.Name, &m.Role, &spend, &gpus, &joined); err != nil {
+		if err := r.Scan(&m.UserID, &m.Email, &m.Name, &m.Role, &spend, &gpus, &share, &joined); err != nil {
 			return err
 		}
 		if spend.Valid {
 			f := gpuportal.Fen(spend.Int64)
 			m.MonthlySpendLimit = &f
 		}
-		if gpus.Valid {
-			n := int(gpus.Int64)
-			m.MaxRunningGPUs = &n
-		}
+		m.MaxRunningGPUs, m.ReservedRunningGPUs = nullInt(gpus), nullInt(share)
 		m.JoinedAt = fromUnix(joined)
 		return nil
-	}, `SELECT u.id, u.email, u.name, m.role, m.monthly_spend_limit_fen, m.max_running_gpus, m.joined_at FROM team_members m JOIN users u ON u.id = m.user_id
+	}, `SELECT u.id, u.email, u.name, m.role, m.monthly_spend_limit_fen, m.max_running_gpus, m.reserved_running_gpus, m.joined_at FROM team_members m JOIN users u ON u.id = m.user_id
 		WHERE m.team_id = ? ORDER BY CASE m.role WHEN 'owner' THEN 0 WHEN 'admin' THEN 1 WHEN 'billing' THEN 2 WHEN 'member' THEN 3 ELSE 4 END, u.email`, id)
 	if err != nil {
 		return nil, fmt.Errorf("members: %w", err)
@@ -514,14 +508,18 @@ func (db *DB) UpdateMember(ctx context.Context, user *gpuportal.User, id, member
 			}
 		}
 		if u.SetMaxRunningGPUs {
-			var n sql.NullInt64
-			if u.MaxRunningGPUs != nil {
-				n = sql.NullInt64{Int64: int64(*u.MaxRunningGPUs), Valid: true}
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE team_members SET max_running_gpus = ? WHERE team_id = ? AND user_id = ?`, n, id, memberID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE team_members SET max_running_gpus = ? WHERE team_id = ? AND user_id = ?`, intOrNull(u.MaxRunningGPUs), id, memberID); err != nil {
 				return err
 			}
 			if err := db.teamAudit(ctx, tx, id, user.ID, "team.limit", memberSubject(id, memberID), nil, map[string]any{"max_running_gpus": u.MaxRunningGPUs}); err != nil {
+				return err
+			}
+		}
+		if u.SetReservedGPUs {
+			if err := db.setShare(ctx, tx, t, memberID, u.ReservedRunningGPUs); err != nil {
+				return err
+			}
+			if err := db.teamAudit(ctx, tx, id, user.ID, "team.limit", memberSubject(id, memberID), nil, map[string]any{"reserved_running_gpus": u.ReservedRunningGPUs}); err != nil {
 				return err
 			}
 		}
@@ -544,6 +542,21 @@ func (db *DB) UpdateMember(ctx context.Context, user *gpuportal.User, id, member
 
 func memberSubject(team, user int64) string {
 	return fmt.Sprintf("team/%d/member/%d", team, user)
+}
+
+func nullInt(n sql.NullInt64) *int {
+	if !n.Valid {
+		return nil
+	}
+	v := int(n.Int64)
+	return &v
+}
+
+func intOrNull(n *int) sql.NullInt64 {
+	if n == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: int64(*n), Valid: true}
 }
 
 func nullFen(f *gpuportal.Fen) sql.NullInt64 {

@@ -453,3 +453,101 @@ func TestMemberLimitNotices(t *testing.T) {
 		t.Errorf("at 100 %%: Ann told %d times, the owner %d", notes(ann), notes(prof))
 	}
 }
+
+// (issue 47, the moonshot) A team lends what its members leave idle: Ann
+// runs past her guaranteed share on borrowed GPUs at the spot price; Bob,
+// launching within his, takes them back — at once while they wait for a
+// place, with the usual notice once they run — and a run that would
+// borrow more than is idle is refused.
+func TestTeamLendsIdleGPUs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 4)
+	prof := storetest.MustCreateUser(t, db, "prof@example.com", gpuportal.RoleCustomer)
+	ann := storetest.MustCreatePoorUser(t, db, "ann@example.com", gpuportal.RoleCustomer)
+	bob := storetest.MustCreatePoorUser(t, db, "bob@example.com", gpuportal.RoleCustomer)
+	team := teamOf(t, db, prof, 10_000_00, map[*gpuportal.User]string{ann: gpuportal.TeamMember, bob: gpuportal.TeamMember})
+	account, err := db.TeamAccount(ctx, team.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quotas := storetest.TestQuotas
+	quotas.MaxRunningGPUs = 4
+	if _, err := db.UpdateAccount(ctx, admin, account, store.AccountUpdate{Quotas: &quotas}); err != nil {
+		t.Fatal(err)
+	}
+	two, three := 2, 3
+	for _, m := range []*gpuportal.User{ann, bob} {
+		if _, err := db.UpdateMember(ctx, prof, team.ID, m.ID, gpuportal.MemberUpdate{SetReservedGPUs: true, ReservedRunningGPUs: &two}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.UpdateMember(ctx, prof, team.ID, ann.ID, gpuportal.MemberUpdate{SetReservedGPUs: true, ReservedRunningGPUs: &three}); gpuportal.ErrorField(err) != "reserved_running_gpus" || gpuportal.ErrorCode(err) != gpuportal.EPOLICY {
+		t.Errorf("shares past the team's quota: %v", err)
+	}
+	asAnn, asBob := actAs(t, db, ann, team.ID), actAs(t, db, bob, team.ID)
+	launch := func(as *gpuportal.User, count int) (*gpuportal.Instance, error) {
+		return db.Launch(ctx, as, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: count})
+	}
+	own, err := launch(asAnn, 2)
+	if err != nil || own.Borrowed {
+		t.Fatalf("within Ann's share: %+v %v", own, err)
+	}
+	lent, err := launch(asAnn, 2)
+	if err != nil || !lent.Borrowed || lent.PricePerGPU >= own.PricePerGPU {
+		t.Fatalf("past Ann's share: %+v %v", lent, err)
+	}
+	if _, err := launch(asAnn, 1); gpuportal.ErrorField(err) != "quota" {
+		t.Errorf("borrowing past the idle GPUs: %v", err)
+	}
+	// Bob within his share: the borrowed run still waiting for a place
+	// ends at once.
+	bobs, err := launch(asBob, 1)
+	if err != nil || bobs.Borrowed {
+		t.Fatalf("within Bob's share: %+v %v", bobs, err)
+	}
+	if got := getInstance(t, db, lent.ID); got.Status != gpuportal.InstanceInterrupted || got.Interruption == nil || got.Interruption.Reason != gpuportal.ReasonTeamReclaim {
+		t.Errorf("an unplaced borrowed run taken back: %s %+v", got.Status, got.Interruption)
+	}
+	if got := getInstance(t, db, own.ID); got.Status != gpuportal.InstancePending {
+		t.Errorf("Ann's own run: %s", got.Status)
+	}
+	// Ann borrows the one idle GPU; it runs; Bob takes it back with notice.
+	again, err := launch(asAnn, 1)
+	if err != nil || !again.Borrowed {
+		t.Fatalf("borrowing the idle GPU: %+v %v", again, err)
+	}
+	tick(t, db, clock, clock.Now())
+	fakeAgent{t, db}.runAll()
+	if got := getInstance(t, db, again.ID); got.Status != gpuportal.InstanceRunning {
+		t.Fatalf("the borrowed run: %s", got.Status)
+	}
+	if _, err := launch(asBob, 1); err != nil {
+		t.Fatalf("Bob's second GPU within his share: %v", err)
+	}
+	got := getInstance(t, db, again.ID)
+	if got.Status != gpuportal.InstanceInterrupting || got.Interruption == nil || got.Interruption.Reason != gpuportal.ReasonTeamReclaim || !got.Interruption.Deadline.After(clock.Now()) {
+		t.Fatalf("a running borrowed run taken back: %s %+v", got.Status, got.Interruption)
+	}
+	// GPUs under notice are not idle yet: no one borrows them meanwhile.
+	if _, err := launch(asAnn, 1); gpuportal.ErrorField(err) != "quota" {
+		t.Errorf("borrowing GPUs under notice: %v", err)
+	}
+	notes, err := db.InApp(ctx, ann.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) == 0 || notes[0].Params.Reason != gpuportal.ReasonTeamReclaim || notes[0].Params.InstanceID != again.ID {
+		t.Errorf("Ann is not told why: %+v", notes)
+	}
+	members, err := db.Members(ctx, prof, team.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if (m.UserID == ann.ID || m.UserID == bob.ID) && (m.ReservedRunningGPUs == nil || *m.ReservedRunningGPUs != 2) {
+			t.Errorf("%s's share on the members list: %v", m.Email, m.ReservedRunningGPUs)
+		}
+	}
+}

@@ -238,6 +238,9 @@ type memberJSON struct {
 	Role              *string `json:"role"`
 	MonthlySpendLimit *int64  `json:"monthly_spend_limit_fen"`
 	MaxRunningGPUs    *int    `json:"max_running_gpus"`
+	// ReservedRunningGPUs is the member's guaranteed share of the team's
+	// running GPUs: past it they borrow what the team leaves idle.
+	ReservedRunningGPUs *int `json:"reserved_running_gpus"`
 }
 
 func (s *Server) apiUpdateMember(c echo.Context) error {
@@ -269,6 +272,9 @@ func (s *Server) apiUpdateMember(c echo.Context) error {
 	}
 	if _, ok := raw["max_running_gpus"]; ok {
 		u.SetMaxRunningGPUs, u.MaxRunningGPUs = true, in.MaxRunningGPUs
+	}
+	if _, ok := raw["reserved_running_gpus"]; ok {
+		u.SetReservedGPUs, u.ReservedRunningGPUs = true, in.ReservedRunningGPUs
 	}
 	m, err := s.db.UpdateMember(c.Request().Context(), person(c), id, memberID, u)
 	if err != nil {
@@ -464,7 +470,7 @@ func (s *Server) handleMemberForm(c echo.Context) error {
 		return err
 	}
 	memberID, _ := strconv.ParseInt(c.Param("user_id"), 10, 64)
-	u := gpuportal.MemberUpdate{SetMonthlySpendLimit: true, SetMaxRunningGPUs: true}
+	u := gpuportal.MemberUpdate{SetMonthlySpendLimit: true, SetMaxRunningGPUs: true, SetReservedGPUs: true}
 	if role := c.FormValue("role"); role != "" {
 		u.Role = &role
 	}
@@ -475,18 +481,27 @@ func (s *Server) handleMemberForm(c echo.Context) error {
 		}
 		u.MonthlySpendLimit = &f
 	}
-	if v := strings.TrimSpace(c.FormValue("max_running_gpus")); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			n = -1
-		}
-		u.MaxRunningGPUs = &n
-	}
+	u.MaxRunningGPUs = formCount(c, "max_running_gpus")
+	u.ReservedRunningGPUs = formCount(c, "reserved_running_gpus")
 	if _, err := s.db.UpdateMember(c.Request().Context(), person(c), id, memberID, u); err != nil {
 		return s.teamFormError(c, id, err)
 	}
 	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "The member is changed."))
 	return redirect(c, fmt.Sprintf("/teams/%d", id))
+}
+
+// formCount reads an optional count of GPUs from a form: nil when empty,
+// -1 (refused by the rule with its field's message) when not a number.
+func formCount(c echo.Context, field string) *int {
+	v := strings.TrimSpace(c.FormValue(field))
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		n = -1
+	}
+	return &n
 }
 
 func (s *Server) handleRemoveMemberForm(c echo.Context) error {

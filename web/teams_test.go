@@ -1,13 +1,16 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
 	"gpuportal"
+	"gpuportal/store"
 	"gpuportal/store/storetest"
 )
 
@@ -291,5 +294,100 @@ func TestAdminSeesTeamsOnTheirOwnTab(t *testing.T) {
 	}
 	if !strings.Contains(teams, "Vision Lab") || !strings.Contains(teams, "Team #") || strings.Contains(teams, "owner@example.com") || !strings.Contains(teams, `data-testid="credit-form"`) {
 		t.Errorf("the teams tab: %s", teams)
+	}
+}
+
+// (issue 47, the moonshot) A team lends its idle GPUs, from the API and
+// the pages: shares set on the members list (refused past the team's
+// quota), a run past one's share marked borrowed at the spot price on its
+// page, the team's page saying who is guaranteed what.
+func TestTeamLendingThroughTheAPIAndThePages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	_, profTok := e.apiToken("prof@example.com", gpuportal.RoleCustomer)
+	ann := storetest.MustCreatePoorUser(t, e.db, "ann@example.com", gpuportal.RoleCustomer)
+	annTok := e.tokenFor(ann)
+	st, body := e.apiCall("POST", "/api/v1/teams", profTok, `{"name":"Vision Lab"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("make a team = %d %s", st, body)
+	}
+	team := int64(decodeObject(t, body)["id"].(float64))
+	account, err := e.db.TeamAccount(ctx, team)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Credit(ctx, nil, account, gpuportal.CreditRequest{Amount: 1000_00, Note: "lab grant"}); err != nil {
+		t.Fatal(err)
+	}
+	quotas := storetest.TestQuotas
+	quotas.MaxRunningGPUs = 4
+	admin := storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	if _, err := e.db.UpdateAccount(ctx, admin, account, store.AccountUpdate{Quotas: &quotas}); err != nil {
+		t.Fatal(err)
+	}
+	st, body = e.apiCall("POST", fmt.Sprintf("/api/v1/teams/%d/invitations", team), profTok, `{"email":"ann@example.com","role":"member"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("invite = %d %s", st, body)
+	}
+	link := decodeObject(t, body)["url"].(string)
+	if st, body := e.apiCall("POST", "/api/v1"+link[strings.Index(link, "/invitations/"):]+"/accept", annTok, ""); st != http.StatusOK {
+		t.Fatalf("accept = %d %s", st, body)
+	}
+	member := fmt.Sprintf("/api/v1/teams/%d/members/%d", team, ann.ID)
+	if st, body := e.apiCall("PUT", member, profTok, `{"reserved_running_gpus":5}`); st != http.StatusUnprocessableEntity || !strings.Contains(body, `"field":"reserved_running_gpus"`) {
+		t.Errorf("a share past the team's quota = %d %s", st, body)
+	}
+	if st, body := e.apiCall("PUT", member, profTok, `{"reserved_running_gpus":-1}`); st != http.StatusBadRequest {
+		t.Errorf("a negative share = %d %s", st, body)
+	}
+	if st, body := e.apiCall("PUT", member, annTok, `{"reserved_running_gpus":4}`); st != http.StatusForbidden {
+		t.Errorf("a member sets their own share = %d %s", st, body)
+	}
+	if st, body := e.apiCall("PUT", member, profTok, `{"reserved_running_gpus":2}`); st != http.StatusOK || !strings.Contains(body, `"reserved_running_gpus":2`) {
+		t.Fatalf("Ann's share = %d %s", st, body)
+	}
+	launch := func(count int) map[string]any {
+		t.Helper()
+		st, body := e.teamCall("POST", "/api/v1/instances", annTok, team, fmt.Sprintf(`{"kind":"on_demand","model":"a100-80g","region":"cd-1","count":%d}`, count))
+		if st != http.StatusCreated {
+			t.Fatalf("launch %d = %d %s", count, st, body)
+		}
+		return decodeObject(t, body)
+	}
+	own, lent := launch(2), launch(2)
+	if own["borrowed"] != nil || lent["borrowed"] != true || lent["price_per_gpu_hour_fen"].(float64) >= own["price_per_gpu_hour_fen"].(float64) {
+		t.Errorf("within and past the share: %v at %v, %v at %v", own["borrowed"], own["price_per_gpu_hour_fen"], lent["borrowed"], lent["price_per_gpu_hour_fen"])
+	}
+	if st, body := e.teamCall("POST", "/api/v1/instances", annTok, team, `{"kind":"on_demand","model":"a100-80g","region":"cd-1","count":1}`); st != http.StatusUnprocessableEntity || !strings.Contains(body, `"field":"quota"`) {
+		t.Errorf("borrowing past the idle GPUs = %d %s", st, body)
+	}
+
+	for _, lang := range []string{"en", "zh-CN"} {
+		b := e.browser()
+		b.login("prof@example.com", storetest.Password)
+		b.post("/lang", url.Values{"lang": {lang}, "next": {"/"}})
+		b.post("/teams/switch", url.Values{"team": {fmt.Sprint(team)}, "next": {"/instances"}})
+		words := map[string][2]string{"en": {"borrowed from the team", "2 guaranteed"}, "zh-CN": {"借自团队", "保证 2 块"}}[lang]
+		if p := b.get(fmt.Sprintf("/instances/%d", int64(lent["id"].(float64)))); !strings.Contains(p.body, `data-testid="borrowed"`) || !strings.Contains(p.body, words[0]) {
+			t.Errorf("%s: the borrowed run's page does not say so: %d", lang, p.status)
+		}
+		if p := b.get(fmt.Sprintf("/instances/%d", int64(own["id"].(float64)))); strings.Contains(p.body, `data-testid="borrowed"`) {
+			t.Errorf("%s: a run within the share marked borrowed", lang)
+		}
+		if p := b.get(fmt.Sprintf("/teams/%d", team)); !strings.Contains(p.body, words[1]) || !strings.Contains(p.body, `name="reserved_running_gpus"`) {
+			t.Errorf("%s: the team's page does not show the share", lang)
+		}
+	}
+	// The form's empty share removes it: no member has one, the team lends
+	// no more and its quota is one pool again.
+	b := e.browser()
+	b.login("prof@example.com", storetest.Password)
+	if p := b.post(fmt.Sprintf("/teams/%d/members/%d", team, ann.ID), url.Values{"role": {"member"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("the member form = %d %s", p.status, p.body)
+	}
+	if st, body := e.apiCall("GET", fmt.Sprintf("/api/v1/teams/%d/members", team), profTok, ""); st != http.StatusOK || strings.Contains(body, `"reserved_running_gpus":2`) {
+		t.Errorf("the share removed = %d %s", st, body)
 	}
 }

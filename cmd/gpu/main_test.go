@@ -320,6 +320,15 @@ func TestCLITeams(t *testing.T) {
 	if r := gpu(t, prof, "", "team", "limit", fmt.Sprint(team.ID), fmt.Sprint(annID), "--monthly", "500", "--gpus", "1"); r.code != exitOK {
 		t.Fatalf("team limit: %+v", r)
 	}
+	if r := gpu(t, prof, "", "team", "limit", fmt.Sprint(team.ID), fmt.Sprint(annID), "--share", "1"); r.code != exitOK {
+		t.Fatalf("team limit --share: %+v", r)
+	}
+	if r := gpu(t, prof, "", "team", "limit", fmt.Sprint(team.ID), fmt.Sprint(annID), "--share", "many"); r.code == exitOK || !strings.Contains(r.stderr, "--share") {
+		t.Errorf("team limit --share many: %+v", r)
+	}
+	if r := gpu(t, prof, "", "--json", "team", "members", fmt.Sprint(team.ID)); r.code != exitOK || !strings.Contains(r.stdout, `"reserved_running_gpus": 1`) {
+		t.Errorf("the share on the members list: %+v", r)
+	}
 	// Ann has no money: on her own a launch is refused, for the team not.
 	if r := gpu(t, ann, "", "launch", "--kind", "on_demand", "--model", "a100-80g", "--", "train"); r.code != exitRefused || !strings.Contains(r.stderr, "402") {
 		t.Errorf("a launch on her own: %+v", r)

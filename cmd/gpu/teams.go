@@ -90,16 +90,13 @@ func (c *cli) teams(args []string) error {
 		}
 		var rows [][]string
 		for _, m := range list {
-			limit, gpus := "-", "-"
+			limit := "-"
 			if m.MonthlySpendLimit != nil {
 				limit = m.MonthlySpendLimit.String()
 			}
-			if m.MaxRunningGPUs != nil {
-				gpus = strconv.Itoa(*m.MaxRunningGPUs)
-			}
-			rows = append(rows, []string{strconv.FormatInt(m.UserID, 10), m.Email, m.Role, m.SpentThisMonth.String(), limit, strconv.Itoa(m.RunningGPUs), gpus})
+			rows = append(rows, []string{strconv.FormatInt(m.UserID, 10), m.Email, m.Role, m.SpentThisMonth.String(), limit, strconv.Itoa(m.RunningGPUs), countOrDash(m.MaxRunningGPUs), countOrDash(m.ReservedRunningGPUs)})
 		}
-		return c.print(list, []string{"USER", "EMAIL", "ROLE", "SPENT THIS MONTH", "MONTHLY LIMIT", "GPUS", "GPU LIMIT"}, rows)
+		return c.print(list, []string{"USER", "EMAIL", "ROLE", "SPENT THIS MONTH", "MONTHLY LIMIT", "GPUS", "GPU LIMIT", "GUARANTEED"}, rows)
 	case "invite":
 		if len(args) != 3 {
 			return usageError{c.T("team invite needs a team ID, an EMAIL and a ROLE (admin, billing, member or viewer)")}
@@ -138,14 +135,16 @@ func (c *cli) teams(args []string) error {
 		fs := c.flags("team limit")
 		spend := fs.String("monthly", "", "")
 		gpus := fs.String("gpus", "", "")
+		share := fs.String("share", "", "")
 		role := fs.String("role", "", "")
+		usage := usageError{c.T("team limit needs a team ID and a member's USER id, then --monthly YUAN, --gpus N, --share N (GPUs guaranteed) or --role ROLE (none: no limit)")}
 		if len(args) < 2 {
-			return usageError{c.T("team limit needs a team ID and a member's USER id, then --monthly YUAN, --gpus N or --role ROLE (none: no limit)")}
+			return usage
 		}
 		id, err1 := strconv.ParseInt(args[0], 10, 64)
 		user, err2 := strconv.ParseInt(args[1], 10, 64)
-		if err1 != nil || err2 != nil || fs.Parse(args[2:]) != nil || (*spend == "" && *gpus == "" && *role == "") {
-			return usageError{c.T("team limit needs a team ID and a member's USER id, then --monthly YUAN, --gpus N or --role ROLE (none: no limit)")}
+		if err1 != nil || err2 != nil || fs.Parse(args[2:]) != nil || (*spend == "" && *gpus == "" && *share == "" && *role == "") {
+			return usage
 		}
 		body := map[string]any{}
 		if *role != "" {
@@ -162,16 +161,18 @@ func (c *cli) teams(args []string) error {
 			}
 			body["monthly_spend_limit_fen"] = int64(f)
 		}
-		switch *gpus {
-		case "":
-		case "none":
-			body["max_running_gpus"] = nil
-		default:
-			n, err := strconv.Atoi(*gpus)
-			if err != nil {
-				return usageError{c.T("--gpus is a number of GPUs, or none")}
+		for flag, field := range map[string]string{"gpus": "max_running_gpus", "share": "reserved_running_gpus"} {
+			switch v := fs.Lookup(flag).Value.String(); v {
+			case "":
+			case "none":
+				body[field] = nil
+			default:
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return usageError{c.T("--%s is a number of GPUs, or none", flag)}
+				}
+				body[field] = n
 			}
-			body["max_running_gpus"] = n
 		}
 		var m gpuportal.TeamMemberInfo
 		if err := c.call("PUT", fmt.Sprintf("/teams/%d/members/%d", id, user), body, &m); err != nil {
@@ -194,4 +195,12 @@ func (c *cli) teams(args []string) error {
 		return nil
 	}
 	return usageError{c.T("unknown team command %q", sub)}
+}
+
+// countOrDash prints an optional count ("-": none).
+func countOrDash(n *int) string {
+	if n == nil {
+		return "-"
+	}
+	return strconv.Itoa(*n)
 }
