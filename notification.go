@@ -87,6 +87,7 @@ type NoteParams struct {
 	Model         string    `json:"model,omitempty"`
 	ModelName     string    `json:"model_name,omitempty"` // the model's name when it was written
 	Region        string    `json:"region,omitempty"`
+	RegionName    string    `json:"region_name,omitempty"` // the region's name when it was written
 	Count         int       `json:"count,omitempty"`
 	Start         time.Time `json:"start,omitzero"`
 	End           time.Time `json:"end,omitzero"`

@@ -38,7 +38,10 @@ func Render(n gpuportal.Notification, lang, baseURL string, loc *time.Location) 
 	T := func(key string, args ...any) string { return i18n.T(lang, key, args...) }
 	r := &rendering{p: p, T: T, zone: loc.String(), loc: loc, link: strings.TrimRight(baseURL, "/"),
 		when: func(tm time.Time) string { return tm.In(loc).Format("2006-01-02 15:04") },
-		what: fmt.Sprintf("%d × %s", p.Count, cmp.Or(p.ModelName, p.Model))}
+		what: fmt.Sprintf("%d × %s", p.Count, cmp.Or(p.ModelName, p.Model)), where: p.Region}
+	if p.RegionName != "" {
+		r.where = T(p.RegionName)
+	}
 	if write, ok := renderers[n.Kind]; ok {
 		write(r)
 	} else {
@@ -107,6 +110,7 @@ type rendering struct {
 	when  func(time.Time) string
 	zone  string
 	what  string // "2 × NVIDIA A100 80GB"
+	where string // the region by name: "Chengdu 1", "成都一区"
 	loc   *time.Location
 	m     Message
 	lines []string
@@ -156,7 +160,7 @@ var renderers = map[string]func(*rendering){
 func renderBookingConfirmed(r *rendering) {
 	r.link += fmt.Sprintf("/reservations/%d", r.p.ReservationID)
 	r.m.Subject = r.T("Booking confirmed: reservation #%d", r.p.ReservationID)
-	r.lines = []string{r.T("Your reservation #%d is confirmed: %s in %s, %s to %s (%s).", r.p.ReservationID, r.what, r.p.Region, r.when(r.p.Start), r.when(r.p.End), r.zone), r.T("Price: %s.", r.p.Price.String())}
+	r.lines = []string{r.T("Your reservation #%d is confirmed: %s in %s, %s to %s (%s).", r.p.ReservationID, r.what, r.where, r.when(r.p.Start), r.when(r.p.End), r.zone), r.T("Price: %s.", r.p.Price.String())}
 	r.m.SMS = r.T("gpuportal: reservation #%d confirmed, %s from %s.", r.p.ReservationID, r.what, r.when(r.p.Start))
 }
 
@@ -170,7 +174,7 @@ func renderBookingCancelled(r *rendering) {
 func renderWaitlistOffer(r *rendering) {
 	r.link += "/waitlist"
 	r.m.Subject = r.T("GPUs are free for your waitlist request")
-	r.lines = []string{r.T("%s in %s from %s to %s (%s) is held for you until %s.", r.what, r.p.Region, r.when(r.p.Start), r.when(r.p.End), r.zone, r.when(r.p.Expires)),
+	r.lines = []string{r.T("%s in %s from %s to %s (%s) is held for you until %s.", r.what, r.where, r.when(r.p.Start), r.when(r.p.End), r.zone, r.when(r.p.Expires)),
 		r.T("Claim it before then; the price is the quote at the moment you claim.")}
 	r.m.SMS = r.T("gpuportal: %s from %s is held for you until %s. Claim: %s", r.what, r.when(r.p.Start), r.when(r.p.Expires), r.link)
 }
@@ -366,7 +370,7 @@ func renderJobFailed(r *rendering) {
 func renderAutoBookUnpaid(r *rendering) {
 	r.link += "/ledger"
 	r.m.Subject = r.T("GPUs freed for your waitlist request, but your balance cannot pay")
-	r.lines = []string{r.T("%s in %s from %s to %s (%s) could be booked for you, but what is available in your balance does not pay for it.", r.what, r.p.Region, r.when(r.p.Start), r.when(r.p.End), r.zone),
+	r.lines = []string{r.T("%s in %s from %s to %s (%s) could be booked for you, but what is available in your balance does not pay for it.", r.what, r.where, r.when(r.p.Start), r.when(r.p.End), r.zone),
 		r.T("Top up and it is booked at the next chance, if the GPUs are still free.")}
 	r.m.SMS = r.T("gpuportal: your waitlist request for %s from %s could be booked; top up to book it.", r.what, r.when(r.p.Start))
 }

@@ -23,6 +23,11 @@ func (db *DB) noteParams(ctx context.Context, tx *sql.Tx, p gpuportal.NoteParams
 			return "", fmt.Errorf("notify: %w", err)
 		}
 	}
+	if p.Region != "" && p.RegionName == "" {
+		if err := tx.QueryRowContext(ctx, `SELECT name FROM regions WHERE id = ?`, p.Region).Scan(&p.RegionName); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return "", fmt.Errorf("notify: %w", err)
+		}
+	}
 	raw, err := json.Marshal(p)
 	return string(raw), err
 }

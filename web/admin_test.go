@@ -115,7 +115,12 @@ func TestPolicyEditorAndAudit(t *testing.T) {
 func editorForm(p gpuportal.Policies) url.Values {
 	v := url.Values{}
 	for _, name := range policyInts {
-		v.Set("global."+name, itoa(*policyIntPtr(&p.Global, name)))
+		n := *policyIntPtr(&p.Global, name)
+		if strings.HasSuffix(name, "_fen") {
+			v.Set("global."+name, gpuportal.Fen(n).Decimal()) // entered in yuan
+			continue
+		}
+		v.Set("global."+name, itoa(n))
 	}
 	for i, w := range p.Global.OffPeak {
 		f := "global.off_peak[" + itoa(i) + "]"

@@ -28,7 +28,7 @@ func (s *Server) handleHome(c echo.Context) error {
 		if p.Dashboard, err = s.dashboard(c, u); err != nil {
 			return err
 		}
-	} else if p.Landing, err = s.landing(c, p.Models, regions); err != nil {
+	} else if p.Landing, err = s.landing(c, p.Models); err != nil {
 		return err
 	}
 	return s.render(c, http.StatusOK, templates.Home(p))
@@ -36,7 +36,7 @@ func (s *Server) handleHome(c echo.Context) error {
 
 // landing gathers what a visitor reads first: the GPUs free now by model
 // and region, how the nodes are built, and the spot terms.
-func (s *Server) landing(c echo.Context, models []templates.ModelRow, regions []gpuportal.Region) (*templates.Landing, error) {
+func (s *Server) landing(c echo.Context, models []templates.ModelRow) (*templates.Landing, error) {
 	ctx := c.Request().Context()
 	states, err := s.db.GPUStatesNow(ctx)
 	if err != nil {
@@ -55,13 +55,8 @@ func (s *Server) landing(c echo.Context, models []templates.ModelRow, regions []
 		l.MaxSpotDiscount = max(l.MaxSpotDiscount, m.SpotDiscountPercent)
 	}
 	for _, st := range states {
-		row := templates.AvailabilityRow{Model: st.Model, Region: st.Region, RegionName: st.Region, Free: st.Idle,
+		row := templates.AvailabilityRow{Model: st.Model, Region: st.Region, Free: st.Idle,
 			InService: st.Idle + st.Reserved + st.OnDemand + st.Spot, Spot: st.Spot}
-		for _, r := range regions {
-			if r.ID == st.Region {
-				row.RegionName = r.Name
-			}
-		}
 		for _, part := range shape {
 			if part.Model == st.Model && part.Region == st.Region {
 				row.GPUsPerNode = max(row.GPUsPerNode, part.GPUsPerNode)

@@ -2,6 +2,8 @@ package web
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -58,5 +60,18 @@ func (s *Server) handleAuditPage(c echo.Context) error {
 		return err
 	}
 	more := len(list) > listPageSize
-	return s.render(c, http.StatusOK, templates.Audit(templates.AuditPage{Entries: list[:min(len(list), listPageSize)], Filter: f, Pager: pagerFor(c, page, more)}))
+	list = list[:min(len(list), listPageSize)]
+	// People are named by their email, not user/N.
+	names := map[string]string{}
+	for _, e := range list {
+		kind, id, ok := strings.Cut(e.Subject, "/")
+		n, err := strconv.ParseInt(id, 10, 64)
+		if !ok || kind != "user" || err != nil || names[e.Subject] != "" {
+			continue
+		}
+		if u, err := s.db.UserByID(c.Request().Context(), n); err == nil {
+			names[e.Subject] = u.Email
+		}
+	}
+	return s.render(c, http.StatusOK, templates.Audit(templates.AuditPage{Entries: list, Filter: f, Pager: pagerFor(c, page, more), SubjectNames: names}))
 }

@@ -125,9 +125,26 @@ func parsePolicyForm(form url.Values, models []gpuportal.Model) (gpuportal.Polic
 		}
 		return n, true
 	}
+	// Money rules (…_fen) are entered in yuan, as every other price.
+	yuan := func(name string) (int, bool) {
+		v := strings.TrimSpace(form.Get(name))
+		if v == "" {
+			return 0, false
+		}
+		f, err := gpuportal.ParseYuan(v)
+		if err != nil {
+			errs = append(errs, gpuportal.FieldErrorf(gpuportal.EINVALID, name, "An amount in yuan, like 0.10."))
+			return 0, false
+		}
+		return int(f), true
+	}
 	p := gpuportal.Policies{Models: map[string]gpuportal.PolicyOverride{}}
 	for _, name := range policyInts {
-		n, ok := num("global." + name)
+		read := num
+		if strings.HasSuffix(name, "_fen") {
+			read = yuan
+		}
+		n, ok := read("global." + name)
 		if !ok && !hasErr(errs, "global."+name) {
 			errs = append(errs, gpuportal.FieldErrorf(gpuportal.EINVALID, "global."+name, "Required."))
 		}

@@ -67,6 +67,12 @@ func (s *Server) render(c echo.Context, status int, page templ.Component) error 
 			v.ModelNames[m.ID] = m.Name
 		}
 	}
+	if regions, err := s.db.Regions(c.Request().Context()); err == nil {
+		v.RegionNames = make(map[string]string, len(regions))
+		for _, r := range regions {
+			v.RegionNames[r.ID] = r.Name
+		}
+	}
 	ctx := templates.WithView(c.Request().Context(), v)
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	c.Response().Header().Set("Cache-Control", "no-store")

@@ -54,6 +54,12 @@ func TestAdminUsers(t *testing.T) {
 	if p := b.get("/admin/users?q=alice"); !strings.Contains(p.body, "¥1,700.00") {
 		t.Fatalf("users page:\n%s", p.body)
 	}
+	// The audit page says money in ¥ and names people by email, linked
+	// (issue 50 item 5), not amount_fen 120000 on user/2.
+	if p := b.get("/admin/audit?action=account.credit"); !strings.Contains(p.body, "amount (¥)") || !strings.Contains(p.body, "¥1,200.00") ||
+		!strings.Contains(p.body, `href="/admin/users?q=alice%40example.com" data-testid="audit-subject">alice@example.com</a>`) {
+		t.Errorf("the audit page's credit row:\n%s", p.body[strings.Index(p.body, "<table"):])
+	}
 	p := b.post(fmt.Sprintf("/admin/users/%d/account", alice.ID), url.Values{"credit_limit": {"500"}, "max_running_gpus": {"8"}, "max_booked_gpu_hours": {"100"},
 		"max_waitlist_entries": {"2"}, "max_queued_tasks": {"500"}, "disabled": {"true"}})
 	if p.status != http.StatusSeeOther {

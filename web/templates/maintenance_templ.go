@@ -58,7 +58,7 @@ func maintenanceTarget(ctx context.Context, w gpuportal.Maintenance) string {
 	if w.NodeID != nil {
 		return T(ctx, "node %s", *w.NodeID)
 	}
-	return T(ctx, "all of region %s", w.Region)
+	return T(ctx, "all of region %s", RegionName(ctx, w.Region))
 }
 
 func Maintenance(p MaintenancePage) templ.Component {

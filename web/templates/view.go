@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"gpuportal"
@@ -35,6 +36,8 @@ type View struct {
 	// ModelNames names the catalog's models by id (a page shows names,
 	// never ids).
 	ModelNames map[string]string
+	// RegionNames names the regions by id, as ModelNames the models.
+	RegionNames map[string]string
 	// Unread is how many in-app notifications the user has not seen.
 	Unread int
 	// Offer is the user's waitlist offer that lapses first, if one is
@@ -60,6 +63,28 @@ func ModelName(ctx context.Context, id string) string {
 		return name
 	}
 	return id
+}
+
+// RegionName is a region's name in the reader's language ("Chengdu 1",
+// "成都一区"), or its id when the catalog has none.
+func RegionName(ctx context.Context, id string) string {
+	if name := ViewOf(ctx).RegionNames[id]; name != "" {
+		return T(ctx, name)
+	}
+	return id
+}
+
+// StatusWord is a status code as a word in the reader's language
+// ("Running", "运行中"), never the code itself.
+func StatusWord(ctx context.Context, status string) string {
+	if w := T(ctx, status); w != status {
+		return w
+	}
+	w := strings.ReplaceAll(status, "_", " ")
+	if w == "" {
+		return w
+	}
+	return strings.ToUpper(w[:1]) + w[1:]
 }
 
 type viewKey struct{}
