@@ -261,6 +261,13 @@ type Posting struct {
 	Description string
 }
 
+// CancelledPaidBack is the stored words of a cancellation's first ledger
+// line (what was paid, back; the fee line follows), which the ledger's
+// pages recognise to say it in the reader's language.
+func CancelledPaidBack(id int64) string {
+	return fmt.Sprintf("Reservation #%d cancelled: price returned", id)
+}
+
 // Postings are the ledger lines of cancelling reservation id, of price,
 // as p says: the whole price back, then the fee charged again (two lines,
 // so that the statement shows both). Without a refund nothing is posted:
@@ -269,7 +276,7 @@ func (p CancellationPreview) Postings(id int64, price Fen) []Posting {
 	if p.Refund <= 0 {
 		return nil
 	}
-	out := []Posting{{Kind: LedgerRefund, Amount: -price, Description: fmt.Sprintf("Reservation #%d cancelled: price returned", id)}}
+	out := []Posting{{Kind: LedgerRefund, Amount: -price, Description: CancelledPaidBack(id)}}
 	if p.Fee > 0 {
 		out = append(out, Posting{Kind: LedgerCancellationFee, Amount: p.Fee, Description: fmt.Sprintf("Reservation #%d: cancellation fee (%d%%)", id, p.FeePercent)})
 	}

@@ -80,10 +80,10 @@ func TestFleetHeatGrid(t *testing.T) {
 	}
 	// Only nodes with an unhealthy GPU: the one with the sick GPU.
 	p = b.get("/admin/nodes?show=unhealthy")
-	if strings.Count(p.body, `<article data-testid="node-`) != 1 || !strings.Contains(p.body, `hx-get="/admin/nodes/table?show=unhealthy"`) {
-		t.Errorf("show=unhealthy lists %d nodes", strings.Count(p.body, `<article data-testid="node-`))
+	if strings.Count(p.body, `<article id="node-`) != 1 || !strings.Contains(p.body, `hx-get="/admin/nodes/table?show=unhealthy"`) {
+		t.Errorf("show=unhealthy lists %d nodes", strings.Count(p.body, `<article id="node-`))
 	}
-	if p := b.get("/admin/nodes/table?show=in_use"); strings.Count(p.body, `<article data-testid="node-`) != 1 || !strings.Contains(p.body, fmt.Sprintf(`href="/instances/%d"`, inst.ID)) {
+	if p := b.get("/admin/nodes/table?show=in_use"); strings.Count(p.body, `<article id="node-`) != 1 || !strings.Contains(p.body, fmt.Sprintf(`href="/instances/%d"`, inst.ID)) {
 		t.Errorf("the live part, in use:\n%s", p.body)
 	}
 	if p := b.get("/admin/nodes?show=broken"); p.status != http.StatusBadRequest {

@@ -73,7 +73,7 @@ func TestBrowserJobRunsToTheEnd(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	if got := textOf(t, ctx, `[data-testid="job-status"]`); got != "queued" {
+	if got := textOf(t, ctx, `[data-testid="job-status"]`); got != "Queued" {
 		t.Fatalf("a new job is %q", got)
 	}
 	agents, stop := context.WithCancel(context.Background())
@@ -82,7 +82,7 @@ func TestBrowserJobRunsToTheEnd(t *testing.T) {
 	defer func() { stop(); <-done }()
 	waitJS(t, ctx, `document.querySelector('[data-testid="job-progress"]').value === 100`)
 	waitJS(t, ctx, `!!document.querySelector('[data-testid="job-saved"]')`)
-	if got := textOf(t, ctx, `[data-testid="job-status"]`); got != "succeeded" {
+	if got := textOf(t, ctx, `[data-testid="job-status"]`); got != "Succeeded" {
 		t.Fatalf("the job ended %q", got)
 	}
 	if saved := textOf(t, ctx, `[data-testid="job-saved"]`); !strings.HasPrefix(saved, "saved ¥") || !strings.HasSuffix(saved, "%") {
@@ -102,7 +102,7 @@ func TestBrowserJobRunsToTheEnd(t *testing.T) {
 		t.Fatalf("attempt output %q", log)
 	}
 	// (issue 28) An attempt that did its work says so, not "stopped".
-	if got := textOf(t, ctx, `[data-testid="attempt-status"]`); got != "succeeded" {
+	if got := textOf(t, ctx, `[data-testid="attempt-status"]`); got != "Succeeded" {
 		t.Fatalf("a successful attempt reads %q", got)
 	}
 }

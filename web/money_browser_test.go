@@ -81,6 +81,7 @@ func TestBrowserTopUpBookCancel(t *testing.T) {
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(e.srv.URL+"/reservations/1/cancel"),
+		chromedp.Evaluate[chromedp.Void](`window.confirm = function () { return true; }`),
 		chromedp.Click(chromedp.CSS(`[data-testid="confirm-cancel"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="flash"]`)),
 		chromedp.Navigate(e.srv.URL+"/ledger"),
@@ -97,7 +98,7 @@ func TestBrowserTopUpBookCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Top-up,Top-up #1,100.00", "Refund,Refund for reservation #1,64.00", "-64.00,reservation/1"} {
+	for _, want := range []string{"Top-up,Top-up #1,100.00", `Refund,"Reservation #1 cancelled: what you paid, back",64.00`, "-64.00,reservation/1"} {
 		if !strings.Contains(csv, want) {
 			t.Fatalf("statement lacks %q:\n%s", want, csv)
 		}

@@ -484,7 +484,7 @@ func (s *Server) handleCancelForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Reservation #%d is cancelled: fee %s, refund %s.", r.ID, r.Fee.String(), r.Refund.String()))
+	s.addFlash(c, "success", i18n.T(reqOf(c).lang, "Reservation #%d is cancelled: paid %s, fee %s, refund %s.", r.ID, r.Price.String(), r.Fee.String(), r.Refund.String()))
 	return redirect(c, "/reservations?tab=past") // where it is listed now
 }
 

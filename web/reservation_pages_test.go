@@ -76,11 +76,12 @@ func TestBookAndCancelThroughPages(t *testing.T) {
 		t.Fatalf("book = %d %s", p.status, p.body)
 	}
 	detail := b.get(p.location)
-	if !strings.Contains(detail.body, "Booked: reservation #1") || !strings.Contains(detail.body, "¥64.00") || !strings.Contains(detail.body, "at least 24 h before the start: 0% fee") {
+	if !strings.Contains(detail.body, "Booked: reservation #1") || !strings.Contains(detail.body, "¥64.00") || !strings.Contains(detail.body, "24 h or more before the start: free, all you paid refunded") ||
+		!strings.Contains(detail.body, "2 to 24 h before the start: a 50% fee, 50% of what you paid refunded") || !strings.Contains(detail.body, "less than 2 h before the start: no refund") {
 		t.Fatalf("detail page:\n%s", detail.body)
 	}
 	// Before its start, the page says when it starts and how to use it.
-	if !strings.Contains(detail.body, `data-testid="how-to-use"`) || !strings.Contains(detail.body, "Starts in") || !strings.Contains(detail.body, "launch a reserved instance") {
+	if !strings.Contains(detail.body, `data-testid="how-to-use"`) || !strings.Contains(detail.body, "Starts in") || !strings.Contains(detail.body, "launch on them") || strings.Contains(detail.body, "/api/v1") {
 		t.Fatalf("detail page before the start lacks how to use it:\n%s", detail.body)
 	}
 	list := b.get("/reservations")
@@ -172,10 +173,16 @@ func TestBrowserBookAndCancel(t *testing.T) {
 	if got := textOf(t, ctx, `[data-testid="cancel-fee"]`); got != "¥16.00" {
 		t.Fatalf("fee shown = %q", got)
 	}
+	// Cancelling asks first, naming what was paid, the fee and the refund.
 	run(
+		chromedp.Evaluate[chromedp.Void](`window.confirm = function (m) { sessionStorage.asked = m; return true; }`),
 		chromedp.Click(chromedp.CSS(`[data-testid="confirm-cancel"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="reservations-false"] [data-testid="reservation-1"]`)),
 	)
+	asked, err := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.asked || ""`))
+	if err != nil || asked != "Cancel reservation #1? You paid ¥32.00; the fee is ¥16.00; your refund is ¥16.00." {
+		t.Errorf("the question before cancelling: %q", asked)
+	}
 	if got := textOf(t, ctx, `[data-testid="reservation-1"] [data-testid="status"]`); got != "Cancelled" {
 		t.Fatalf("status = %q", got)
 	}
