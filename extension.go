@@ -73,3 +73,21 @@ func ValidateExtension(r *Reservation, hours int, ext Extension, p Policy, loc *
 	}
 	return nil
 }
+
+// Choices are the options a page offers for a balance of available: only
+// what it pays for, every hour up to 12, then every 6 up to 48, then
+// every 24 (the longest it pays for always among them); next is the first
+// option it does not pay for (nil: none), to say what a top-up would add.
+func (e Extension) Choices(available Fen) (choices []ExtensionOption, next *ExtensionOption) {
+	for k, o := range e.Options {
+		if o.Price > available {
+			next = &e.Options[k]
+			break
+		}
+		last := k+1 == len(e.Options) || e.Options[k+1].Price > available
+		if o.Hours <= 12 || o.Hours <= 48 && o.Hours%6 == 0 || o.Hours%24 == 0 || last {
+			choices = append(choices, o)
+		}
+	}
+	return choices, next
+}

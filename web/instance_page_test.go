@@ -5,6 +5,7 @@ import (
 	"fmt"
 	stdhtml "html"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -242,4 +243,74 @@ func runningInstance(t *testing.T, e *testEnv, owner *gpuportal.User, node strin
 		t.Fatal(err)
 	}
 	return i
+}
+
+// (issue 50, item 1) Every charge is said where it happens, in both
+// languages: a run that failed says what it was charged and why; a full
+// window's waitlist says what an auto-book charges and when, and how long
+// a plain offer is held; Extend offers only what the balance pays for and
+// says what a top-up would add.
+func TestChargesAreSaidWhereTheyHappen(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	nodes := storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	alice := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	ctx := t.Context()
+	inst := runningInstance(t, e, alice, nodes[0].ID, gpuportal.KindOnDemand)
+	e.clock.Set(e.clock.Now().Add(3 * time.Minute))
+	code := 2
+	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: inst.Attempt, State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true}}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	for _, c := range []struct{ lang, why, charge string }{
+		{"en", "It failed: the command exited with status 2.", "no minimum applies to a run that failed"},
+		{"zh-CN", "运行失败：命令以状态码 2 退出。", "失败的运行不适用最低计费"},
+	} {
+		b.post("/lang", url.Values{"lang": {c.lang}, "next": {"/"}})
+		page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body
+		if !strings.Contains(page, `data-testid="failed-why"`) || !strings.Contains(page, c.why) || !strings.Contains(page, c.charge) || !strings.Contains(page, "¥0.40") {
+			t.Errorf("%s: the failed run's page does not say why and what it cost:\n%s", c.lang, page)
+		}
+	}
+	b.post("/lang", url.Values{"lang": {"en"}, "next": {"/"}})
+
+	// A full window: what an auto-book charges, when, and the claim window.
+	if st, body := e.apiCall("POST", "/api/v1/reservations", e.tokenFor(alice), bookBody("a100-80g", 2, at(1, 10), at(1, 14))); st != http.StatusCreated {
+		t.Fatalf("book = %d %s", st, body)
+	}
+	full := b.post("/reservations", url.Values{"model": {"a100-80g"}, "region": {"cd-1"}, "count": {"7"}, "start": {at(1, 10)}, "end": {at(1, 14)}})
+	if full.status != http.StatusConflict || !strings.Contains(full.body, `data-testid="waitlist-terms"`) || !strings.Contains(full.body, "¥224.00 at today") ||
+		!strings.Contains(full.body, "have 30 minutes to claim it") {
+		t.Errorf("the full window's waitlist terms = %d:\n%s", full.status, full.body)
+	}
+
+	// Extend: only what ¥20.00 pays for (2 h at ¥8.00), then a top-up.
+	bob := storetest.MustCreatePoorUser(t, e.db, "bob@example.com", gpuportal.RoleCustomer)
+	if _, err := e.db.Credit(ctx, nil, bob.ID, gpuportal.CreditRequest{Amount: 52_00, Note: "grant"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.db.Book(ctx, bob, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 1, Start: mustTime(t, at(2, 10)), End: mustTime(t, at(2, 14))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb := e.browser()
+	bb.login("bob@example.com", storetest.Password)
+	page := bb.get(fmt.Sprintf("/reservations/%d", r.ID)).body
+	if n := strings.Count(page[strings.Index(page, `data-testid="extend-hours"`):], "<option "); n != 2 {
+		t.Errorf("the extend form offers %d choices, want the 2 the balance pays for", n)
+	}
+	if !strings.Contains(page, `data-testid="extend-topup"`) || !strings.Contains(page, "+3 h would cost ¥24.00 and you have ¥20.00 available.") {
+		t.Errorf("the extend form does not say what a top-up adds:\n%s", page[strings.Index(page, `id="extend"`):])
+	}
+}
+
+func mustTime(t *testing.T, s string) time.Time {
+	t.Helper()
+	tm, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
 }

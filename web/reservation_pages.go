@@ -148,6 +148,12 @@ func (s *Server) quotePanel(c echo.Context, get func(string) string, model, regi
 func (s *Server) fullWindow(c echo.Context, q *templates.QuotePanel, req gpuportal.BookingRequest) {
 	q.JoinStart, q.JoinEnd = req.Start.Format(time.RFC3339), req.End.Format(time.RFC3339)
 	q.ReachBy = s.reachBy(c)
+	if price, err := s.db.Price(c.Request().Context(), req); err == nil {
+		q.WaitPrice = price.Total
+	}
+	if policies, err := s.db.Policies(c.Request().Context()); err == nil {
+		q.ClaimMinutes = policies.For(req.Model).WaitlistClaimMinutes
+	}
 	if alts, err := s.db.AlternativesFor(c.Request().Context(), req); err == nil {
 		q.Alternatives, q.MostFree = alts.Offerings, alts.MostFree
 	}
