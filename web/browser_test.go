@@ -226,8 +226,11 @@ func TestBrowserTeamInviteAcceptSwitchLaunch(t *testing.T) {
 			if err != nil || selected != c.switcher {
 				t.Fatalf("the switcher shows %q (%v), want %q", selected, err, c.switcher)
 			}
+			// Choosing the kind swaps the form for that kind's fields.
 			if err := chromedp.Do(ctx,
 				chromedp.SetValue(chromedp.CSS(`[data-testid="launch-kind"]`), "on_demand"),
+				chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid="launch-kind"]').dispatchEvent(new Event('change', {bubbles: true}))`),
+				chromedp.WaitVisible(chromedp.CSS(`[data-testid="on-demand-minimum"]`)),
 				chromedp.SendKeys(chromedp.CSS(`[data-testid="launch-command"]`), "python lab_train.py"),
 				chromedp.Click(chromedp.CSS(`[data-testid="launch"]`)),
 				chromedp.WaitVisible(chromedp.CSS(`[data-testid="status"]`)),

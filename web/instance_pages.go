@@ -51,7 +51,18 @@ func (s *Server) instancesPage(c echo.Context, form templates.LaunchForm) (templ
 		{Label: i18n.T(lang, "Ended"), URL: withLabels(withOwner("/instances?tab=ended", owner), labels), Current: tab == store.TabEnded},
 	}
 	p.ListURL = withLabels(withOwner(fmt.Sprintf("/instances/list?tab=%s&page=%d", tab, page), owner), labels)
+	p.EndedURL = endedTabURL(tab, owner, labels)
+	p.LaunchOpen = form.Error != "" || len(form.Errors) > 0 || c.QueryParam("model") != "" || c.QueryParam("kind") != "" || (tab == store.TabActive && len(p.Instances) == 0 && page == 1)
 	return p, nil
+}
+
+// endedTabURL is the Ended tab the Active tab's empty state points to
+// ("" on the Ended tab).
+func endedTabURL(tab string, owner *gpuportal.User, labels gpuportal.LabelFilter) string {
+	if tab != store.TabActive {
+		return ""
+	}
+	return withLabels(withOwner("/instances?tab=ended", owner), labels)
 }
 
 // launchPanel fills the launch form with the figures of its model, region
@@ -71,8 +82,12 @@ func (s *Server) launchPanel(c echo.Context, form templates.LaunchForm) (templat
 		return templates.InstancesPage{}, err
 	}
 	if form.Model == "" {
-		form.Model, form.Region, form.Kind, form.Count = models[0].ID, regions[0].ID, gpuportal.KindSpot, 1
+		form.Model, form.Region = models[0].ID, regions[0].ID
 	}
+	if form.Kind == "" {
+		form.Kind = gpuportal.KindSpot
+	}
+	form.Count = max(form.Count, 1)
 	if form.Region == "" {
 		form.Region = regions[0].ID
 	}
@@ -98,6 +113,17 @@ func (s *Server) launchPanel(c echo.Context, form templates.LaunchForm) (templat
 	if form.Volumes, err = s.volumesIn(c, form.Region); err != nil {
 		return templates.InstancesPage{}, err
 	}
+	if form.Kind == gpuportal.KindReserved {
+		active, err := s.db.Reservations(ctx, currentUser(c), store.ReservationFilter{Status: gpuportal.ReservationActive, UserID: currentUser(c).ID})
+		if err != nil {
+			return templates.InstancesPage{}, err
+		}
+		for _, r := range active {
+			if r.Model == form.Model && r.Region == form.Region {
+				form.Reservations = append(form.Reservations, r)
+			}
+		}
+	}
 	return templates.InstancesPage{Images: images, Models: models, Regions: regions, Launch: form, Now: s.cfg.Clock.Now(), AllUsers: currentUser(c).IsAdmin()}, nil
 }
 
@@ -118,6 +144,7 @@ func launchFormOf(c echo.Context) templates.LaunchForm {
 		Kind: c.QueryParam("kind"), Model: c.QueryParam("model"), Region: c.QueryParam("region"), Image: c.QueryParam("image"),
 		Command: c.QueryParam("command"), AutoRestart: c.QueryParam("auto_restart") == "true",
 		ReservationID: strings.TrimSpace(c.QueryParam("reservation_id")), DiskGiB: c.QueryParam("disk_gib"),
+		NoticeSeconds: c.QueryParam("notice_seconds"), IdleStopMinutes: c.QueryParam("idle_stop_minutes"),
 	}
 	form.Count, _ = strconv.Atoi(c.QueryParam("count"))
 	form.Count = min(max(form.Count, 1), gpuportal.MaxGPUsPerInstance)
@@ -160,8 +187,8 @@ func (s *Server) launchAgainURL(c echo.Context, i *gpuportal.Instance) string {
 
 func (s *Server) handleInstancesPage(c echo.Context) error {
 	form := templates.LaunchForm{}
-	if c.QueryParam("model") != "" {
-		form = launchFormOf(c) // "Launch again"
+	if c.QueryParam("model") != "" || c.QueryParam("kind") != "" {
+		form = launchFormOf(c) // "Launch again", or a kind asked for
 	}
 	p, err := s.instancesPage(c, form)
 	if err != nil {
@@ -189,7 +216,7 @@ func (s *Server) handleInstanceList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.InstanceList(list, s.cfg.Clock.Now()))
+	return s.render(c, http.StatusOK, templates.InstanceList(list, s.cfg.Clock.Now(), endedTabURL(tab, owner, labels)))
 }
 
 func (s *Server) handleLaunchForm(c echo.Context) error {

@@ -266,3 +266,13 @@ document.addEventListener("keydown", function (evt) {
     d.querySelector("summary").focus();
   });
 });
+
+// "Launch one" in an empty list opens the launch form above it.
+document.addEventListener("click", function (evt) {
+  var link = evt.target.closest("[data-open-launch]");
+  var panel = document.getElementById("launch");
+  if (!link || !panel) { return; }
+  evt.preventDefault();
+  panel.open = true;
+  panel.scrollIntoView({ block: "start" });
+});
