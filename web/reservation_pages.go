@@ -164,7 +164,8 @@ func (s *Server) fullWindow(c echo.Context, q *templates.QuotePanel, req gpuport
 // today's defaults.
 func (s *Server) offeringsPanel(c echo.Context, get func(string) string, model, region string) templates.OfferingsPanel {
 	now := s.cfg.Clock.Now().In(s.cfg.Location)
-	p := templates.OfferingsPanel{Model: model, Region: region, Count: 1, Sort: gpuportal.OfferingsByPrice, ReachBy: s.reachBy(c),
+	// The GPU count the calendar's quote has is the search's too.
+	p := templates.OfferingsPanel{Model: model, Region: region, Count: max(atoiOr(get("count"), 1), 1), Sort: gpuportal.OfferingsByPrice, ReachBy: s.reachBy(c),
 		EarliestDate: now.Format("2006-01-02"), LatestDate: now.Add(gpuportal.DefaultOfferingRange - 24*time.Hour).Format("2006-01-02")}
 	if policies, err := s.db.Policies(c.Request().Context()); err == nil {
 		p.DurationHours = policies.For(model).MinDurationHours

@@ -166,11 +166,26 @@ document.addEventListener("htmx:configRequest", function (evt) {
   document.addEventListener("htmx:beforeSwap", function () {
     focusWasInGrid = !!(document.activeElement && document.activeElement.closest && document.activeElement.closest("table.calendar"));
   });
-  document.addEventListener("htmx:afterSwap", function () {
+  // The grid scrolls inside its box (24 hours are taller than a window):
+  // bring the selection into view, or the hour now, not 0:00.
+  function reveal() {
+    var box = document.querySelector(".calendar-scroll"), grid = box && box.querySelector("table.calendar");
+    if (!grid) { return; }
+    var td = grid.querySelector("td.selected") || grid.querySelector('td[data-local="' + grid.dataset.now + '"]');
+    if (!td) { return; }
+    var head = grid.tHead ? grid.tHead.getBoundingClientRect().height : 0;
+    var top = td.getBoundingClientRect().top - box.getBoundingClientRect().top;
+    if (top < head || top + td.offsetHeight > box.clientHeight) {
+      box.scrollTop += top - head - td.offsetHeight;
+    }
+  }
+
+  document.addEventListener("htmx:afterSwap", function (evt) {
     highlight();
     roving(focusWasInGrid && !document.activeElement.closest("table.calendar"));
+    if (evt.detail.target && evt.detail.target.id === "grid") { reveal(); }
   });
-  document.addEventListener("DOMContentLoaded", function () { highlight(); roving(false); });
+  document.addEventListener("DOMContentLoaded", function () { highlight(); roving(false); reveal(); });
 })();
 
 // Interruption countdowns tick every second between the list's refreshes
@@ -275,4 +290,13 @@ document.addEventListener("click", function (evt) {
   evt.preventDefault();
   panel.open = true;
   panel.scrollIntoView({ block: "start" });
+});
+
+// "Find a time" searches for as many GPUs as the quote has, until its own
+// count is changed by hand.
+document.addEventListener("change", function (evt) {
+  var find = document.getElementById("find-count");
+  if (!find) { return; }
+  if (evt.target === find) { find.dataset.touched = "true"; return; }
+  if (evt.target.id === "quote-count" && !find.dataset.touched) { find.value = evt.target.value; }
 });

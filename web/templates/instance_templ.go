@@ -1987,9 +1987,9 @@ func instanceActions(d InstanceDetail) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var112 string
-					templ_7745c5c3_Var112, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "Resume on %s – %s (%d GPU) for %s", LocalTime(ctx, o.Start), localClock(ctx, o.End), o.Count, o.Total.String()))
+					templ_7745c5c3_Var112, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "Resume on %s – %s (%d GPU) for %s", LocalTime(ctx, o.Start), localEnd(ctx, o.Start, o.End), o.Count, o.Total.String()))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/instance.templ`, Line: 355, Col: 200}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/instance.templ`, Line: 355, Col: 207}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var112))
 					if templ_7745c5c3_Err != nil {

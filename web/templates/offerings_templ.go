@@ -944,9 +944,9 @@ func alternativesView(q QuotePanel) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var55 string
-				templ_7745c5c3_Var55, templ_7745c5c3_Err = templ.JoinStringErrs(localClock(ctx, o.End))
+				templ_7745c5c3_Var55, templ_7745c5c3_Err = templ.JoinStringErrs(localEnd(ctx, o.Start, o.End))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/offerings.templ`, Line: 172, Col: 137}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/offerings.templ`, Line: 172, Col: 144}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var55))
 				if templ_7745c5c3_Err != nil {

@@ -131,6 +131,17 @@ func localClock(ctx context.Context, t time.Time) string {
 	return t.In(ViewOf(ctx).Location).Format("15:04")
 }
 
+// localEnd is a window's end beside its start: the clock alone on the
+// same day, dated when the window crosses midnight ("12-01 22:00 –
+// 2026-12-02 02:00", never "22:00 – 02:00").
+func localEnd(ctx context.Context, start, end time.Time) string {
+	loc := ViewOf(ctx).Location
+	if start.In(loc).Format("2006-01-02") == end.In(loc).Format("2006-01-02") {
+		return localClock(ctx, end)
+	}
+	return LocalTime(ctx, end)
+}
+
 // weekdayName is the English name of t's weekday (a translation key).
 func weekdayName(t time.Time) string {
 	return [...]string{"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"}[t.Weekday()]
