@@ -284,6 +284,11 @@ type Instance struct {
 	Disk *InstanceDisk `json:"disk,omitempty"`
 	// Labels as launched (a job's task: its job's).
 	Labels Labels `json:"labels,omitempty"`
+	// RebalanceAt: the platform recommended checkpointing then (the book
+	// wants its GPUs back soon); ReclaimExpected is when, roughly: the
+	// hour the booking that wants them starts (its notice comes before).
+	RebalanceAt     *time.Time `json:"rebalance_recommended_at,omitempty"`
+	ReclaimExpected *time.Time `json:"reclaim_expected_at,omitempty"`
 	// Borrowed: a team member's run past their guaranteed share, on the
 	// team's idle GPUs at the spot price; a teammate within their share
 	// takes it back with the usual notice (see AdmitTeamRun).
@@ -443,6 +448,18 @@ func (i *Instance) WorkAtRisk(now time.Time) int64 {
 	return LostGPUSeconds(i.Count, *i.StartedAt, last, now)
 }
 
+// ExpectReclaim fills ReclaimExpected from a rebalance recommendation made
+// at: bookings start on the hour, so the next one after it. Nothing once
+// the notice has come (Interruption says the time then) or it has ended.
+func (i *Instance) ExpectReclaim(at time.Time) {
+	i.RebalanceAt = &at
+	if i.Status != InstanceRunning && i.Status != InstancePending {
+		return
+	}
+	next := at.Truncate(time.Hour).Add(time.Hour)
+	i.ReclaimExpected = &next
+}
+
 // Lifecycle is what the metadata endpoint calls the instance's kind.
 func (i *Instance) Lifecycle() string {
 	switch i.Kind {
@@ -536,6 +553,15 @@ func WorkloadOutcome(i *Instance, stopAsked bool, r WorkloadStatus) string {
 		return InstanceFailed
 	}
 	return InstanceStopped
+}
+
+// GPUNow is one of an instance's GPUs as its node's last heartbeat said.
+type GPUNow struct {
+	Index              int    `json:"index"`
+	UUID               string `json:"uuid"`
+	UtilizationPercent int    `json:"utilization_percent"`
+	MemoryUsedMiB      int    `json:"memory_used_mib"`
+	MemoryTotalMiB     int    `json:"memory_total_mib"`
 }
 
 // GPUUseSample is an instance's GPUs at one time: their mean utilisation

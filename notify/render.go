@@ -221,13 +221,13 @@ func renderSpotInterruption(r *rendering) {
 	if r.p.Kind != "" && r.p.Kind != gpuportal.KindSpot {
 		// An on-demand instance stopped because the balance ran out
 		// is no spot interruption.
-		r.m.Subject = r.T("Instance #%d will be stopped", r.p.InstanceID)
+		r.m.Subject = r.T("Instance #%d will be stopped at %s", r.p.InstanceID, at)
 		r.lines = []string{r.T("Instance #%d (%s) is stopped at %s (%s): %s.", r.p.InstanceID, r.what, at, r.zone, r.T(gpuportal.InterruptionReasonText(r.p.Reason))),
 			r.T("Save your work now; its metadata endpoint shows the same time.")}
 		r.m.SMS = r.T("gpuportal: instance #%d is stopped at %s. Save your work.", r.p.InstanceID, r.p.Deadline.In(r.loc).Format("15:04:05"))
 		return
 	}
-	r.m.Subject = r.T("Spot instance #%d will be interrupted", r.p.InstanceID)
+	r.m.Subject = r.T("Spot instance #%d will be interrupted at %s", r.p.InstanceID, at)
 	r.lines = []string{r.T("Instance #%d (%s) gets SIGTERM at %s (%s), reason: %s.", r.p.InstanceID, r.what, at, r.zone, r.T(gpuportal.InterruptionReasonText(r.p.Reason))),
 		r.T("Save a checkpoint now; its metadata endpoint shows the same deadline.")}
 	r.m.SMS = r.T("gpuportal: spot instance #%d gets SIGTERM at %s. Checkpoint now.", r.p.InstanceID, r.p.Deadline.In(r.loc).Format("15:04:05"))
@@ -316,9 +316,16 @@ func renderScheduleFailed(r *rendering) {
 
 func renderSpotRebalance(r *rendering) {
 	r.link += "/instances"
-	r.m.Subject = r.T("Spot instance #%d: checkpoint soon", r.p.InstanceID)
-	r.lines = []string{r.T("Booked demand will want the GPUs of instance #%d (%s) within about half an hour: save a checkpoint now and report it; its metadata endpoint shows the rebalance recommendation.", r.p.InstanceID, r.what),
-		r.T("The interruption notice still comes before the GPUs are needed.")}
+	if r.p.Deadline.IsZero() {
+		r.m.Subject = r.T("Spot instance #%d: checkpoint soon", r.p.InstanceID)
+		r.lines = []string{r.T("Booked demand will want the GPUs of instance #%d (%s) within about half an hour: save a checkpoint now and report it; its metadata endpoint shows the rebalance recommendation.", r.p.InstanceID, r.what)}
+	} else {
+		// Title and body give the same time: when the GPUs are wanted.
+		at := r.p.Deadline.In(r.loc).Format("15:04")
+		r.m.Subject = r.T("Spot instance #%d: checkpoint before %s", r.p.InstanceID, at)
+		r.lines = []string{r.T("Booked demand will want the GPUs of instance #%d (%s) at about %s (%s): save a checkpoint now and report it; its metadata endpoint shows the rebalance recommendation.", r.p.InstanceID, r.what, at, r.zone)}
+	}
+	r.lines = append(r.lines, r.T("The interruption notice still comes before the GPUs are needed."))
 	r.m.SMS = r.T("gpuportal: spot instance #%d may be interrupted soon; checkpoint now.", r.p.InstanceID)
 }
 

@@ -368,8 +368,9 @@ func (a *applier) placeOne(ctx context.Context, pl plan.Placement) (bool, error)
 			return false, err
 		}
 	}
+	// A new attempt: no notice, and no rebalance recommendation yet.
 	if _, err := a.tx.ExecContext(ctx, `UPDATE instances SET node_id = ?, attempt = attempt + 1, notice_at = NULL, notice_wall_at = NULL, deadline_at = NULL,
-		interrupt_reason = NULL WHERE id = ?`, pl.Node, pl.InstanceID); err != nil {
+		interrupt_reason = NULL, rebalance_at = NULL WHERE id = ?`, pl.Node, pl.InstanceID); err != nil {
 		return false, err
 	}
 	// Its old node never confirmed the last attempt gone (the wait ran
@@ -544,7 +545,11 @@ func (a *applier) recommendRebalance(ctx context.Context, r plan.Recommendation)
 		return err
 	}
 	if i.JobID == nil {
-		if err := a.db.notifyInApp(ctx, a.tx, i.UserID, gpuportal.NoteSpotRebalance, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Kind: i.Kind}); err != nil {
+		params := gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Kind: i.Kind}
+		if i.ReclaimExpected != nil {
+			params.Deadline = *i.ReclaimExpected
+		}
+		if err := a.db.notifyInApp(ctx, a.tx, i.UserID, gpuportal.NoteSpotRebalance, params); err != nil {
 			return err
 		}
 	}

@@ -61,3 +61,19 @@ func (db *DB) InstanceSamples(ctx context.Context, user *gpuportal.User, id int6
 	}
 	return out, nil
 }
+
+// InstanceGPUsNow is each GPU an instance holds now, as its node's last
+// heartbeat said, for one it may see (none once it has ended).
+func (db *DB) InstanceGPUsNow(ctx context.Context, user *gpuportal.User, id int64) ([]gpuportal.GPUNow, error) {
+	if _, err := instanceFor(ctx, db.read, user, id); err != nil {
+		return nil, err
+	}
+	out, err := scanAll(ctx, db.read, func(r *sql.Rows, g *gpuportal.GPUNow) error {
+		return r.Scan(&g.Index, &g.UUID, &g.UtilizationPercent, &g.MemoryUsedMiB, &g.MemoryTotalMiB)
+	}, `SELECT g.idx, g.uuid, g.utilization_percent, g.memory_used_mib, g.memory_total_mib FROM instance_gpus ig JOIN gpus g ON g.uuid = ig.gpu_uuid
+		WHERE ig.instance_id = ? ORDER BY g.idx`, id)
+	if err != nil {
+		return nil, fmt.Errorf("an instance's GPUs now: %w", err)
+	}
+	return out, nil
+}

@@ -62,6 +62,16 @@ func TestInstancePageChartsItsGPUs(t *testing.T) {
 	if page.status != http.StatusOK || !strings.Contains(page.body, `data-testid="util-line"`) || !strings.Contains(page.body, `data-testid="cost"`) {
 		t.Fatalf("instance page = %d", page.status)
 	}
+	// (issue 50, item 3) The chart has its axes' values, and each GPU's
+	// figures now are beside it (refreshed while it runs).
+	for _, want := range []string{`data-testid="chart-axes"`, ">100%<", ">0%<", ">160 GiB<", `data-testid="gpus-now"`, `data-testid="gpu-now-0"`, "55%", "2.9 of 80 GiB"} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("the running instance's page lacks %q", want)
+		}
+	}
+	if live := b.get(fmt.Sprintf("/instances/%d/live?part=gpus", inst.ID)); live.status != http.StatusOK || !strings.Contains(live.body, `data-testid="gpu-now-1"`) || !strings.Contains(live.body, "every 5s") {
+		t.Errorf("the live GPUs = %d %s", live.status, live.body)
+	}
 	// (issue 45) Its disk, with a bar of how full it is.
 	if !strings.Contains(page.body, `data-testid="instance-disk"`) || !strings.Contains(page.body, "of 50 GiB used") {
 		t.Error("the page does not show the instance's disk")

@@ -359,6 +359,11 @@ func (s *Server) handleInstancePage(c echo.Context) error {
 	if keys, err := s.db.SSHKeys(ctx, person(c)); err == nil {
 		d.HasSSHKey = len(keys) > 0
 	}
+	if templates.Live(*i) {
+		if d.GPUsNow, err = s.db.InstanceGPUsNow(ctx, currentUser(c), id); err != nil {
+			return err
+		}
+	}
 	if d.Owner && !templates.Live(*i) && i.JobID == nil {
 		d.LaunchAgain = s.launchAgainURL(c, i)
 	}
@@ -378,14 +383,20 @@ func (s *Server) handleInstanceLive(c echo.Context) error {
 		return err
 	}
 	part := c.QueryParam("part")
-	if part != "status" && part != "cost" {
-		return gpuportal.FieldErrorf(gpuportal.EINVALID, "part", "The live part is status or cost.")
+	if part != "status" && part != "cost" && part != "gpus" {
+		return gpuportal.FieldErrorf(gpuportal.EINVALID, "part", "The live part is status, cost or gpus.")
 	}
 	i, err := s.db.Instance(c.Request().Context(), currentUser(c), id)
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.InstanceLivePart(*i, part))
+	var gpus []gpuportal.GPUNow
+	if part == "gpus" && templates.Live(*i) {
+		if gpus, err = s.db.InstanceGPUsNow(c.Request().Context(), currentUser(c), id); err != nil {
+			return err
+		}
+	}
+	return s.render(c, http.StatusOK, templates.InstanceLivePart(*i, part, gpus))
 }
 
 // startChoices fills what starting a stopped instance again may ask: its
