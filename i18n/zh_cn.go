@@ -1994,4 +1994,12 @@ var zhCN = map[string]string{
 	"Booked demand will want the GPUs of instance #%d (%s) at about %s (%s): save a checkpoint now and report it; its metadata endpoint shows the rebalance recommendation.": "实例 #%d（%s）的 GPU 将在约 %s（%s）被预订需求使用：请立即保存检查点并报告；其元数据端点会显示再平衡建议。",
 	"Instance #%d will be stopped at %s":                                                                                                                                     "实例 #%d 将于 %s 停止",
 	"Spot instance #%d will be interrupted at %s":                                                                                                                            "竞价实例 #%d 将于 %s 中断",
+	"No verification is needed to start: you can top up, book and launch at once. We send a link to your email; once you open it, notifications reach you there too (until then, in the portal).": "无需验证即可开始：您可以立即充值、预订和启动实例。我们会向您的邮箱发送一个链接；打开后，通知也会发送到该邮箱（在此之前只在门户内显示）。",
+	"No verification is needed: you can top up, book and launch at once. This portal sends no email; its notifications are in the portal.":                                                        "无需验证：您可以立即充值、预订和启动实例。本门户不发送邮件，通知都显示在门户内。",
+	"All regions":              "所有地域",
+	"No node is in region %q.": "地域 %q 中没有节点。",
+	"No node %q.":              "没有节点 %q。",
+	"Node token":               "节点令牌",
+	"Each cell is a GPU: its colour is how busy it is, the bar its memory in use; a cell in use leads to its instance or reservation. A node's name leads to its GPUs' health, drain and token.": "每个格子是一块 GPU：颜色表示繁忙程度，条形表示已用显存；使用中的格子链接到其实例或预订。点击节点名称可查看其 GPU 健康状况、排空和令牌。",
+	"a machine to log into": "一台可登录的机器",
 }

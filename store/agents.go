@@ -611,9 +611,36 @@ func (db *DB) SetDrain(ctx context.Context, actor *gpuportal.User, nodeID string
 
 // Nodes lists the fleet with each node's GPUs and their latest telemetry.
 func (db *DB) Nodes(ctx context.Context) ([]gpuportal.Node, error) {
+	return db.nodesOf(ctx, nil, true)
+}
+
+// NodesByID is Nodes for some nodes only (a page of the fleet), in the
+// fleet's order.
+func (db *DB) NodesByID(ctx context.Context, ids []string) ([]gpuportal.Node, error) {
+	if len(ids) == 0 {
+		return []gpuportal.Node{}, nil
+	}
+	return db.nodesOf(ctx, ids, true)
+}
+
+// FleetGlance is the whole fleet at a glance: every node, and of its GPUs
+// only their UUID, index and health — what the fleet page counts and
+// filters by, a fraction of Nodes' read at 10,000 GPUs.
+func (db *DB) FleetGlance(ctx context.Context) ([]gpuportal.Node, error) {
+	return db.nodesOf(ctx, nil, false)
+}
+
+// nodesOf reads the nodes ids names (nil: all), with their GPUs' whole
+// telemetry when full, else only their UUID, index and health.
+func (db *DB) nodesOf(ctx context.Context, ids []string, full bool) ([]gpuportal.Node, error) {
+	nodeWhere, gpuWhere, args := "", "", anys(ids)
+	if ids != nil {
+		in := "IN (?" + repeatArg(len(ids)-1) + ")"
+		nodeWhere, gpuWhere = "WHERE id "+in, "WHERE node_id "+in
+	}
 	rows, err := db.read.QueryContext(ctx, `SELECT id, hostname, region_id, online, drain, last_heartbeat_at,
 		CASE WHEN token_revoked_at IS NOT NULL THEN 'revoked' WHEN rotate_token = 1 THEN 'rotating' ELSE 'active' END, token_rotated_at, drain_note
-		FROM nodes ORDER BY region_id, hostname, id`)
+		FROM nodes `+nodeWhere+` ORDER BY region_id, hostname, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -638,8 +665,26 @@ func (db *DB) Nodes(ctx context.Context) ([]gpuportal.Node, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	if !full {
+		grows, err := db.read.QueryContext(ctx, `SELECT uuid, node_id, idx, healthy FROM gpus`) // counted, not shown: any order
+		if err != nil {
+			return nil, fmt.Errorf("list gpus: %w", err)
+		}
+		defer grows.Close()
+		for grows.Next() {
+			var g gpuportal.GPU
+			var node string
+			if err := grows.Scan(&g.UUID, &node, &g.Index, &g.Healthy); err != nil {
+				return nil, err
+			}
+			if i, ok := index[node]; ok {
+				nodes[i].GPUs = append(nodes[i].GPUs, g)
+			}
+		}
+		return nodes, grows.Err()
+	}
 	grows, err := db.read.QueryContext(ctx, `SELECT uuid, node_id, idx, model_id, name, healthy, memory_total_mib, memory_used_mib, utilization_percent, temperature_c, power_w, busy_after_instance,
-		fault_reason, fault_xid, fault_at FROM gpus ORDER BY node_id, idx`)
+		fault_reason, fault_xid, fault_at FROM gpus `+gpuWhere+` ORDER BY node_id, idx`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list gpus: %w", err)
 	}

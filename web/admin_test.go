@@ -252,7 +252,7 @@ func TestFleetSummaryOutboxChannelsFavicon(t *testing.T) {
 	if !strings.Contains(p.body, "2 nodes: 1 online, 1 draining, 0 offline") || !strings.Contains(p.body, "16 GPUs, 16 healthy, 0 out of service") {
 		t.Fatalf("fleet summary missing:\n%s", p.body)
 	}
-	if !strings.Contains(p.body, `data-confirm="Drain node a-1.example?`) {
+	if p := b.get("/admin/nodes/a-1"); !strings.Contains(p.body, `data-confirm="Drain node a-1.example?`) {
 		t.Fatal("draining a node does not ask first")
 	}
 	e.db.Channels = map[string]bool{gpuportal.ChannelEmail: true}

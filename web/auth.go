@@ -19,7 +19,7 @@ func (s *Server) handleSignupPage(c echo.Context) error {
 	if currentUser(c) != nil {
 		return redirect(c, "/")
 	}
-	return s.render(c, http.StatusOK, templates.SignupPage(templates.AuthForm{Next: safeNext(c.QueryParam("next"), "")}))
+	return s.render(c, http.StatusOK, templates.SignupPage(templates.AuthForm{Next: safeNext(c.QueryParam("next"), ""), EmailOn: s.db.Channels[gpuportal.ChannelEmail]}))
 }
 
 func (s *Server) handleSignupForm(c echo.Context) error {
@@ -28,6 +28,7 @@ func (s *Server) handleSignupForm(c echo.Context) error {
 	if err != nil {
 		return s.renderFormError(c, err, func(f templates.AuthForm) templates.AuthForm {
 			f.Email, f.Name, f.Phone, f.Next = in.Email, in.Name, in.Phone, safeNext(c.FormValue("next"), "")
+			f.EmailOn = s.db.Channels[gpuportal.ChannelEmail]
 			return f
 		}, templates.SignupPage)
 	}

@@ -19,6 +19,10 @@ func TestSignUpLogInLogOut(t *testing.T) {
 
 	if p := b.get("/signup"); p.status != http.StatusOK || !strings.Contains(p.body, `data-testid="signup-form"`) {
 		t.Fatalf("GET /signup = %d", p.status)
+	} else if !strings.Contains(p.body, "This portal sends no email") {
+		// (issue 50, item 5) Sign-up says whether the address must be
+		// verified, and what for (this portal has no mail transport).
+		t.Error("the sign-up page does not say what verification means here")
 	}
 	p := b.post("/signup", url.Values{"name": {"Li Wei"}, "email": {"Li@Example.com"}, "password": {"a-good-password"}, "phone": {"+8613800138000"}})
 	if p.status != http.StatusSeeOther || p.location != "/" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"gpuportal"
 	"gpuportal/store/storetest"
+	"gpuportal/web/templates"
 )
 
 // BenchmarkBookHTTP books through the real JSON API over HTTP (keep-alive),
@@ -75,4 +77,54 @@ func BenchmarkCatalogHTTP(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/request")
+}
+
+// BenchmarkFleetPage: /admin/nodes at 1,250 nodes (10,000 GPUs), the first
+// page's nodes all in use (the heaviest cells: a link and an owner each),
+// as an admin's browser loads it and refreshes its live part every 5 s
+// (issue 50, item 6: under 100 KB a page and a refresh, under 20 ms to
+// render).
+func BenchmarkFleetPage(b *testing.B) {
+	e := newTestEnv(b)
+	storetest.AddFleet(b, e.db, "n", "cd-1", "a100-80g", 1250, 8)
+	alice := storetest.MustCreateUser(b, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	for range 2 * templates.FleetPageSize {
+		if _, err := e.db.Launch(b.Context(), alice, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 8}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := e.db.Tick(b.Context(), e.clock.Now()); err != nil {
+		b.Fatal(err)
+	}
+	storetest.MustCreateUser(b, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	br := e.browser()
+	br.login("admin@example.com", storetest.Password)
+	page, refresh := br.get("/admin/nodes"), br.get("/admin/nodes/table")
+	if page.status != http.StatusOK || strings.Count(page.body, `data-testid="gpu-link"`) < 8*templates.FleetPageSize/2 {
+		b.Fatalf("the fleet page = %d with %d GPUs in use", page.status, strings.Count(page.body, `data-testid="gpu-link"`))
+	}
+	// What the template alone takes, given the fleet read.
+	req := httptest.NewRequest(http.MethodGet, "/admin/nodes", nil)
+	c := e.web.echo.NewContext(req, httptest.NewRecorder())
+	p, err := e.web.fleetPage(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := templates.WithView(b.Context(), &templates.View{Lang: gpuportal.LangEnglish, Location: time.UTC})
+	renderStart := time.Now()
+	const renders = 20
+	for range renders {
+		if err := templates.FleetTable(p).Render(ctx, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+	}
+	render := time.Since(renderStart) / renders
+	b.ResetTimer()
+	for b.Loop() {
+		br.get("/admin/nodes/table")
+	}
+	b.ReportMetric(float64(len(page.body))/1024, "KB/page")
+	b.ReportMetric(float64(len(refresh.body))/1024, "KB/refresh")
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/refresh")
+	b.ReportMetric(float64(render.Microseconds())/1000, "ms/render")
 }

@@ -23,7 +23,7 @@ func TestBrowserCalendarShowsTheSelection(t *testing.T) {
 		ctx := chromium(t)
 		steps := append(logInAs(e.srv.URL, "alice@example.com"), chromedp.EmulateViewport(1280, 900))
 		if lang == gpuportal.LangChinese {
-			steps = append(steps, chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="dashboard"]`)))
+			steps = append(steps, pickLang("zh-CN"), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="dashboard"]`)))
 		}
 		steps = append(steps, chromedp.Navigate(e.srv.URL+"/calendar?model=a100-80g&region=cd-1&count=3&start=2026-12-02T18:00&end=2026-12-02T22:00"),
 			chromedp.WaitVisible(chromedp.CSS(`[data-testid="quote-total"]`)))

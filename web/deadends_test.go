@@ -76,7 +76,7 @@ func TestBrowserPastWeekSaysSo(t *testing.T) {
 	}
 	// Chinese readers get it in Chinese.
 	if err := chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)),
+		pickLang("zh-CN"),
 		chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="week-notice"]`)),
 	); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"gpuportal"
 	"gpuportal/store/storetest"
+	"gpuportal/web/templates"
 )
 
 // fleetWithWork is two nodes of 8: a spot instance of Carol's on 2 GPUs of
@@ -105,7 +106,7 @@ func TestBrowserFleetHeatGrid(t *testing.T) {
 			t.Fatal(err)
 		}
 		if lang == gpuportal.LangChinese {
-			if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="heat-grid"]`))); err != nil {
+			if err := chromedp.Do(ctx, pickLang("zh-CN"), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="heat-grid"]`))); err != nil {
 				t.Fatal(err)
 			}
 			if got := textOf(t, ctx, `[data-testid="show-unhealthy"]`); got != "异常 (1)" {
@@ -129,5 +130,44 @@ func TestBrowserFleetHeatGrid(t *testing.T) {
 		if loc, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname`)); loc != fmt.Sprintf("/instances/%d", inst.ID) {
 			t.Errorf("%s: the GPU in use led to %s", lang, loc)
 		}
+	}
+}
+
+// (issue 50, item 6) The fleet page stays light at fleet size: 25 nodes a
+// page with the whole fleet's counts above, a region filter, each node's
+// name leading to its own page (GPU health, Drain, the token behind its
+// own heading); a page of a region no node is in is refused.
+func TestFleetPagesAndNodePage(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 30, 8)
+	storetest.AddFleet(t, e.db, "s", "cd-1", "h100-80g", 2, 8)
+	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	b := e.browser()
+	b.login("admin@example.com", storetest.Password)
+	first := b.get("/admin/nodes")
+	if n := strings.Count(first.body, `<article id="node-`); n != templates.FleetPageSize || !strings.Contains(first.body, "32 nodes: 32 online") || !strings.Contains(first.body, `href="/admin/nodes?page=2"`) {
+		t.Errorf("the first page: %d nodes, counts or pager missing", n)
+	}
+	if second := b.get("/admin/nodes?page=2"); strings.Count(second.body, `<article id="node-`) != 7 || !strings.Contains(second.body, `hx-get="/admin/nodes/table?page=2"`) {
+		t.Errorf("the second page has %d nodes", strings.Count(second.body, `<article id="node-`))
+	}
+	if live := b.get("/admin/nodes/table?page=2"); !strings.Contains(live.body, `href="/admin/nodes"`) || strings.Contains(live.body, `href="/admin/nodes/table`) {
+		t.Error("the live part's pager leads to the live part, not to the page")
+	}
+	if region := b.get("/admin/nodes?region=cd-1&page=2"); strings.Count(region.body, `<article id="node-`) != 7 || !strings.Contains(region.body, "32 nodes: 32 online") {
+		t.Errorf("one region's second page: %d nodes", strings.Count(region.body, `<article id="node-`))
+	}
+	if p := b.get("/admin/nodes?region=nowhere"); p.status != http.StatusBadRequest {
+		t.Errorf("a region with no node = %d", p.status)
+	}
+	node := b.get("/admin/nodes/s-1")
+	for _, want := range []string{`data-testid="drain"`, `data-testid="node-token"`, `data-testid="rotate-token"`, "<progress", `title="GPU 0`} {
+		if !strings.Contains(node.body, want) {
+			t.Errorf("the node's page lacks %s", want)
+		}
+	}
+	if strings.Index(node.body, `data-testid="rotate-token"`) < strings.Index(node.body, `data-testid="drain"`) {
+		t.Error("the token's actions come before Drain")
 	}
 }

@@ -45,7 +45,7 @@ func TestBrowserLiveInstancePage(t *testing.T) {
 			cctx := chromium(t)
 			steps := logInAs(e.srv.URL, "alice@example.com")
 			if c.lang == gpuportal.LangChinese {
-				steps = append(steps, chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="dashboard"]`)))
+				steps = append(steps, pickLang("zh-CN"), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="dashboard"]`)))
 			}
 			steps = append(steps, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`[data-testid="rebalance-banner"]`)))
 			if err := chromedp.Do(cctx, steps...); err != nil {

@@ -40,7 +40,7 @@ func TestBrowserInstancesPageAsPeopleLookAtIt(t *testing.T) {
 		ctx := chromium(t)
 		steps := append(logInAs(e.srv.URL, "alice@example.com"), chromedp.EmulateViewport(390, 800))
 		if c.lang == gpuportal.LangChinese {
-			steps = append(steps, chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="dashboard"]`)))
+			steps = append(steps, pickLang("zh-CN"), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="dashboard"]`)))
 		}
 		steps = append(steps, chromedp.Navigate(e.srv.URL+"/instances"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="instances"]`)))
 		if err := chromedp.Do(ctx, steps...); err != nil {

@@ -155,8 +155,14 @@ func TestInstanceAndFleetPages(t *testing.T) {
 	}
 	a := e.browser()
 	a.login("admin@example.com", storetest.Password)
-	if p := a.get("/admin/nodes"); p.status != 200 || !strings.Contains(p.body, `data-testid="node-a-1"`) || strings.Count(p.body, "<progress") != 8 {
+	if p := a.get("/admin/nodes"); p.status != 200 || !strings.Contains(p.body, `data-testid="node-a-1"`) || !strings.Contains(p.body, `href="/admin/nodes/a-1"`) {
 		t.Fatalf("fleet page = %d", p.status)
+	}
+	if p := a.get("/admin/nodes/a-1"); p.status != 200 || strings.Count(p.body, "<progress") != 8 || !strings.Contains(p.body, `data-testid="drain"`) {
+		t.Fatalf("the node's page = %d", p.status)
+	}
+	if p := a.get("/admin/nodes/no-such"); p.status != http.StatusNotFound {
+		t.Errorf("an unknown node's page = %d", p.status)
 	}
 	if p := a.post("/admin/nodes/a-1/drain", url.Values{"drain": {"true"}}); p.status != http.StatusSeeOther {
 		t.Fatalf("drain = %d", p.status)
@@ -164,8 +170,11 @@ func TestInstanceAndFleetPages(t *testing.T) {
 	if n, _ := e.db.HealthyGPUs(t.Context(), "a100-80g", "cd-1"); n != 0 {
 		t.Fatalf("a drained node still offers %d GPUs", n)
 	}
-	if p := a.get("/admin/nodes/table"); !strings.Contains(p.body, `data-testid="undrain"`) {
+	if p := a.get("/admin/nodes/a-1"); !strings.Contains(p.body, `data-testid="undrain"`) {
 		t.Fatal("no undrain button on a draining node")
+	}
+	if p := a.get("/admin/nodes/table"); !strings.Contains(p.body, `data-testid="node-state">Draining`) {
+		t.Fatal("the fleet's live part does not say the node drains")
 	}
 	a.post("/admin/nodes/a-1/drain", url.Values{"drain": {"false"}})
 	if n, _ := e.db.HealthyGPUs(t.Context(), "a100-80g", "cd-1"); n != 8 {

@@ -57,7 +57,7 @@ func TestBrowserLandingCallToAction(t *testing.T) {
 				t.Fatal(err)
 			}
 			if lang == gpuportal.LangChinese {
-				if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="cta-signup"]`))); err != nil {
+				if err := chromedp.Do(ctx, pickLang("zh-CN"), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="cta-signup"]`))); err != nil {
 					t.Fatal(err)
 				}
 			}

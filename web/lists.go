@@ -58,6 +58,12 @@ func pageParam(c echo.Context) int {
 // pagerFor links the pages around page of the list at c's address (its
 // other parameters kept); more says whether an older page exists.
 func pagerFor(c echo.Context, page int, more bool) templates.Pager {
+	return pagerForPath(c, c.Request().URL.Path, page, more)
+}
+
+// pagerForPath is pagerFor with the list's pages at path (a live part's
+// pager leads to its page, not to the part).
+func pagerForPath(c echo.Context, path string, page int, more bool) templates.Pager {
 	at := func(n int) string {
 		q := url.Values{}
 		for k, v := range c.QueryParams() {
@@ -69,9 +75,9 @@ func pagerFor(c echo.Context, page int, more bool) templates.Pager {
 			q.Set("page", strconv.Itoa(n))
 		}
 		if len(q) == 0 {
-			return c.Request().URL.Path
+			return path
 		}
-		return c.Request().URL.Path + "?" + q.Encode()
+		return path + "?" + q.Encode()
 	}
 	var p templates.Pager
 	if page > 1 {

@@ -227,7 +227,7 @@ func TestBrowserSpendChartAndBudget(t *testing.T) {
 		t.Fatalf("ledger chart: %d days with a bar", n)
 	}
 	if err := chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)),
+		pickLang("zh-CN"),
 		chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="budget"]`)),
 	); err != nil {
 		t.Fatal(err)

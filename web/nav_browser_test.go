@@ -117,7 +117,7 @@ func TestBrowserOfferCountsDownInTheNavigation(t *testing.T) {
 	}
 	first := left()
 	waitJS(t, ctx, `document.querySelector('[data-testid="nav-offer"]').dataset.left !== "`+first+`"`)
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="nav-offer"]`))); err != nil {
+	if err := chromedp.Do(ctx, pickLang("zh-CN"), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="nav-offer"]`))); err != nil {
 		t.Fatal(err)
 	}
 	if got := textOf(t, ctx, `[data-testid="nav-offer"]`); !strings.Contains(got, "候补机会 "+q.Total.String()) || !strings.Contains(got, "分") {

@@ -24,7 +24,7 @@ func TestBrowserPhoneQuoteBar(t *testing.T) {
 		steps := append(logInAs(e.srv.URL, "alice@example.com"), chromedp.EmulateViewport(390, 800),
 			chromedp.Navigate(e.srv.URL+"/calendar?model=a100-80g&region=cd-1&week=2026-12-01"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="calendar-grid"]`)))
 		if lang == gpuportal.LangChinese {
-			steps = append(steps, chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="calendar-grid"]`)))
+			steps = append(steps, pickLang("zh-CN"), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="calendar-grid"]`)))
 		}
 		if err := chromedp.Do(ctx, steps...); err != nil {
 			t.Fatal(err)

@@ -124,6 +124,7 @@ func (s *Server) routes() {
 	app.POST("/jobs/:id/cancel", s.handleCancelJobForm, requireUser)
 	app.GET("/admin/nodes", s.handleFleetPage, requireAdmin)
 	app.GET("/admin/nodes/table", s.handleFleetTable, requireAdmin)
+	app.GET("/admin/nodes/:id", s.handleFleetNodePage, requireAdmin)
 	app.POST("/admin/nodes/:id/drain", s.handleDrainForm, requireAdmin)
 	app.POST("/admin/gpus/:uuid/return", s.handleReturnGPUForm, requireAdmin)
 	app.GET("/admin/maintenance", s.handleMaintenancePage, requireAdmin)

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"gpuportal"
+	"gpuportal/store"
 	"gpuportal/store/storetest"
 )
 
@@ -68,6 +69,15 @@ func screensEnv(t *testing.T) *testEnv {
 		Command: "render", MaxParallel: 4, Kind: gpuportal.JobSpot}); err != nil {
 		t.Fatal(err)
 	}
+	// A customer of their own: a booking, a spot instance, a waitlist
+	// entry (the screenshots walk their pages too).
+	carol := storetest.MustCreateUser(t, e.db, "carol@example.com", gpuportal.RoleCustomer)
+	if _, err := e.db.Book(ctx, carol, gpuportal.BookingRequest{Model: "h100-80g", Region: "cd-1", Count: 2, Start: start.Add(48 * time.Hour), End: start.Add(52 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Launch(ctx, carol, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "h100-80g", Region: "cd-1", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.db.Tick(ctx, e.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -76,17 +86,23 @@ func screensEnv(t *testing.T) *testEnv {
 
 // browse logs the admin in (in lang) in a browser of the given width.
 func browse(t *testing.T, e *testEnv, lang string, width int64) context.Context {
+	return browseAs(t, e, "admin@example.com", lang, width)
+}
+
+// browseAs logs someone in (in lang) in a browser of the given width.
+func browseAs(t *testing.T, e *testEnv, email, lang string, width int64) context.Context {
 	t.Helper()
+	home := `[data-testid="dashboard"], [data-testid="admin-overview"]`
 	ctx := chromium(t)
 	if err := chromedp.Do(ctx,
 		chromedp.EmulateViewport(width, 900),
 		chromedp.Navigate(e.srv.URL+"/login"),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), "admin@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid="email"]`), email),
 		chromedp.SendKeys(chromedp.CSS(`[data-testid="password"]`), storetest.Password),
 		chromedp.Click(chromedp.CSS(`[data-testid="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="admin-overview"]`)), // an admin's home
-		chromedp.Click(chromedp.CSS(`[data-testid="lang-`+lang+`"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`html[lang="`+lang+`"] [data-testid="admin-overview"]`)),
+		chromedp.WaitVisible(chromedp.CSS(home)),
+		pickLang(lang),
+		chromedp.WaitVisible(chromedp.CSS(`html[lang="`+lang+`"] :is(`+home+`)`)),
 		chromedp.Sleep(300*time.Millisecond), // the redirect after the switch settles
 	); err != nil {
 		t.Fatal(err)
@@ -130,7 +146,7 @@ func TestBrowserMainPages(t *testing.T) {
 		visitor := chromium(t)
 		steps := []chromedp.Action[chromedp.Void]{chromedp.Navigate(e.srv.URL + "/")}
 		if lang == gpuportal.LangChinese {
-			steps = append(steps, chromedp.Click(chromedp.CSS(`[data-testid="lang-zh-CN"]`)))
+			steps = append(steps, pickLang("zh-CN"))
 		}
 		steps = append(steps, chromedp.WaitVisible(chromedp.CSS(`html[lang="`+lang+`"] [data-testid="landing"]`)))
 		if err := chromedp.Do(visitor, steps...); err != nil {
@@ -173,27 +189,44 @@ func TestScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := screensEnv(t)
+	// A customer's walk beside the admin's: their own booking and instance.
+	carol, err := e.db.UserByEmail(context.Background(), "carol@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var customerPages []struct{ name, path string }
+	for _, p := range mainPages {
+		if !strings.HasPrefix(p.name, "admin") && p.name != "reservation" && p.name != "job" {
+			customerPages = append(customerPages, p)
+		}
+	}
+	if list, err := e.db.InstanceList(context.Background(), carol, store.InstanceFilter{}); err == nil && len(list) > 0 {
+		customerPages = append(customerPages, struct{ name, path string }{"instance", fmt.Sprintf("/instances/%d", list[0].ID)})
+	}
+	shoot := func(ctx context.Context, who string, pages []struct{ name, path string }, width int64, lang string) {
+		for _, p := range pages {
+			if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+p.path), chromedp.WaitReady(chromedp.CSS(`body`))); err != nil {
+				t.Fatal(err)
+			}
+			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := filepath.Join(dir, fmt.Sprintf("%s%s-%d-%s.png", who, p.name, width, lang))
+			if err := os.WriteFile(name, png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	for _, lang := range []string{gpuportal.LangEnglish, gpuportal.LangChinese} {
 		for _, width := range []int64{1280, 390} {
-			ctx := browse(t, e, lang, width)
-			for _, p := range mainPages {
-				if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+p.path), chromedp.WaitReady(chromedp.CSS(`body`))); err != nil {
-					t.Fatal(err)
-				}
-				png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-				if err != nil {
-					t.Fatal(err)
-				}
-				name := filepath.Join(dir, fmt.Sprintf("%s-%d-%s.png", p.name, width, lang))
-				if err := os.WriteFile(name, png, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			shoot(browse(t, e, lang, width), "", mainPages, width, lang)
+			shoot(browseAs(t, e, "carol@example.com", lang, width), "customer-", customerPages, width, lang)
 			// What a visitor sees first.
 			visitor := chromium(t)
 			steps := []chromedp.Action[chromedp.Void]{chromedp.EmulateViewport(width, 900), chromedp.Navigate(e.srv.URL + "/"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="landing"]`))}
 			if lang != gpuportal.LangEnglish {
-				steps = append(steps, chromedp.Click(chromedp.CSS(`[data-testid="lang-`+lang+`"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="`+lang+`"] [data-testid="landing"]`)))
+				steps = append(steps, pickLang(lang), chromedp.WaitVisible(chromedp.CSS(`html[lang="`+lang+`"] [data-testid="landing"]`)))
 			}
 			if err := chromedp.Do(visitor, steps...); err != nil {
 				t.Fatal(err)
@@ -271,6 +304,11 @@ func TestBrowserPhoneNavigationFolds(t *testing.T) {
 	if visible() {
 		t.Fatal("the page links show on a phone before Menu is pressed")
 	}
+	// (issue 50, item 6) The header is one row: brand and Menu.
+	if rows, _ := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => { const h = document.querySelector('body > header'), cs = getComputedStyle(h);
+		return [h.getBoundingClientRect().height - parseFloat(cs.paddingTop) - parseFloat(cs.paddingBottom), document.querySelector('[data-testid="nav-toggle"]').getBoundingClientRect().height]; })()`)); len(rows) != 2 || rows[0] >= 2*rows[1] {
+		t.Errorf("the phone header's content is %v px high beside a %v px Menu button: more than one row", rows[0], rows[1])
+	}
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid="nav-toggle"]`))); err != nil {
 		t.Fatal(err)
 	}
@@ -279,6 +317,9 @@ func TestBrowserPhoneNavigationFolds(t *testing.T) {
 	}
 	if got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid="nav-toggle"]').getAttribute("aria-expanded")`)); got != "true" {
 		t.Fatalf("aria-expanded = %q after opening", got)
+	}
+	if shown, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid="lang-switch"]').offsetParent !== null`)); !shown {
+		t.Error("Menu does not show the language switch and the account")
 	}
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`[data-testid="nav-reservations"]`)), chromedp.WaitVisible(chromedp.CSS(`h1`))); err != nil {
 		t.Fatal(err)

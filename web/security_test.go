@@ -503,6 +503,7 @@ func TestGPUsLeftBusyStayOutOfService(t *testing.T) {
 	if st != http.StatusCreated {
 		t.Fatalf("register = %d %s", st, body)
 	}
+	nodeID := decodeObject(t, body)["node_id"]
 	node := decodeObject(t, body)["node_token"].(string)
 	heartbeat := func(memUsed int, workloads string) {
 		t.Helper()
@@ -543,8 +544,8 @@ func TestGPUsLeftBusyStayOutOfService(t *testing.T) {
 	b := e.browser()
 	storetest.MustCreateUser(t, e.db, "ops@example.com", gpuportal.RoleAdmin)
 	b.login("ops@example.com", storetest.Password)
-	if p := b.get("/admin/nodes"); !strings.Contains(p.body, `data-testid="gpu-busy"`) || !strings.Contains(p.body, fmt.Sprintf("#%d", id)) {
-		t.Fatal("the fleet page does not show the busy GPU")
+	if p := b.get(fmt.Sprintf("/admin/nodes/%v", nodeID)); !strings.Contains(p.body, `data-testid="gpu-busy"`) || !strings.Contains(p.body, fmt.Sprintf("#%d", id)) {
+		t.Fatal("the node's page does not show the busy GPU")
 	}
 	heartbeat(0, `[]`) // idle now
 	if g := gpu(); !g.Healthy || g.BusyAfterInstance != nil {
