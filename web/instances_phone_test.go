@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"gpuportal"
+	"gpuportal/i18n"
 	"gpuportal/store/storetest"
 )
 
@@ -105,5 +107,65 @@ func TestBrowserInstancesPageAsPeopleLookAtIt(t *testing.T) {
 	}
 	if open, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid="launch-panel"]').open`)); !open {
 		t.Error("with nothing yet the launch form is closed")
+	}
+}
+
+// (issue 50, item 2) A machine to log into in one click, in English and in
+// Chinese: Launch with no command lands on the new instance's page, which
+// says there is no SSH key yet, links to where keys are added and offers
+// the terminal meanwhile.
+func TestBrowserLaunchWithoutACommand(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	e.with(func(c *Config) { c.SSH = SSHEndpoint{Host: "127.0.0.1", Port: 2222, Fingerprint: "SHA256:test"} })
+	storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	nodes, err := e.db.Nodes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ lang, email, machine, noKey string }{
+		{gpuportal.LangEnglish, "dan@example.com", "a machine to log into", "You have no SSH key yet"},
+		{gpuportal.LangChinese, "wang@example.com", "一台可登录的机器", i18n.T(gpuportal.LangChinese, "You have no SSH key yet: ssh needs one.")},
+	} {
+		owner := storetest.MustCreateUser(t, e.db, c.email, gpuportal.RoleCustomer)
+		ctx := chromium(t)
+		steps := logInAs(e.srv.URL, c.email)
+		if c.lang == gpuportal.LangChinese {
+			steps = append(steps, pickLang("zh-CN"), chromedp.WaitVisible(chromedp.CSS(`html[lang="zh-CN"] [data-testid="dashboard"]`)))
+		}
+		steps = append(steps, chromedp.Navigate(e.srv.URL+"/instances"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="launch-no-key"]`)),
+			chromedp.Click(chromedp.CSS(`[data-testid="launch"]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid="live-status"]`)))
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatal(err)
+		}
+		path, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname`))
+		if !strings.HasPrefix(path, "/instances/") {
+			t.Fatalf("%s: Launch led to %s, not the instance's page: %s", c.lang, path, textOf(t, ctx, `main`))
+		}
+		if got := textOf(t, ctx, `main`); !strings.Contains(got, c.machine) {
+			t.Errorf("%s: the page does not say it is a machine to log into", c.lang)
+		}
+		// It runs: Connect says there is no key, and where to add one.
+		var id int64
+		fmt.Sscanf(path, "/instances/%d", &id)
+		if _, err := e.db.Tick(t.Context(), e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		i, err := e.db.Instance(t.Context(), owner, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.db.ApplyWorkloadReports(t.Context(), nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: id, Attempt: i.Attempt, State: gpuportal.WorkloadRunning}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`[data-testid="no-ssh-key"]`))); err != nil {
+			t.Fatal(err)
+		}
+		if got := textOf(t, ctx, `[data-testid="no-ssh-key"]`); !strings.Contains(got, c.noKey) {
+			t.Errorf("%s: the no-key warning says %q", c.lang, got)
+		}
+		if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="add-ssh-key"], [data-testid="open-terminal"]').length`)); n != 2 {
+			t.Errorf("%s: no link to add a key, or no terminal", c.lang)
+		}
 	}
 }
