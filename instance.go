@@ -1,6 +1,7 @@
 package gpuportal
 
 import (
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -244,6 +245,9 @@ type Instance struct {
 	// for the run all the same.
 	MinimumCharge  Fen                   `json:"minimum_charge_fen,omitempty"`
 	MinimumMinutes int                   `json:"minimum_minutes,omitempty"`
+	// MinimumApplied: its last run was billed up to the on-demand minimum
+	// of this many minutes (it ran less).
+	MinimumApplied int `json:"minimum_applied_minutes,omitempty"`
 	CreatedAt      time.Time             `json:"created_at"`
 	StartedAt      *time.Time            `json:"started_at,omitempty"`
 	EndedAt        *time.Time            `json:"ended_at,omitempty"`
@@ -487,6 +491,31 @@ func BillableMinutes(start, end time.Time, kind string, interrupted, userStopped
 		minutes = minMinutes
 	}
 	return minutes
+}
+
+// RunLedgerLine is the stored words of a run's ledger line; minimum, when
+// above 0, is the on-demand minimum the run was billed up to (the ledger's
+// pages find it again with MinimumOfRunLine).
+func RunLedgerLine(id int64, kind string, count int, model string, minutes, minimum int) string {
+	line := fmt.Sprintf("Instance #%d (%s, %d × %s): %d min", id, kind, count, model, minutes)
+	if minimum > 0 {
+		line += fmt.Sprintf(" (%d-min minimum)", minimum)
+	}
+	return line
+}
+
+// MinimumOfRunLine is the minimum a run's ledger line says it was billed
+// up to (0: none).
+func MinimumOfRunLine(line string) int {
+	i := strings.LastIndex(line, " (")
+	var n int
+	if i < 0 || !strings.HasSuffix(line, "-min minimum)") {
+		return 0
+	}
+	if _, err := fmt.Sscanf(line[i:], " (%d-min minimum)", &n); err != nil {
+		return 0
+	}
+	return n
 }
 
 // RunCost is the price of minutes of count GPUs at pricePerGPUHour, rounded

@@ -59,3 +59,16 @@ func TestWorkloadOutcome(t *testing.T) {
 		})
 	}
 }
+
+// A run's ledger line says the minimum it was billed up to, and the
+// ledger's pages find it again (to say it in the reader's language).
+func TestRunLedgerLineKeepsTheMinimum(t *testing.T) {
+	if got := MinimumOfRunLine(RunLedgerLine(7, KindOnDemand, 2, "a100-80g", 60, 60)); got != 60 {
+		t.Errorf("a line with the minimum: %d", got)
+	}
+	for _, line := range []string{RunLedgerLine(7, KindSpot, 2, "a100-80g", 12, 0), "Instance #7 (on_demand, 1 × x): 3 min (x-min minimum)", ""} {
+		if got := MinimumOfRunLine(line); got != 0 {
+			t.Errorf("%q: minimum %d", line, got)
+		}
+	}
+}

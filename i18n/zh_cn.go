@@ -2002,4 +2002,7 @@ var zhCN = map[string]string{
 	"Node token":               "节点令牌",
 	"Each cell is a GPU: its colour is how busy it is, the bar its memory in use; a cell in use leads to its instance or reservation. A node's name leads to its GPUs' health, drain and token.": "每个格子是一块 GPU：颜色表示繁忙程度，条形表示已用显存；使用中的格子链接到其实例或预订。点击节点名称可查看其 GPU 健康状况、排空和令牌。",
 	"a machine to log into": "一台可登录的机器",
+	"It was stopped before the on-demand minimum, so its last run is billed as %d minutes.": "它在按需最低计费时长之前被停止，因此最后一次运行按 %d 分钟计费。",
+	"Instance #%d, %s (billed as the %d-minute on-demand minimum)":                          "实例 #%d，%s（按 %d 分钟按需最低计费）",
+	"An on-demand run is billed at least %d minutes; spot and reserved have no minimum.":    "按需实例每次运行至少计费 %d 分钟；竞价和预留实例没有最低计费。",
 }

@@ -16,13 +16,17 @@ import (
 // set its outcome; an interrupted auto-restart spot instance goes back to
 // pending (on any node, same checkpoint directory).
 func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, outcome string, exitCode *int, errText string, userStopped bool, cause endCause, now time.Time) error {
-	minutes := 0
+	minutes, minimum := 0, 0
 	if i.StartedAt != nil {
 		policy, err := db.policies(ctx, tx)
 		if err != nil {
 			return err
 		}
-		minutes = gpuportal.BillableMinutes(*i.StartedAt, now, i.Kind, outcome == gpuportal.InstanceInterrupted, userStopped, policy.For(i.Model).OnDemandMinBillableMinutes)
+		interrupted := outcome == gpuportal.InstanceInterrupted
+		minutes = gpuportal.BillableMinutes(*i.StartedAt, now, i.Kind, interrupted, userStopped, policy.For(i.Model).OnDemandMinBillableMinutes)
+		if minutes > gpuportal.BillableMinutes(*i.StartedAt, now, i.Kind, interrupted, false, 0) {
+			minimum = minutes // billed up to the minimum: said on its page and ledger line
+		}
 	}
 	cost := gpuportal.RunCost(i.PricePerGPU, i.Count, minutes)
 	var code sql.NullInt64
@@ -57,8 +61,12 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 			return err
 		}
 	} else {
-		_, err := tx.ExecContext(ctx, `UPDATE instances SET status = ?, ended_at = ?, billed_minutes = billed_minutes + ?, cost_fen = cost_fen + ?, exit_code = ?, error = ? WHERE id = ?`,
-			outcome, unix(now), minutes, cost, code, errText, i.ID)
+		var applied sql.NullInt64
+		if minimum > 0 {
+			applied = sql.NullInt64{Int64: int64(minimum), Valid: true}
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE instances SET status = ?, ended_at = ?, billed_minutes = billed_minutes + ?, cost_fen = cost_fen + ?, exit_code = ?, error = ?, minimum_applied_minutes = ? WHERE id = ?`,
+			outcome, unix(now), minutes, cost, code, errText, applied, i.ID)
 		if err != nil {
 			return err
 		}
@@ -75,7 +83,7 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 		}
 	}
 	if cost > 0 {
-		desc := fmt.Sprintf("Instance #%d (%s, %d × %s): %d min", i.ID, i.Kind, i.Count, i.Model, minutes)
+		desc := gpuportal.RunLedgerLine(i.ID, i.Kind, i.Count, i.Model, minutes, minimum)
 		if err := db.postLedger(ctx, tx, ledgerPost{userID: i.UserID, at: now, kind: gpuportal.LedgerInstance, amount: cost, instanceID: &i.ID, desc: desc}); err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ const instanceColumns = `id, user_id, kind, model_id, region_id, count, command,
 	attempt, checkpoint_key, price_fen, created_at, started_at, ended_at, cost_fen, notice_at, deadline_at, interrupt_reason, exit_code, error, restarts, log_tail, image,
 	job_id, task_index, last_checkpoint_at, lost_gpu_seconds, ready_at, drill_started_at, drill_wall_at, drill_seconds, drill_ready_after, idle_stop_minutes, idle_since, coalesce(stop_reason, ''),
 	disk_gib, disk_used_bytes, disk_enforced, disk_note, disk_kept <> 0 AND disk_released_at IS NULL,
-	created_by, (SELECT t.id FROM teams t WHERE t.account_id = instances.user_id) AS team_id, borrowed <> 0, rebalance_at`
+	created_by, (SELECT t.id FROM teams t WHERE t.account_id = instances.user_id) AS team_id, borrowed <> 0, rebalance_at, coalesce(minimum_applied_minutes, 0)`
 
 // scanInstance reads instanceColumns, then any extra columns into extra.
 func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal.Instance, error) {
@@ -31,7 +31,7 @@ func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal
 	dest := append([]any{&i.ID, &i.UserID, &i.Kind, &i.Model, &i.Region, &i.Count, &i.Command, &i.AutoRestart, &resID, &i.Status, &i.Node,
 		&i.Attempt, &i.CheckpointKey, &i.PricePerGPU, &created, &started, &ended, &i.Cost, &notice, &deadline, &reason, &exit, &i.Error, &i.Restarts, &i.LogTail, &i.Image,
 		&jobID, &taskIndex, &checkpoint, &lost, &ready, &drillAt, &drillWall, &drillSeconds, &drillReady, &idleStop, &idleSince, &i.StopReason,
-		&disk.SizeGiB, &disk.UsedBytes, &diskEnforced, &disk.Note, &disk.Kept, &i.CreatedBy, &i.TeamID, &i.Borrowed, &rebalance}, extra...)
+		&disk.SizeGiB, &disk.UsedBytes, &diskEnforced, &disk.Note, &disk.Kept, &i.CreatedBy, &i.TeamID, &i.Borrowed, &rebalance, &i.MinimumApplied}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -680,7 +680,7 @@ func (db *DB) StartInstance(ctx context.Context, user *gpuportal.User, id int64,
 		// mounts the kept disk (the next attempt).
 		if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'pending', kind = ?, reservation_id = NULL, count = ?, price_fen = ?, node_id = NULL, started_at = NULL, ended_at = NULL,
 			exit_code = NULL, error = '', stop_requested_at = NULL, notice_at = NULL, notice_wall_at = NULL, deadline_at = NULL, interrupt_reason = NULL,
-			ready_at = NULL, stop_reason = NULL, idle_since = NULL, borrowed = 0, rebalance_at = NULL WHERE id = ?`, kind, n, price, i.ID); err != nil {
+			ready_at = NULL, stop_reason = NULL, idle_since = NULL, borrowed = 0, rebalance_at = NULL, minimum_applied_minutes = NULL WHERE id = ?`, kind, n, price, i.ID); err != nil {
 			return named("start", err)
 		}
 		reclaimed, err = db.lend(ctx, tx, user.ID, i.ID, lending, now)

@@ -205,7 +205,7 @@ func (db *DB) resumeOnReservation(ctx context.Context, tx *sql.Tx, r *gpuportal.
 	if _, err := tx.ExecContext(ctx, `UPDATE instances SET kind = 'reserved', reservation_id = ?, status = 'pending', price_fen = 0, auto_restart = 0, idle_stop_minutes = NULL,
 		count = CASE WHEN count = 0 THEN ? ELSE count END,
 		node_id = NULL, started_at = NULL, ended_at = NULL, exit_code = NULL, error = '', stop_requested_at = NULL, notice_at = NULL, notice_wall_at = NULL,
-		deadline_at = NULL, interrupt_reason = NULL, ready_at = NULL, stop_reason = NULL, idle_since = NULL WHERE id = ?`, r.ID, r.Count, i.ID); err != nil {
+		deadline_at = NULL, interrupt_reason = NULL, ready_at = NULL, stop_reason = NULL, idle_since = NULL, minimum_applied_minutes = NULL WHERE id = ?`, r.ID, r.Count, i.ID); err != nil {
 		return nil, fmt.Errorf("resume instance %d: %w", i.ID, err)
 	}
 	return []int64{i.ID}, nil

@@ -50,7 +50,7 @@ func (s *Server) landing(c echo.Context, models []templates.ModelRow) (*template
 	if err != nil {
 		return nil, err
 	}
-	l := &templates.Landing{SpotNoticeSeconds: pol.Global.SpotNoticeSeconds}
+	l := &templates.Landing{SpotNoticeSeconds: pol.Global.SpotNoticeSeconds, OnDemandMinMinutes: pol.Global.OnDemandMinBillableMinutes}
 	for _, m := range models {
 		l.MaxSpotDiscount = max(l.MaxSpotDiscount, m.SpotDiscountPercent)
 	}

@@ -324,3 +324,37 @@ func mustTime(t *testing.T, s string) time.Time {
 	}
 	return tm
 }
+
+// (issue 50, item 1) After the stop: an on-demand run stopped within its
+// first hour says, on its page and on its ledger line, that it was billed
+// as the minimum; the landing page qualifies "per started minute".
+func TestMinimumIsSaidAfterTheStop(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	nodes := storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	alice := storetest.MustCreateUser(t, e.db, "alice@example.com", gpuportal.RoleCustomer)
+	if landing := e.browser().get("/").body; !strings.Contains(landing, "An on-demand run is billed at least 60 minutes") {
+		t.Error("the landing page does not qualify per started minute")
+	}
+	ctx := t.Context()
+	inst := runningInstance(t, e, alice, nodes[0].ID, gpuportal.KindOnDemand)
+	e.clock.Set(e.clock.Now().Add(2 * time.Minute))
+	if _, err := e.db.Stop(ctx, alice, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: inst.Attempt, State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true}}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	b.login("alice@example.com", storetest.Password)
+	if page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body; !strings.Contains(page, `data-testid="minimum-applied"`) || !strings.Contains(page, "billed as 60 minutes") || !strings.Contains(page, "¥8.00") {
+		t.Errorf("the ended page does not say the minimum applied:\n%s", page)
+	}
+	if ledger := b.get("/ledger").body; !strings.Contains(ledger, "(billed as the 60-minute on-demand minimum)") {
+		t.Error("the ledger line does not say the minimum applied")
+	}
+	if st, body := e.apiCall("GET", fmt.Sprintf("/api/v1/instances/%d", inst.ID), e.tokenFor(alice), ""); st != 200 || !strings.Contains(body, `"minimum_applied_minutes":60`) {
+		t.Errorf("the API = %d %s", st, body)
+	}
+}
