@@ -243,11 +243,11 @@ type Instance struct {
 	// MinimumCharge is, for an on-demand run younger than the policy's
 	// minimum billable time (MinimumMinutes), what stopping it now bills
 	// for the run all the same.
-	MinimumCharge  Fen                   `json:"minimum_charge_fen,omitempty"`
-	MinimumMinutes int                   `json:"minimum_minutes,omitempty"`
+	MinimumCharge  Fen `json:"minimum_charge_fen,omitempty"`
+	MinimumMinutes int `json:"minimum_minutes,omitempty"`
 	// MinimumApplied: its last run was billed up to the on-demand minimum
 	// of this many minutes (it ran less).
-	MinimumApplied int `json:"minimum_applied_minutes,omitempty"`
+	MinimumApplied int                   `json:"minimum_applied_minutes,omitempty"`
 	CreatedAt      time.Time             `json:"created_at"`
 	StartedAt      *time.Time            `json:"started_at,omitempty"`
 	EndedAt        *time.Time            `json:"ended_at,omitempty"`
