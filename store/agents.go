@@ -665,26 +665,14 @@ func (db *DB) nodesOf(ctx context.Context, ids []string, full bool) ([]gpuportal
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	// Of each GPU: all of it, or (at a glance, counted and not shown, in
+	// any order) its UUID, index and health.
+	query := `SELECT uuid, node_id, idx, healthy, model_id, name, memory_total_mib, memory_used_mib, utilization_percent, temperature_c, power_w, busy_after_instance,
+		fault_reason, fault_xid, fault_at FROM gpus ` + gpuWhere + ` ORDER BY node_id, idx`
 	if !full {
-		grows, err := db.read.QueryContext(ctx, `SELECT uuid, node_id, idx, healthy FROM gpus`) // counted, not shown: any order
-		if err != nil {
-			return nil, fmt.Errorf("list gpus: %w", err)
-		}
-		defer grows.Close()
-		for grows.Next() {
-			var g gpuportal.GPU
-			var node string
-			if err := grows.Scan(&g.UUID, &node, &g.Index, &g.Healthy); err != nil {
-				return nil, err
-			}
-			if i, ok := index[node]; ok {
-				nodes[i].GPUs = append(nodes[i].GPUs, g)
-			}
-		}
-		return nodes, grows.Err()
+		query = `SELECT uuid, node_id, idx, healthy FROM gpus`
 	}
-	grows, err := db.read.QueryContext(ctx, `SELECT uuid, node_id, idx, model_id, name, healthy, memory_total_mib, memory_used_mib, utilization_percent, temperature_c, power_w, busy_after_instance,
-		fault_reason, fault_xid, fault_at FROM gpus `+gpuWhere+` ORDER BY node_id, idx`, args...)
+	grows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list gpus: %w", err)
 	}
@@ -693,8 +681,12 @@ func (db *DB) nodesOf(ctx context.Context, ids []string, full bool) ([]gpuportal
 		var g gpuportal.GPU
 		var node string
 		var busy, faultAt sql.NullInt64
-		if err := grows.Scan(&g.UUID, &node, &g.Index, &g.Model, &g.Name, &g.Healthy, &g.MemoryTotalMiB, &g.MemoryUsedMiB, &g.UtilizationPercent, &g.TemperatureC, &g.PowerW, &busy,
-			&g.Health.Reason, &g.Health.XID, &faultAt); err != nil {
+		dest := []any{&g.UUID, &node, &g.Index, &g.Healthy}
+		if full {
+			dest = append(dest, &g.Model, &g.Name, &g.MemoryTotalMiB, &g.MemoryUsedMiB, &g.UtilizationPercent, &g.TemperatureC, &g.PowerW, &busy,
+				&g.Health.Reason, &g.Health.XID, &faultAt)
+		}
+		if err := grows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		g.Health.Healthy, g.Health.At = !faultAt.Valid, fromNullUnix(faultAt)

@@ -77,11 +77,7 @@ func TestBrowserLiveInstancePage(t *testing.T) {
 	// (Alice reads Chinese since her last visit: the badge's class says it.)
 	waitJS(t, cctx, `!!document.querySelector('[data-testid="live-status"] .badge.interrupting')`)
 	// It ends: the page says what happened, and Launch again fills the form.
-	got, _ := e.db.Instance(ctx, alice, inst.ID)
-	code := 143
-	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: got.ID, Attempt: got.Attempt, State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true}}); err != nil {
-		t.Fatal(err)
-	}
+	reportExit(t, e, nodes[0].ID, inst, 143)
 	if err := chromedp.Do(cctx, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`[data-testid="ended"]`))); err != nil {
 		t.Fatal(err)
 	}

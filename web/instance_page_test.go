@@ -255,6 +255,18 @@ func runningInstance(t *testing.T, e *testEnv, owner *gpuportal.User, node strin
 	return i
 }
 
+// reportExit has an instance's node say its workload exited with code.
+func reportExit(t *testing.T, e *testEnv, node string, inst *gpuportal.Instance, code int) {
+	t.Helper()
+	i, err := e.db.Instance(t.Context(), &gpuportal.User{Role: gpuportal.RoleAdmin}, inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.ApplyWorkloadReports(t.Context(), node, []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // (issue 50, item 1) Every charge is said where it happens, in both
 // languages: a run that failed says what it was charged and why; a full
 // window's waitlist says what an auto-book charges and when, and how long
@@ -268,10 +280,7 @@ func TestChargesAreSaidWhereTheyHappen(t *testing.T) {
 	ctx := t.Context()
 	inst := runningInstance(t, e, alice, nodes[0].ID, gpuportal.KindOnDemand)
 	e.clock.Set(e.clock.Now().Add(3 * time.Minute))
-	code := 2
-	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: inst.Attempt, State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true}}); err != nil {
-		t.Fatal(err)
-	}
+	reportExit(t, e, nodes[0].ID, inst, 2)
 	b := e.browser()
 	b.login("alice@example.com", storetest.Password)
 	for _, c := range []struct{ lang, why, charge string }{
@@ -342,10 +351,7 @@ func TestMinimumIsSaidAfterTheStop(t *testing.T) {
 	if _, err := e.db.Stop(ctx, alice, inst.ID); err != nil {
 		t.Fatal(err)
 	}
-	code := 0
-	if err := e.db.ApplyWorkloadReports(ctx, nodes[0].ID, []gpuportal.WorkloadStatus{{InstanceID: inst.ID, Attempt: inst.Attempt, State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true}}); err != nil {
-		t.Fatal(err)
-	}
+	reportExit(t, e, nodes[0].ID, inst, 0)
 	b := e.browser()
 	b.login("alice@example.com", storetest.Password)
 	if page := b.get(fmt.Sprintf("/instances/%d", inst.ID)).body; !strings.Contains(page, `data-testid="minimum-applied"`) || !strings.Contains(page, "billed as 60 minutes") || !strings.Contains(page, "¥8.00") {
