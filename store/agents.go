@@ -334,10 +334,6 @@ func (db *DB) telemetryOnly(ctx context.Context, tx *sql.Tx, nodeID string, hb g
 	return revision, nil
 }
 
-// idleGPUMemoryMiB is the most memory an idle GPU reports in use (the
-// driver's own); above it, something still runs on the GPU.
-const idleGPUMemoryMiB = 64
-
 // heartbeatChangingCapacity records any heartbeat, recomputing the
 // capacity when the node comes back or a GPU's health changed.
 func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID string, hb gpuportal.AgentHeartbeat, hbSec int, now time.Time) (int64, error) {
@@ -390,7 +386,7 @@ func (db *DB) heartbeatChangingCapacity(ctx context.Context, tx *sql.Tx, nodeID 
 			continue // not a GPU we rent, or another node's
 		}
 		if busy[g.UUID] {
-			if !g.Healthy || g.MemoryUsedMiB > idleGPUMemoryMiB {
+			if !gpuportal.GPUFreeAfterInstance(g.Healthy, g.MemoryUsedMiB) {
 				g.Healthy = false // still held by what the ended instance left
 			} else if _, err := tx.ExecContext(ctx, `UPDATE gpus SET busy_after_instance = NULL WHERE uuid = ?`, g.UUID); err != nil {
 				return 0, err
@@ -541,16 +537,17 @@ func (db *DB) NodeRevision(ctx context.Context, nodeID string) (int64, error) {
 	return rev, err
 }
 
-// MarkStaleNodesOffline takes offline every node that has missed three
-// heartbeats, and returns their ids. Only heartbeats missed while the
-// portal listened count: a node needs three heartbeats' time after
-// listeningSince (when the leading portal could hear it, grace included)
-// without one before it is offline.
+// MarkStaleNodesOffline takes offline every node that has missed
+// gpuportal.MissedHeartbeatsOffline heartbeats, and returns their ids. Only
+// heartbeats missed while the portal listened count: a node needs that
+// many heartbeats' time after listeningSince (when the leading portal
+// could hear it, grace included) without one before it is offline.
 func (db *DB) MarkStaleNodesOffline(ctx context.Context, now, listeningSince time.Time) ([]string, error) {
 	var ids []string
 	err := db.inTx(ctx, "mark stale nodes offline", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM nodes WHERE online = 1 AND last_heartbeat_at < ? - 3 * heartbeat_seconds AND ? <= ? - 3 * heartbeat_seconds`,
-			now.Unix(), listeningSince.Unix(), now.Unix())
+		missed := gpuportal.MissedHeartbeatsOffline
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM nodes WHERE online = 1 AND last_heartbeat_at < ? - ? * heartbeat_seconds AND ? <= ? - ? * heartbeat_seconds`,
+			now.Unix(), missed, listeningSince.Unix(), now.Unix(), missed)
 		if err != nil {
 			return err
 		}
@@ -570,7 +567,7 @@ func (db *DB) MarkStaleNodesOffline(ctx context.Context, now, listeningSince tim
 		// since the SELECT, and the condition is checked again on the row.
 		stale := ids[:0]
 		for _, id := range ids {
-			res, err := tx.ExecContext(ctx, `UPDATE nodes SET online = 0 WHERE id = ? AND online = 1 AND last_heartbeat_at < ? - 3 * heartbeat_seconds`, id, now.Unix())
+			res, err := tx.ExecContext(ctx, `UPDATE nodes SET online = 0 WHERE id = ? AND online = 1 AND last_heartbeat_at < ? - ? * heartbeat_seconds`, id, now.Unix(), missed)
 			if err != nil {
 				return named("update nodes", err)
 			}

@@ -186,3 +186,49 @@ func BenchmarkCatalog(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/read")
 }
+
+// BenchmarkRepeatedWorkloadReports: a busy node's status repeats the
+// reports of its 8 running instances (nothing new), as every heartbeat
+// does, while bookings go on beside it; ns/op is one node's reports.
+// Reports that change nothing are read and take no write transaction
+// (issue 51 step 2), so the bookings' latency is what it is without them.
+func BenchmarkRepeatedWorkloadReports(b *testing.B) {
+	ctx := context.Background()
+	db, clock := storetest.Open(b)
+	nodes := storetest.AddFleet(b, db, "n", "cd-1", "a100-80g", 2, 8)
+	u := storetest.MustCreateUser(b, db, "bench@example.com", gpuportal.RoleCustomer)
+	var reports []gpuportal.WorkloadStatus
+	for range 8 {
+		inst, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindOnDemand, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "train"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		reports = append(reports, gpuportal.WorkloadStatus{InstanceID: inst.ID, State: gpuportal.WorkloadRunning, LogTail: "epoch 1"})
+	}
+	if _, err := db.Tick(ctx, clock.Now()); err != nil {
+		b.Fatal(err)
+	}
+	d, err := db.DesiredFor(ctx, nodes[0].ID)
+	if err != nil || len(d.Workloads) == 0 {
+		b.Fatalf("placed on the first node: %d, %v", len(d.Workloads), err)
+	}
+	var mine []gpuportal.WorkloadStatus
+	for _, w := range d.Workloads {
+		for _, r := range reports {
+			if r.InstanceID == w.InstanceID {
+				r.Attempt = w.Attempt
+				mine = append(mine, r)
+			}
+		}
+	}
+	if err := db.ApplyWorkloadReports(ctx, nodes[0].ID, mine); err != nil { // the first: they start
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := db.ApplyWorkloadReports(ctx, nodes[0].ID, mine); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(mine)), "reports/op")
+}

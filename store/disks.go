@@ -17,15 +17,12 @@ import (
 // recordDisk keeps what the agent last said of a running workload's disk,
 // writing only when it changed.
 func recordDisk(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, d *gpuportal.WorkloadDisk) error {
-	if d == nil || i.Disk == nil {
+	if !gpuportal.DiskReportChanges(i.Disk, d) {
 		return nil
 	}
 	enforced := 0
 	if d.Enforced {
 		enforced = 1
-	}
-	if i.Disk.UsedBytes == d.UsedBytes && i.Disk.Note == d.Note && i.Disk.Enforced != nil && *i.Disk.Enforced == d.Enforced {
-		return nil
 	}
 	// A node that gives no disk of its own keeps nothing either — but a
 	// stop already asked for decides what is kept.

@@ -88,7 +88,7 @@ func drillNotice(i *gpuportal.Instance, wallNow time.Time) *gpuportal.Interrupti
 // recordDrillReady keeps how long after a drill's notice the workload
 // reported ready (the agent measures it in its own clock).
 func recordDrillReady(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, r gpuportal.WorkloadStatus) error {
-	if r.DrillReadyAfterSeconds == nil || i.Drill == nil || i.Drill.ReadyAfterSeconds != nil || r.DrillID != i.Drill.WallAt.Unix() {
+	if !gpuportal.DrillReadyReported(i, r) {
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE instances SET drill_ready_after = ? WHERE id = ? AND drill_ready_after IS NULL`, *r.DrillReadyAfterSeconds, i.ID); err != nil {

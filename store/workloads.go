@@ -154,6 +154,13 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 	if len(reports) == 0 {
 		return nil
 	}
+	// Most reports repeat the last: read first, and take the writer lock
+	// only when one changes something.
+	if news, err := db.reportsChangeAnything(ctx, nodeID, reports); err != nil {
+		return fmt.Errorf("apply workload reports: %w", err)
+	} else if !news {
+		return nil
+	}
 	changed := false
 	err := db.inTx(ctx, "apply workload reports", func(tx *sql.Tx) error {
 		now := db.now()
@@ -173,11 +180,7 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 			} else if err != nil {
 				return err
 			}
-			if r.LogTail != "" && r.LogTail != i.LogTail {
-				tail := r.LogTail
-				if len(tail) > 4096 {
-					tail = tail[len(tail)-4096:]
-				}
+			if tail := gpuportal.LogTailOf(r.LogTail); r.LogTail != "" && tail != i.LogTail {
 				if _, err := tx.ExecContext(ctx, `UPDATE instances SET log_tail = ? WHERE id = ?`, tail, i.ID); err != nil {
 					return named("update instances", err)
 				}
@@ -191,8 +194,8 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 			if err := recordDrillReady(ctx, tx, i, r); err != nil {
 				return named("record drill ready", err)
 			}
-			switch {
-			case r.State == gpuportal.WorkloadRunning && i.Status == gpuportal.InstancePending:
+			switch gpuportal.ReportTransition(i.Status, r) {
+			case gpuportal.ReportStarted:
 				if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'running', started_at = ? WHERE id = ?`, unix(now), i.ID); err != nil {
 					return named("update instances", err)
 				}
@@ -205,7 +208,7 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 				if err := db.emitInstance(ctx, tx, i.ID, gpuportal.EventInstanceRunning); err != nil {
 					return err
 				}
-			case r.State == gpuportal.WorkloadExited && (i.Status == gpuportal.InstancePending || i.Status == gpuportal.InstanceRunning || i.Status == gpuportal.InstanceInterrupting):
+			case gpuportal.ReportEnded:
 				var stopAsked sql.NullInt64
 				if err := tx.QueryRowContext(ctx, `SELECT stop_requested_at FROM instances WHERE id = ?`, i.ID).Scan(&stopAsked); err != nil {
 					return named("read instances", err)
@@ -240,12 +243,71 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 	return nil
 }
 
+// reportsChangeAnything reads (outside any write transaction) whether one
+// of a node's workload reports changes something (gpuportal.ReportChanges),
+// or ends an old attempt that a restarted instance waits on.
+func (db *DB) reportsChangeAnything(ctx context.Context, nodeID string, reports []gpuportal.WorkloadStatus) (bool, error) {
+	// One read of what the node runs, not one per report (a report of an
+	// instance that has ended is read on its own).
+	type kept struct {
+		i     *gpuportal.Instance
+		stamp string
+	}
+	onNode := map[int64]kept{}
+	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+`, coalesce(checkpoint_reported, '') FROM instances WHERE node_id = ? AND status IN ('pending', 'running', 'interrupting')`, nodeID)
+	if err != nil {
+		return false, err
+	}
+	for rows.Next() {
+		var stamp string
+		i, err := scanInstance(rows, &stamp)
+		if err != nil {
+			rows.Close()
+			return false, err
+		}
+		onNode[i.ID] = kept{i, stamp}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	for _, r := range reports {
+		k, ok := onNode[r.InstanceID]
+		if !ok || k.i.Attempt != r.Attempt {
+			i, err := scanInstance(db.read.QueryRowContext(ctx, `SELECT `+instanceColumns+`, coalesce(checkpoint_reported, '') FROM instances WHERE id = ? AND node_id = ? AND attempt = ?`,
+				r.InstanceID, nodeID, r.Attempt), &k.stamp)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return false, err
+			}
+			k.i, ok = i, err == nil
+		}
+		if ok {
+			if gpuportal.ReportChanges(k.i, r, k.stamp) {
+				return true, nil
+			}
+			continue
+		}
+		if r.State != gpuportal.WorkloadExited {
+			continue
+		}
+		// An old attempt's end that a restarted instance may wait on.
+		var waiting int
+		if err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM instances WHERE id = ? AND unconfirmed_node = ?`, r.InstanceID, nodeID).Scan(&waiting); err != nil {
+			return false, err
+		}
+		if waiting > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // recordCheckpoint stamps, in business time, a checkpoint report (and a
 // "ready" after a notice) the agent passed on. The agent repeats its last
 // report in every status; its own stamp tells a new one from a repeat.
 func recordCheckpoint(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, r gpuportal.WorkloadStatus, now time.Time) error {
 	if r.CheckpointAt != nil {
-		stamp := r.CheckpointAt.UTC().Format(time.RFC3339Nano)
+		stamp := gpuportal.CheckpointStamp(*r.CheckpointAt)
 		res, err := tx.ExecContext(ctx, `UPDATE instances SET last_checkpoint_at = ?, checkpoint_reported = ? WHERE id = ? AND coalesce(checkpoint_reported, '') <> ?`, unix(now), stamp, i.ID, stamp)
 		if err != nil {
 			return fmt.Errorf("record checkpoint of instance %d: %w", i.ID, err)
