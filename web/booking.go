@@ -66,15 +66,45 @@ func launchSpecValues(get func(string) string) *gpuportal.LaunchSpec {
 	return spec
 }
 
+// bookingForm is a booking form's (or the calendar's quote's) values,
+// read once: what the page shows back, and what the request is parsed
+// from.
+type bookingForm struct {
+	Model, Region string
+	Count         string // as typed ("" when not given)
+	// Start and End are "2006-01-02T15:04" in the site's zone or RFC 3339
+	// (composed from the date and hour fields where the form has them).
+	Start, End string
+	// Typed are the date and hour fields as typed, to show back.
+	Typed map[string]string
+}
+
+// readBookingForm reads a booking form; model and region are the page's
+// (the calendar's own choice) where the form does not carry them.
+func readBookingForm(get func(string) string, model, region string) bookingForm {
+	f := bookingForm{Model: model, Region: region, Count: strings.TrimSpace(get("count")), Start: hourValue(get, "start"), End: hourValue(get, "end"), Typed: map[string]string{}}
+	for _, name := range []string{"start_date", "start_hour", "end_date", "end_hour"} {
+		if v := get(name); v != "" {
+			f.Typed[name] = v
+		}
+	}
+	return f
+}
+
+// request is the booking the form asks for.
+func (f bookingForm) request(loc *time.Location) (gpuportal.BookingRequest, error) {
+	count, err := strconv.Atoi(f.Count)
+	if err != nil {
+		return gpuportal.BookingRequest{}, gpuportal.FieldErrorf(gpuportal.EINVALID, "count", "The GPU count must be a whole number.")
+	}
+	return bookingFields(f.Model, f.Region, count, f.Start, f.End, loc)
+}
+
 // parseBookingValues reads a booking request from form or query values.
 // Times may be RFC 3339 or, from a datetime-local input, "2006-01-02T15:04"
 // in the site time zone.
 func parseBookingValues(get func(string) string, loc *time.Location) (gpuportal.BookingRequest, error) {
-	count, err := strconv.Atoi(strings.TrimSpace(get("count")))
-	if err != nil {
-		return gpuportal.BookingRequest{}, gpuportal.FieldErrorf(gpuportal.EINVALID, "count", "The GPU count must be a whole number.")
-	}
-	return bookingFields(get("model"), get("region"), count, get("start"), get("end"), loc)
+	return readBookingForm(get, get("model"), get("region")).request(loc)
 }
 
 // modelAndRegion are a request's model and region, trimmed; both are

@@ -91,14 +91,10 @@ func mondayOf(t time.Time) time.Time {
 // quotePanel prices what the booking form asks for, or says what is missing.
 func (s *Server) quotePanel(c echo.Context, get func(string) string, model, region string) templates.QuotePanel {
 	lang := reqOf(c).lang
-	q := templates.QuotePanel{Model: model, Region: region, Count: 1, Start: hourValue(get, "start"), End: hourValue(get, "end"), Typed: map[string]string{}}
-	for _, f := range []string{"start_date", "start_hour", "end_date", "end_hour"} {
-		if v := get(f); v != "" {
-			q.Typed[f] = v
-		}
-	}
-	if get("count") != "" {
-		q.Count = atoiOr(get("count"), 0)
+	f := readBookingForm(get, model, region)
+	q := templates.QuotePanel{Model: model, Region: region, Count: 1, Start: f.Start, End: f.End, Typed: f.Typed}
+	if f.Count != "" {
+		q.Count = atoiOr(f.Count, 0)
 	}
 	switch {
 	case q.Start == "":
@@ -108,18 +104,7 @@ func (s *Server) quotePanel(c echo.Context, get func(string) string, model, regi
 		q.Hint = i18n.T(lang, "Now click the last hour you want.")
 		return q
 	}
-	req, err := parseBookingValues(func(k string) string {
-		switch k {
-		case "model":
-			return model
-		case "region":
-			return region
-		}
-		if k == "start" || k == "end" {
-			return hourValue(get, k)
-		}
-		return get(k)
-	}, s.cfg.Location)
+	req, err := f.request(s.cfg.Location)
 	if err == nil {
 		var quote gpuportal.Quote
 		if quote, err = s.db.Quote(c.Request().Context(), req); err == nil {
@@ -256,7 +241,8 @@ func (s *Server) handleCalendarQuote(c echo.Context) error {
 // handleBookForm books from the calendar's quote panel; a refusal shows the
 // calendar again with the reason where the quote was.
 func (s *Server) handleBookForm(c echo.Context) error {
-	req, err := parseBookingValues(c.FormValue, s.cfg.Location)
+	f := readBookingForm(c.FormValue, c.FormValue("model"), c.FormValue("region"))
+	req, err := f.request(s.cfg.Location)
 	req.Launch = launchSpecValues(c.FormValue)
 	if err == nil {
 		var r *gpuportal.Reservation
@@ -274,7 +260,7 @@ func (s *Server) handleBookForm(c echo.Context) error {
 	if !req.Start.IsZero() {
 		week = req.Start.In(s.cfg.Location).Format("2006-01-02")
 	}
-	g, models, regions, gerr := s.calendarGrid(c, c.FormValue("model"), c.FormValue("region"), week)
+	g, models, regions, gerr := s.calendarGrid(c, f.Model, f.Region, week)
 	if gerr != nil {
 		return err
 	}
