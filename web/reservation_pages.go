@@ -149,37 +149,24 @@ func (s *Server) fullWindow(c echo.Context, q *templates.QuotePanel, req gpuport
 // today's defaults.
 func (s *Server) offeringsPanel(c echo.Context, get func(string) string, model, region string) templates.OfferingsPanel {
 	now := s.cfg.Clock.Now().In(s.cfg.Location)
+	f := readOfferingForm(get, model, region)
 	// The GPU count the calendar's quote has is the search's too.
-	p := templates.OfferingsPanel{Model: model, Region: region, Count: max(atoiOr(get("count"), 1), 1), Sort: gpuportal.OfferingsByPrice, ReachBy: s.reachBy(c),
+	p := templates.OfferingsPanel{Model: model, Region: region, Count: max(atoiOr(f.values["count"], 1), 1), Sort: gpuportal.OfferingsByPrice, ReachBy: s.reachBy(c),
 		EarliestDate: now.Format("2006-01-02"), LatestDate: now.Add(gpuportal.DefaultOfferingRange - 24*time.Hour).Format("2006-01-02")}
 	if policies, err := s.db.Policies(c.Request().Context()); err == nil {
 		p.DurationHours = policies.For(model).MinDurationHours
 	}
-	if get("duration_hours") == "" {
+	if f.values["duration_hours"] == "" {
 		return p
 	}
 	p.Searched = true
-	p.Count, p.DurationHours = atoiOr(get("count"), p.Count), atoiOr(get("duration_hours"), p.DurationHours)
-	if v := get("earliest_date"); v != "" {
-		p.EarliestDate = v
-	}
-	if v := get("latest_date"); v != "" {
-		p.LatestDate = v
-	}
-	if v := get("sort"); v != "" {
-		p.Sort = v
-	}
-	req, err := parseOfferingValues(func(k string) string {
-		switch k {
-		case "model":
-			return model
-		case "region":
-			return region
-		case "limit":
-			return "5"
+	p.Count, p.DurationHours = atoiOr(f.values["count"], p.Count), atoiOr(f.values["duration_hours"], p.DurationHours)
+	for field, into := range map[string]*string{"earliest_date": &p.EarliestDate, "latest_date": &p.LatestDate, "sort": &p.Sort} {
+		if v := f.values[field]; v != "" {
+			*into = v
 		}
-		return get(k)
-	}, s.cfg.Location)
+	}
+	req, err := parseOfferingValues(f.get, s.cfg.Location)
 	if err == nil {
 		p.Offerings, err = s.db.Offerings(c.Request().Context(), req)
 	}
@@ -188,6 +175,24 @@ func (s *Server) offeringsPanel(c echo.Context, get func(string) string, model, 
 	}
 	return p
 }
+
+// offeringForm is the calendar's "Find a time" form, read once: what the
+// panel shows back and what the search is parsed from (the calendar's
+// model and region, five offerings).
+type offeringForm struct {
+	values map[string]string
+}
+
+func readOfferingForm(get func(string) string, model, region string) offeringForm {
+	f := offeringForm{values: map[string]string{"model": model, "region": region, "limit": "5"}}
+	for _, field := range []string{"count", "duration_hours", "earliest", "earliest_date", "latest_end", "latest_date", "sort"} {
+		f.values[field] = get(field)
+	}
+	return f
+}
+
+// get is the form's value of a field, for parseOfferingValues.
+func (f offeringForm) get(field string) string { return f.values[field] }
 
 func (s *Server) handleCalendarOfferings(c echo.Context) error {
 	return s.render(c, http.StatusOK, templates.OfferingsView(s.offeringsPanel(c, c.QueryParam, c.QueryParam("model"), c.QueryParam("region"))))
