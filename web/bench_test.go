@@ -103,6 +103,13 @@ func BenchmarkFleetPage(b *testing.B) {
 	if page.status != http.StatusOK || strings.Count(page.body, `data-testid="gpu-link"`) < 8*templates.FleetPageSize/2 {
 		b.Fatalf("the fleet page = %d with %d GPUs in use", page.status, strings.Count(page.body, `data-testid="gpu-link"`))
 	}
+	// A refresh that finds nothing changed: 304, no body.
+	req304, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/admin/nodes/table", nil)
+	req304.Header.Set("If-None-Match", refresh.etag)
+	unchanged := br.do(req304)
+	if unchanged.status != http.StatusNotModified {
+		b.Fatalf("an unchanged refresh = %d", unchanged.status)
+	}
 	// What the template alone takes, given the fleet read.
 	req := httptest.NewRequest(http.MethodGet, "/admin/nodes", nil)
 	c := e.web.echo.NewContext(req, httptest.NewRecorder())
@@ -125,6 +132,7 @@ func BenchmarkFleetPage(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(page.body))/1024, "KB/page")
 	b.ReportMetric(float64(len(refresh.body))/1024, "KB/refresh")
+	b.ReportMetric(float64(len(unchanged.body))/1024, "KB/unchanged_refresh")
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/refresh")
 	b.ReportMetric(float64(render.Microseconds())/1000, "ms/render")
 }

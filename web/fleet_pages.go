@@ -82,13 +82,14 @@ func (s *Server) handleFleetPage(c echo.Context) error {
 	return s.render(c, http.StatusOK, templates.Fleet(p))
 }
 
-// handleFleetTable is the fleet page's live part (its page, every 5 s).
+// handleFleetTable is the fleet page's live part (its page, every 5 s):
+// a poll that finds it unchanged is answered 304, with no body.
 func (s *Server) handleFleetTable(c echo.Context) error {
 	p, err := s.fleetPage(c)
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, templates.FleetTable(p))
+	return s.renderRevalidated(c, templates.FleetTable(p))
 }
 
 // handleFleetNodePage is one node, all of it: /admin/nodes/{id}.

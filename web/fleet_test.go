@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -169,5 +170,49 @@ func TestFleetPagesAndNodePage(t *testing.T) {
 	}
 	if strings.Index(node.body, `data-testid="rotate-token"`) < strings.Index(node.body, `data-testid="drain"`) {
 		t.Error("the token's actions come before Drain")
+	}
+}
+
+// (issue 50, item 6) The fleet's live part travels only when it changed:
+// a poll with the ETag of what the browser has is answered 304, no body;
+// a heartbeat that moves a GPU's figures changes it.
+func TestFleetRefreshSendsOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	nodes := storetest.AddFleet(t, e.db, "a", "cd-1", "a100-80g", 1, 8)
+	storetest.MustCreateUser(t, e.db, "admin@example.com", gpuportal.RoleAdmin)
+	b := e.browser()
+	b.login("admin@example.com", storetest.Password)
+	poll := func(etag string) (int, string, int) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/admin/nodes/table", nil)
+		req.Header.Set("HX-Request", "true")
+		if etag != "" {
+			req.Header.Set("If-None-Match", etag)
+		}
+		resp, err := b.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("ETag"), len(body)
+	}
+	status, etag, size := poll("")
+	if status != http.StatusOK || etag == "" || size == 0 {
+		t.Fatalf("the first poll = %d, ETag %q, %d bytes", status, etag, size)
+	}
+	if status, again, size := poll(etag); status != http.StatusNotModified || again != etag || size != 0 {
+		t.Errorf("an unchanged poll = %d, ETag %q, %d bytes", status, again, size)
+	}
+	hb := gpuportal.AgentHeartbeat{HeartbeatSeconds: 10}
+	for _, g := range nodes[0].GPUs {
+		hb.GPUs = append(hb.GPUs, gpuportal.GPUSample{UUID: g.UUID, Healthy: true, UtilizationPercent: 77})
+	}
+	if _, err := e.db.RecordHeartbeat(t.Context(), nodes[0].ID, hb, e.wall.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if status, changed, size := poll(etag); status != http.StatusOK || changed == etag || size == 0 {
+		t.Errorf("a poll after the GPUs changed = %d, ETag %q, %d bytes", status, changed, size)
 	}
 }

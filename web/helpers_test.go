@@ -89,6 +89,7 @@ type page struct {
 	status   int
 	body     string
 	location string
+	etag     string
 }
 
 func (b *browser) do(req *http.Request) page {
@@ -102,7 +103,7 @@ func (b *browser) do(req *http.Request) page {
 	if m := csrfMeta.FindSubmatch(body); m != nil {
 		b.csrf = string(m[1])
 	}
-	return page{status: resp.StatusCode, body: string(body), location: resp.Header.Get("Location")}
+	return page{status: resp.StatusCode, body: string(body), location: resp.Header.Get("Location"), etag: resp.Header.Get("ETag")}
 }
 
 func (b *browser) get(path string) page {

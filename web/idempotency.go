@@ -112,3 +112,7 @@ type recorder struct {
 func (r *recorder) Header() http.Header         { return r.header }
 func (r *recorder) Write(p []byte) (int, error) { return r.body.Write(p) }
 func (r *recorder) WriteHeader(status int)      { r.status = status }
+
+// Flush keeps holding what was written (a page's renderer flushes as it
+// ends; the held answer goes out in one piece).
+func (r *recorder) Flush() {}

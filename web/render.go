@@ -1,6 +1,8 @@
 package web
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/url"
@@ -134,3 +136,28 @@ func safeNext(next, fallback string) string {
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 
 func asErr[T any](err error, target *T) bool { return errors.As(err, target) }
+
+// renderRevalidated renders a live part that a browser polls with an ETag
+// of what it says: the browser asks again with If-None-Match, and a poll
+// that finds the part unchanged is answered 304 with no body (the
+// browser's cache hands htmx the same part). Only what changed travels.
+func (s *Server) renderRevalidated(c echo.Context, page templ.Component) error {
+	res := c.Response()
+	real := res.Writer
+	rec := &recorder{header: real.Header()} // the same headers: the session's cookie lands there
+	res.Writer = rec
+	err := s.render(c, http.StatusOK, page)
+	// What render wrote is held; the answer goes out now.
+	res.Writer, res.Committed, res.Size = real, false, 0
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(rec.body.Bytes())
+	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
+	res.Header().Set("ETag", etag)
+	res.Header().Set("Cache-Control", "private, no-cache")
+	if c.Request().Header.Get("If-None-Match") == etag {
+		return c.NoContent(http.StatusNotModified)
+	}
+	return c.HTMLBlob(http.StatusOK, rec.body.Bytes())
+}
