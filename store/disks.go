@@ -121,7 +121,7 @@ func (db *DB) keptDisksAtZeroBalance(ctx context.Context, tx *sql.Tx, now time.T
 	}
 	list, err := scanAll(ctx, tx, func(r *sql.Rows, k *kept) error {
 		return r.Scan(&k.id, &k.user, &k.size, &k.billedUntil, &k.carry, &k.suspended, &k.warned)
-	}, `SELECT i.id, i.user_id, i.disk_gib, i.disk_billed_until, i.disk_carry, i.disk_suspended_at, i.disk_warned_at IS NOT NULL FROM instances i
+	}, `SELECT i.id, i.user_id, i.disk_gib, i.disk_billed_until, i.disk_carry, i.disk_suspended_at, i.disk_warned_at IS NOT NULL FROM `+db.indexedAs("instances", "i", "instances_kept_disks")+`
 		JOIN accounts a ON a.user_id = i.user_id
 		WHERE i.disk_kept <> 0 AND i.disk_released_at IS NULL AND i.ended_at IS NOT NULL AND i.disk_billed_until IS NOT NULL
 		AND (i.disk_suspended_at IS NOT NULL OR a.balance_fen + a.credit_limit_fen <= 0) ORDER BY i.id`)
