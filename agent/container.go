@@ -434,6 +434,9 @@ func (r *ContainerRuntime) inspect(id string) (containerState, error) {
 			Pid       int    `json:"Pid"`
 			ExitCode  int    `json:"ExitCode"`
 			OOMKilled bool   `json:"OOMKilled"`
+			// StartedAt is zero for a container never started, whatever
+			// state podman names (created, configured, initialized…).
+			StartedAt time.Time `json:"StartedAt"`
 		} `json:"State"`
 		Config struct {
 			Labels map[string]string `json:"Labels"`
@@ -444,7 +447,8 @@ func (r *ContainerRuntime) inspect(id string) (containerState, error) {
 	}
 	c := raw[0]
 	return containerState{ID: c.ID, Pid: c.State.Pid, Running: c.State.Running, Exit: c.State.ExitCode, OOM: c.State.OOMKilled,
-		LogPath: c.LogPath, Labels: c.Config.Labels, Created: c.Created, NeverStarted: c.State.Status == "created" || c.State.Status == "configured"}, nil
+		LogPath: c.LogPath, Labels: c.Config.Labels, Created: c.Created,
+		NeverStarted: !c.State.Running && (c.State.StartedAt.IsZero() || c.State.Status == "created" || c.State.Status == "configured" || c.State.Status == "initialized")}, nil
 }
 
 // Adopt finds the container of a workload a previous agent started, by
