@@ -459,7 +459,7 @@ func (db *DB) loadAccounts(ctx context.Context, q queryer, now time.Time, s *pla
 				count(CASE WHEN status = 'interrupting' AND coalesce(interrupt_reason, '') = ? THEN 1 END) > 0 AS stopping,
 				CAST(coalesce(sum(CASE WHEN status <> 'pending' THEN price_fen * `+billedUnits+` END), 0) AS BIGINT) AS burn,
 				min(CASE WHEN status <> 'pending' THEN started_at END) AS earliest
-			FROM instances WHERE kind IN ('spot', 'on_demand') AND status IN ('pending', 'running', 'interrupting')
+			FROM `+db.indexed("instances", "instances_live_accounts")+` WHERE kind IN ('spot', 'on_demand') AND status IN ('pending', 'running', 'interrupting')
 			GROUP BY user_id HAVING count(CASE WHEN stop_requested_at IS NULL THEN 1 END) > 0) l
 		JOIN users u ON u.id = l.user_id LEFT JOIN accounts a ON a.user_id = l.user_id
 		ORDER BY l.user_id`, gpuportal.ReasonBalance)
