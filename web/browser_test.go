@@ -235,7 +235,7 @@ func TestBrowserTeamInviteAcceptSwitchLaunch(t *testing.T) {
 			// Choosing the kind swaps the form for that kind's fields.
 			if err := chromedp.Do(ctx,
 				chromedp.SetValue(chromedp.CSS(`[data-testid="launch-kind"]`), "on_demand"),
-				chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid="launch-kind"]').dispatchEvent(new Event('change', {bubbles: true}))`),
+				chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('[data-testid="launch-kind"]'); htmx.process(s.form); s.dispatchEvent(new Event('change', {bubbles: true})); })()`),
 				chromedp.WaitVisible(chromedp.CSS(`[data-testid="on-demand-minimum"]`)),
 				chromedp.SendKeys(chromedp.CSS(`[data-testid="launch-command"]`), "python lab_train.py"),
 				chromedp.Click(chromedp.CSS(`[data-testid="launch"]`)),

@@ -74,7 +74,7 @@ func TestBrowserInstancesPageAsPeopleLookAtIt(t *testing.T) {
 		pick := func(kind, wait string) {
 			t.Helper()
 			if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`[data-testid="launch-kind"]`), kind),
-				chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid="launch-kind"]').dispatchEvent(new Event('change', {bubbles: true}))`),
+				chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('[data-testid="launch-kind"]'); htmx.process(s.form); s.dispatchEvent(new Event('change', {bubbles: true})); })()`),
 				chromedp.WaitVisible(chromedp.CSS(wait))); err != nil {
 				t.Fatal(err)
 			}
