@@ -95,6 +95,46 @@ type Policies struct {
 	Models map[string]PolicyOverride `json:"models"`
 }
 
+// Clone is a copy of the document that shares nothing a change to one
+// could reach the other through (the store keeps the decoded document
+// between reads and hands out clones).
+func (p Policies) Clone() Policies {
+	out := Policies{Global: p.Global.clone()}
+	if p.Models != nil {
+		out.Models = make(map[string]PolicyOverride, len(p.Models))
+	}
+	for id, o := range p.Models {
+		out.Models[id] = o.clone()
+	}
+	return out
+}
+
+func (p Policy) clone() Policy {
+	p.OffPeak = slices.Clone(p.OffPeak)
+	p.CancellationTiers = slices.Clone(p.CancellationTiers)
+	return p
+}
+
+func (o PolicyOverride) clone() PolicyOverride {
+	for _, field := range []**int{&o.MinDurationHours, &o.MaxDurationHours, &o.MaxAdvanceDays, &o.ReservablePercent, &o.LateCancelLimit30d,
+		&o.SpotDiscountPercent, &o.SpotNoticeSeconds, &o.SpotGraceSeconds, &o.WaitlistClaimMinutes, &o.OnDemandMinBillableMinutes,
+		&o.SpotNoticeMinSeconds, &o.SpotNoticeMaxSeconds, &o.RebalanceLeadMinutes} {
+		if *field != nil {
+			v := **field
+			*field = &v
+		}
+	}
+	if o.OffPeak != nil {
+		v := slices.Clone(*o.OffPeak)
+		o.OffPeak = &v
+	}
+	if o.CancellationTiers != nil {
+		v := slices.Clone(*o.CancellationTiers)
+		o.CancellationTiers = &v
+	}
+	return o
+}
+
 // DefaultPolicy is the policy of DESIGN §2.
 func DefaultPolicy() Policy {
 	return Policy{

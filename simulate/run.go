@@ -208,6 +208,16 @@ func (s *sim) run(ctx context.Context) error {
 			if !freed {
 				break
 			}
+			// The portal's kick would tick again; when nothing waits for
+			// the freed GPUs that tick decides nothing (its time's
+			// decisions are made), so the simulation skips it.
+			waits, err := s.db.WaitsForGPUs(ctx)
+			if err != nil {
+				return err
+			}
+			if !waits {
+				break
+			}
 		}
 		if now.Minute() == 0 && now.Second() == 0 {
 			if err := s.checkStarts(ctx, now); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"gpuportal"
 )
@@ -27,20 +28,38 @@ func (db *DB) policies(ctx context.Context, q queryer) (gpuportal.Policies, erro
 	return decodePolicies(doc)
 }
 
+// lastPolicies is the policies document last decoded: every quote,
+// launch, tick and billing step reads it, and it changes only when an
+// admin saves a new one (decoding it each time was a twentieth of a
+// simulated fleet's time).
+var lastPolicies struct {
+	sync.Mutex
+	doc     string
+	decoded gpuportal.Policies
+	ok      bool
+}
+
 // decodePolicies reads the stored policies document; none stored yet
-// (empty) means the defaults.
+// (empty) means the defaults. The answer is the caller's own (a clone of
+// the document last decoded, when it is the same).
 func decodePolicies(doc string) (gpuportal.Policies, error) {
-	if doc == "" {
-		return gpuportal.DefaultPolicies(), nil
+	lastPolicies.Lock()
+	defer lastPolicies.Unlock()
+	if lastPolicies.ok && lastPolicies.doc == doc {
+		return lastPolicies.decoded.Clone(), nil
 	}
-	p := gpuportal.PoliciesToDecode()
-	if err := json.Unmarshal([]byte(doc), &p); err != nil {
-		return gpuportal.Policies{}, fmt.Errorf("decode policies: %w", err)
+	p := gpuportal.DefaultPolicies()
+	if doc != "" {
+		p = gpuportal.PoliciesToDecode()
+		if err := json.Unmarshal([]byte(doc), &p); err != nil {
+			return gpuportal.Policies{}, fmt.Errorf("decode policies: %w", err)
+		}
+		if p.Models == nil {
+			p.Models = map[string]gpuportal.PolicyOverride{}
+		}
 	}
-	if p.Models == nil {
-		p.Models = map[string]gpuportal.PolicyOverride{}
-	}
-	return p, nil
+	lastPolicies.doc, lastPolicies.decoded, lastPolicies.ok = doc, p, true
+	return p.Clone(), nil
 }
 
 // SetPolicies replaces the policies document (admin only). It is validated

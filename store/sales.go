@@ -93,6 +93,20 @@ func (db *DB) Sales(ctx context.Context, from, to time.Time) (Sales, error) {
 	return out, nil
 }
 
+// WaitsForGPUs reports whether anything waits for GPUs to free: an
+// instance not yet placed, or a job's queued task. GPUs freed when
+// nothing waits change no decision of a tick at the same time (the
+// simulator then skips the tick the portal's kick would run).
+func (db *DB) WaitsForGPUs(ctx context.Context) (bool, error) {
+	var waits bool
+	err := db.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM instances WHERE status = 'pending' AND node_id IS NULL AND stop_requested_at IS NULL)
+		OR EXISTS (SELECT 1 FROM job_tasks WHERE status = 'queued')`).Scan(&waits)
+	if err != nil {
+		return false, fmt.Errorf("waits for GPUs: %w", err)
+	}
+	return waits, nil
+}
+
 // NodeRevisions is every node's desired-state revision: a node whose
 // revision moved has something new to run or stop (the simulator's nodes
 // read it instead of long polls).
