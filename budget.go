@@ -1,5 +1,11 @@
 package gpuportal
 
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
 // Budget is a customer's monthly budget and what they spent of it this
 // month (site time): charges less refunds, the same kinds as revenue
 // (RevenueKinds), never top-ups.
@@ -47,4 +53,38 @@ func ValidateBudget(monthly Fen) error {
 type DaySpend struct {
 	Date  string `json:"date"` // 2026-12-01
 	Spent Fen    `json:"spent_fen"`
+}
+
+// BudgetMonth is the month a spend at now counts in: its first instant,
+// site time (loc; UTC when nil), and its name as budget notices remember
+// it ("2026-12").
+func BudgetMonth(now time.Time, loc *time.Location) (time.Time, string) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	local := now.In(loc)
+	start := time.Date(local.Year(), local.Month(), 1, 0, 0, 0, 0, loc)
+	return start, start.Format("2006-01")
+}
+
+// BudgetNoticeDue says whether a notice at level is still to be sent in
+// month, given the last one sent (noticed: "2026-12:80", or ""): once per
+// level a month, a higher level after a lower one, never a lower again.
+func BudgetNoticeDue(noticed, month string, level int) bool {
+	if level == 0 {
+		return false
+	}
+	m, l, ok := strings.Cut(noticed, ":")
+	if !ok || m != month {
+		return true
+	}
+	var last int
+	_, _ = fmt.Sscan(l, &last)
+	return level > last
+}
+
+// BudgetNoticed is what a budget notice at level in month is remembered
+// as (BudgetNoticeDue reads it).
+func BudgetNoticed(month string, level int) string {
+	return fmt.Sprintf("%s:%d", month, level)
 }

@@ -18,15 +18,15 @@ const (
 	StepJobUnpaid = "job unpaid notice"
 	StepWaitlist  = "waitlist"
 	StepReminder  = "reminder"
+	StepIdleStop  = "idle stop"      // an instance's idle mark or stop
+	StepBudgets   = "budget notices" // a customer's or team member's notice
 	StepVolumes   = "bill volumes"
 	StepDisks     = "bill disks"
 	StepImages    = "bill images"
 	// The book-keeping after the plan, one decision each.
-	StepTopUps   = "expire top-ups"
-	StepIdleStop = "idle stop"
-	StepSamples  = "sample instances"
-	StepRollup   = "roll up rates"
-	StepBudgets  = "budget notices"
+	StepTopUps  = "expire top-ups"
+	StepSamples = "sample instances"
+	StepRollup  = "roll up rates"
 	// StepGPUFailure: ending an instance whose GPU failed (in the
 	// heartbeat that reported it).
 	StepGPUFailure = "end work on a failed GPU"

@@ -23,12 +23,17 @@ type Decisions struct {
 	UnpaidJobs []int64 // jobs whose owner is told that the balance holds their tasks back
 	Waitlist   []WaitlistAction
 	Reminders  []Reminder
+	// The watch over customers' own settings (books.go).
+	IdleMarks     []IdleMark
+	IdleStops     []IdleInstance
+	BudgetNotices []BudgetNotice
+	LimitNotices  []LimitNotice
 }
 
 // Empty reports whether the plan does nothing.
 func (p Decisions) Empty() bool {
 	return len(p.Complete)+len(p.Activate)+len(p.LostWork)+len(p.Replace)+len(p.Balance)+len(p.Interrupt)+len(p.Rebalance)+len(p.Place)+
-		len(p.Tasks)+len(p.UnpaidJobs)+len(p.Waitlist)+len(p.Reminders) == 0
+		len(p.Tasks)+len(p.UnpaidJobs)+len(p.Waitlist)+len(p.Reminders)+len(p.IdleMarks)+len(p.IdleStops)+len(p.BudgetNotices)+len(p.LimitNotices) == 0
 }
 
 // Assignment gives a reservation concrete GPUs; Missing is how many could
@@ -165,8 +170,10 @@ type planner struct {
 // failed nodes ends, users who cannot pay are stopped, spot instances that
 // stand in the way of reservations or on-demand demand get their notice
 // (the fewest, youngest first), pending instances and job tasks are
-// placed, freed capacity is offered to the waitlist (first fit), and
-// reminders go out. It changes the snapshot's pools as it decides.
+// placed, freed capacity is offered to the waitlist (first fit),
+// reminders go out, instances idle for their idle-stop minutes are
+// stopped, and budget notices go out. It changes the snapshot's pools as
+// it decides.
 func Plan(s Snapshot, now time.Time) Decisions {
 	p := &planner{s: s, now: now, stopped: map[int64]bool{}}
 	for _, pl := range s.Pools {
@@ -180,6 +187,8 @@ func Plan(s Snapshot, now time.Time) Decisions {
 	p.jobs()
 	p.waitlist()
 	p.reminders()
+	p.idleStops()
+	p.budgets()
 	return p.out
 }
 

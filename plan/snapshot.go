@@ -32,8 +32,16 @@ type Snapshot struct {
 	// free reservable GPUs of every hour they ask for.
 	Waitlist  []WaitEntry
 	FreeHours map[PoolKey]map[int64]int
+	// Idle is the instances launched with idle stop that run and are not
+	// told to stop (books.go).
+	Idle []IdleInstance
+	// Budgets is the customers with a monthly budget, and Limits the team
+	// members with a monthly spend limit, with this month's spend.
+	Budgets []BudgetWatch
+	Limits  []LimitWatch
 	// Location is the site time zone, for pricing the window a flexible
-	// waitlist entry books (off-peak hours are local).
+	// waitlist entry books (off-peak hours are local) and for the month a
+	// budget counts.
 	Location *time.Location
 	// VictimRule is how spot instances are picked to give GPUs back to
 	// reservations and on-demand launches (gpuportal.VictimsByWorkLost

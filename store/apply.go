@@ -60,14 +60,14 @@ func (db *DB) applyPlan(ctx context.Context, tx *sql.Tx, now time.Time, decision
 		{"volumes", a.bookKeeping(gpuportal.StepVolumes, a.db.billVolumes)},
 		{"disks", a.bookKeeping(gpuportal.StepDisks, a.db.billDisks)},
 		{"images", a.bookKeeping(gpuportal.StepImages, a.db.billImages)},
-		// The books after the plan: each a decision of its own too.
+		// The books after the plan, each a decision of its own too; the
+		// plan's idle stops and budget notices among them, where they were
+		// applied before the planner made them.
 		{"expire top-ups", a.bookKeeping(gpuportal.StepTopUps, a.db.expireTopUps)},
-		{"idle stop", a.bookKeeping(gpuportal.StepIdleStop, func(ctx context.Context, tx *sql.Tx, now time.Time) error {
-			return a.db.stopIdle(ctx, tx, now, &a.nodes)
-		})},
+		{"idle stop", a.idle},
 		{"sample instances", a.bookKeeping(gpuportal.StepSamples, a.db.sampleInstances)},
 		{"roll up rates", a.bookKeeping(gpuportal.StepRollup, a.db.rollup)},
-		{"budget notices", a.bookKeeping(gpuportal.StepBudgets, a.db.budgetNotices)},
+		{"budget notices", a.budgets},
 	}
 	for _, step := range steps {
 		if err := step.run(ctx, decisions); err != nil {

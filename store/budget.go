@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gpuportal"
+	"gpuportal/plan"
 )
 
 // Budgets: a customer sets a monthly budget; the tick tells them once a
@@ -48,8 +49,8 @@ func (db *DB) Budget(ctx context.Context, userID int64) (gpuportal.Budget, error
 
 // monthStart is the first instant of now's month, site time.
 func (db *DB) monthStart(now time.Time) time.Time {
-	local := now.In(db.Location)
-	return time.Date(local.Year(), local.Month(), 1, 0, 0, 0, 0, db.Location)
+	start, _ := gpuportal.BudgetMonth(now, db.Location)
+	return start
 }
 
 func (db *DB) spentSince(ctx context.Context, q queryer, userID int64, from time.Time) (gpuportal.Fen, error) {
@@ -92,114 +93,91 @@ func (db *DB) SpendByDay(ctx context.Context, userID int64, from, to time.Time) 
 	return days, rows.Err()
 }
 
-// budgetNotices tells each customer whose spend this month reached a
-// level of their budget, once per level a month (budget_noticed keeps
-// "2026-12:80"). The tick calls it.
-func (db *DB) budgetNotices(ctx context.Context, tx *sql.Tx, now time.Time) error {
-	type owner struct {
-		id      int64
-		monthly gpuportal.Fen
-		noticed string
-	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, monthly_budget_fen, budget_noticed FROM users WHERE monthly_budget_fen > 0 AND disabled_at IS NULL`)
-	if err != nil {
-		return err
-	}
-	var owners []owner
-	for rows.Next() {
-		var o owner
-		if err := rows.Scan(&o.id, &o.monthly, &o.noticed); err != nil {
-			rows.Close()
-			return err
-		}
-		owners = append(owners, o)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
+// loadBudgets reads the customers with a monthly budget and the team
+// members with a monthly spend limit, with what each spent this month
+// (site time): the planner tells them of each level reached
+// (plan.budgets).
+func (db *DB) loadBudgets(ctx context.Context, q queryer, now time.Time, s *plan.Snapshot) error {
 	start := db.monthStart(now)
-	month := start.Format("2006-01")
-	for _, o := range owners {
-		spent, err := db.spentSince(ctx, tx, o.id, start)
-		if err != nil {
-			return err
-		}
-		b := gpuportal.NewBudget(o.monthly, spent)
-		level := b.Level()
-		if level == 0 || !budgetNoticeDue(o.noticed, month, level) {
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE users SET budget_noticed = ? WHERE id = ?`, fmt.Sprintf("%s:%d", month, level), o.id); err != nil {
-			return err
-		}
-		if err := db.notify(ctx, tx, o.id, gpuportal.NoteBudgetReached, gpuportal.NoteParams{Budget: &b}); err != nil {
+	budgets, err := scanAll(ctx, q, func(r *sql.Rows, w *plan.BudgetWatch) error { return r.Scan(&w.UserID, &w.Monthly, &w.Noticed) },
+		`SELECT id, monthly_budget_fen, budget_noticed FROM users WHERE monthly_budget_fen > 0 AND disabled_at IS NULL ORDER BY id`)
+	if err != nil {
+		return fmt.Errorf("budgets: %w", err)
+	}
+	for k := range budgets {
+		if budgets[k].Spent, err = db.spentSince(ctx, q, budgets[k].UserID, start); err != nil {
 			return err
 		}
 	}
-	return db.memberLimitNotices(ctx, tx, now)
-}
-
-// memberLimitNotices tells each team member whose spend this month
-// reached a level of the monthly limit their team gave them — and the
-// team's owners when it is all of it — once per level a month.
-func (db *DB) memberLimitNotices(ctx context.Context, tx *sql.Tx, now time.Time) error {
 	type limited struct {
-		team, account, member int64
-		name, email, noticed  string
-		limit                 gpuportal.Fen
+		plan.LimitWatch
+		account int64
 	}
-	list, err := scanAll(ctx, tx, func(r *sql.Rows, l *limited) error {
-		return r.Scan(&l.team, &l.account, &l.member, &l.name, &l.email, &l.noticed, &l.limit)
+	limits, err := scanAll(ctx, q, func(r *sql.Rows, l *limited) error {
+		return r.Scan(&l.TeamID, &l.account, &l.Member, &l.TeamName, &l.Email, &l.Noticed, &l.Limit)
 	}, `SELECT t.id, t.account_id, m.user_id, t.name, u.email, m.limit_noticed, m.monthly_spend_limit_fen FROM team_members m
 		JOIN teams t ON t.id = m.team_id JOIN users u ON u.id = m.user_id WHERE m.monthly_spend_limit_fen > 0 AND t.deleted_at IS NULL ORDER BY t.id, m.user_id`)
 	if err != nil {
 		return fmt.Errorf("member limits: %w", err)
 	}
-	start := db.monthStart(now)
-	month := start.Format("2006-01")
-	spent := map[int64]map[int64]gpuportal.Fen{}
-	for _, l := range list {
-		if spent[l.team] == nil {
-			if spent[l.team], err = db.memberSpend(ctx, tx, l.account, 0, start); err != nil {
+	spent := map[int64]map[int64]gpuportal.Fen{} // by team, by member
+	for _, l := range limits {
+		if spent[l.TeamID] == nil {
+			if spent[l.TeamID], err = db.memberSpend(ctx, q, l.account, 0, start); err != nil {
 				return err
 			}
 		}
-		b := gpuportal.NewBudget(l.limit, spent[l.team][l.member])
-		level := b.Level()
-		if level == 0 || !budgetNoticeDue(l.noticed, month, level) {
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE team_members SET limit_noticed = ? WHERE team_id = ? AND user_id = ?`, fmt.Sprintf("%s:%d", month, level), l.team, l.member); err != nil {
+		l.Spent = spent[l.TeamID][l.Member]
+		s.Limits = append(s.Limits, l.LimitWatch)
+	}
+	s.Budgets = budgets
+	return nil
+}
+
+// budgets sends the planner's budget and member-limit notices, each
+// remembered so that its level is told once a month.
+func (a *applier) budgets(ctx context.Context, decisions plan.Decisions) error {
+	for _, n := range decisions.BudgetNotices {
+		d := decision{step: gpuportal.StepBudgets, subject: fmt.Sprintf("user %d", n.UserID), userID: n.UserID}
+		if _, err := a.each(ctx, d, func() error {
+			if _, err := a.tx.ExecContext(ctx, `UPDATE users SET budget_noticed = ? WHERE id = ?`, n.Noticed, n.UserID); err != nil {
+				return err
+			}
+			return a.db.notify(ctx, a.tx, n.UserID, gpuportal.NoteBudgetReached, gpuportal.NoteParams{Budget: &n.Budget})
+		}); err != nil {
 			return err
 		}
-		p := gpuportal.NoteParams{Budget: &b, Team: l.name, Member: l.email}
-		people := []int64{l.member}
-		if level >= 100 {
-			owners, err := scanAll(ctx, tx, func(r *sql.Rows, id *int64) error { return r.Scan(id) },
-				`SELECT user_id FROM team_members WHERE team_id = ? AND role = 'owner' AND user_id <> ? ORDER BY user_id`, l.team, l.member)
-			if err != nil {
-				return err
-			}
-			people = append(people, owners...)
-		}
-		for _, person := range people {
-			if err := db.notifyOne(ctx, tx, person, gpuportal.NoteMemberLimit, p); err != nil {
-				return err
-			}
+	}
+	for _, n := range decisions.LimitNotices {
+		d := decision{step: gpuportal.StepBudgets, subject: fmt.Sprintf("team %d member %d", n.Watch.TeamID, n.Watch.Member), userID: n.Watch.Member}
+		if _, err := a.each(ctx, d, func() error { return a.limitNotice(ctx, n) }); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// budgetNoticeDue says whether a budget notice at level is still to be
-// sent this month, given the last one sent ("2026-12:80", or "").
-func budgetNoticeDue(noticed, month string, level int) bool {
-	m, l, ok := strings.Cut(noticed, ":")
-	if !ok || m != month {
-		return true
+// limitNotice tells a team member that a level of their limit is spent,
+// and the team's other owners too when it is all of it.
+func (a *applier) limitNotice(ctx context.Context, n plan.LimitNotice) error {
+	w := n.Watch
+	if _, err := a.tx.ExecContext(ctx, `UPDATE team_members SET limit_noticed = ? WHERE team_id = ? AND user_id = ?`, n.Noticed, w.TeamID, w.Member); err != nil {
+		return err
 	}
-	var last int
-	_, _ = fmt.Sscan(l, &last)
-	return level > last
+	people := []int64{w.Member}
+	if n.TellOwners {
+		owners, err := scanAll(ctx, a.tx, func(r *sql.Rows, id *int64) error { return r.Scan(id) },
+			`SELECT user_id FROM team_members WHERE team_id = ? AND role = 'owner' AND user_id <> ? ORDER BY user_id`, w.TeamID, w.Member)
+		if err != nil {
+			return err
+		}
+		people = append(people, owners...)
+	}
+	p := gpuportal.NoteParams{Budget: &n.Budget, Team: w.TeamName, Member: w.Email}
+	for _, person := range people {
+		if err := a.db.notifyOne(ctx, a.tx, person, gpuportal.NoteMemberLimit, p); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -7,57 +7,72 @@ import (
 	"time"
 
 	"gpuportal"
+	"gpuportal/plan"
 )
 
-// stopIdle keeps the books of idle stop at each tick: an instance
-// launched with idle_stop_minutes whose GPUs all read 0 % utilisation (the
-// nodes' latest telemetry) is idle from the first tick that sees it so,
-// busy again at the first that does not; once idle for its minutes it is
-// stopped like its owner would stop it, and the owner is told why. An
-// open interactive session (SSH, the web terminal) counts as use too.
-func (db *DB) stopIdle(ctx context.Context, tx *sql.Tx, now time.Time, nodes *[]string) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE `+db.indexed("instances", "instances_idle_watch")+` SET idle_since = CASE
-			WHEN EXISTS (SELECT 1 FROM instance_gpus ig JOIN gpus g ON g.uuid = ig.gpu_uuid WHERE ig.instance_id = instances.id AND g.utilization_percent > 0) THEN NULL
-			WHEN EXISTS (SELECT 1 FROM sessions s WHERE s.instance_id = instances.id AND s.closed_at IS NULL AND s.connected_at IS NOT NULL AND s.seen_at >= ?) THEN NULL
-			ELSE coalesce(idle_since, ?) END
-		WHERE idle_stop_minutes IS NOT NULL AND status = 'running' AND stop_requested_at IS NULL`, unix(db.Wall.Now().Add(-gpuportal.SessionStaleAfter)), unix(now)); err != nil {
-		return fmt.Errorf("track idle instances: %w", err)
-	}
-	type idle struct {
-		id, user int64
-		node     string
-		minutes  int
-		since    int64
-		count    int
-		model    string
-		region   string
-		kind     string
-	}
-	list, err := scanAll(ctx, tx, func(r *sql.Rows, i *idle) error {
-		return r.Scan(&i.id, &i.user, &i.node, &i.minutes, &i.since, &i.count, &i.model, &i.region, &i.kind)
-	}, `SELECT id, user_id, node_id, idle_stop_minutes, idle_since, count, model_id, region_id, kind FROM `+db.indexed("instances", "instances_idle_watch")+`
-		WHERE idle_stop_minutes IS NOT NULL AND idle_since IS NOT NULL AND status = 'running' AND stop_requested_at IS NULL ORDER BY id`)
-	if err != nil {
-		return fmt.Errorf("idle instances: %w", err)
-	}
-	for _, i := range list {
-		if !gpuportal.IdleStopDue(fromUnix(i.since), i.minutes, now) {
-			continue
+// loadIdle reads the instances launched with idle stop that run and are
+// not told to stop, and whether each is in use now: a GPU of it above 0 %
+// utilisation in the nodes' latest telemetry, or an interactive session
+// (SSH, the web terminal) open. The planner follows them (plan.idleStops).
+func (db *DB) loadIdle(ctx context.Context, q queryer, _ time.Time, s *plan.Snapshot) error {
+	var err error
+	s.Idle, err = scanAll(ctx, q, func(r *sql.Rows, i *plan.IdleInstance) error {
+		var since int64
+		err := r.Scan(&i.ID, &i.UserID, &i.Node, &i.Pool.Model, &i.Pool.Region, &i.Kind, &i.Count, &i.Minutes, &since, &i.InUse)
+		if since > 0 {
+			i.IdleSince = fromUnix(since)
 		}
-		reason := fmt.Sprintf("stopped after %d minutes with its GPUs idle (idle stop)", i.minutes)
-		if _, err := tx.ExecContext(ctx, `UPDATE instances SET stop_requested_at = ?, stop_reason = ? WHERE id = ?`, unix(now), reason, i.id); err != nil {
+		return err
+	}, `SELECT id, user_id, node_id, model_id, region_id, kind, count, idle_stop_minutes, coalesce(idle_since, 0),
+			EXISTS (SELECT 1 FROM instance_gpus ig JOIN gpus g ON g.uuid = ig.gpu_uuid WHERE ig.instance_id = instances.id AND g.utilization_percent > 0)
+			OR EXISTS (SELECT 1 FROM sessions s WHERE s.instance_id = instances.id AND s.closed_at IS NULL AND s.connected_at IS NOT NULL AND s.seen_at >= ?)
+		FROM `+db.indexed("instances", "instances_idle_watch")+`
+		WHERE idle_stop_minutes IS NOT NULL AND status = 'running' AND stop_requested_at IS NULL ORDER BY id`,
+		unix(db.Wall.Now().Add(-gpuportal.SessionStaleAfter)))
+	return err
+}
+
+// idle applies the planner's idle-stop decisions: each mark, and each
+// stop — as its owner would stop it, the owner told why. Each holds only
+// while the instance still runs untold (the plan's earlier steps may
+// have stopped it this tick).
+func (a *applier) idle(ctx context.Context, decisions plan.Decisions) error {
+	for _, m := range decisions.IdleMarks {
+		var since any
+		if !m.Since.IsZero() {
+			since = unix(m.Since)
+		}
+		if _, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepIdleStop, m.InstanceID), func() error {
+			_, err := a.tx.ExecContext(ctx, `UPDATE instances SET idle_since = ? WHERE id = ? AND status = 'running' AND stop_requested_at IS NULL`, since, m.InstanceID)
+			return err
+		}); err != nil {
 			return err
 		}
-		if err := bumpNode(ctx, tx, i.node); err != nil {
-			return err
-		}
-		*nodes = append(*nodes, i.node)
-		if err := db.notify(ctx, tx, i.user, gpuportal.NoteIdleStopped, gpuportal.NoteParams{InstanceID: i.id, Model: i.model, Region: i.region, Count: i.count,
-			Kind: i.kind, Missing: i.minutes}); err != nil {
+	}
+	for _, i := range decisions.IdleStops {
+		if _, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepIdleStop, i.ID), func() error { return a.stopIdle(ctx, i) }); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (a *applier) stopIdle(ctx context.Context, i plan.IdleInstance) error {
+	reason := fmt.Sprintf("stopped after %d minutes with its GPUs idle (idle stop)", i.Minutes)
+	res, err := a.tx.ExecContext(ctx, `UPDATE instances SET stop_requested_at = ?, stop_reason = ? WHERE id = ? AND status = 'running' AND stop_requested_at IS NULL`,
+		unix(a.now), reason, i.ID)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	if err := bumpNode(ctx, a.tx, i.Node); err != nil {
+		return err
+	}
+	a.nodes = append(a.nodes, i.Node)
+	return a.db.notify(ctx, a.tx, i.UserID, gpuportal.NoteIdleStopped, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Pool.Model, Region: i.Pool.Region,
+		Count: i.Count, Kind: i.Kind, Missing: i.Minutes})
 }
 
 // indexed names a table for a query that must read it through a partial

@@ -16,7 +16,7 @@ type TickResult = plan.TickResult
 // Tick does whatever is due by now, in one transaction: it loads a
 // snapshot of what may be due (loadSnapshot), lets the planner decide
 // (plan.Plan) and applies the decisions (applyPlan), which then keeps
-// the books (lapsed top-ups, the rates' daily roll-up, budget notices).
+// the books (lapsed top-ups, the rates' daily roll-up).
 // Each decision is applied in a savepoint of its own: one that fails is
 // recorded and the rest commits (decisions.go). It is idempotent: a
 // second tick at the same time does nothing.

@@ -32,6 +32,8 @@ func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (plan
 		{"accounts", db.loadAccounts},
 		{"jobs", db.loadJobs},
 		{"waitlist", db.loadWaitlist},
+		{"idle stop", db.loadIdle},
+		{"budgets", db.loadBudgets},
 	}
 	for _, step := range steps {
 		if err := step.load(ctx, q, now, &s); err != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 // Money over time: what a customer spent per day and a monthly budget
-// they set, told at 80 % and 100 % (store.budgetNotices).
+// they set, told at 80 % and 100 % (the planner's budgets, plan/books.go).
 
 // spendDaysDefault and spendDaysMax bound GET /spend?days=.
 const (
