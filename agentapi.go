@@ -128,10 +128,10 @@ type AgentEvents struct {
 // SIGTERM comes after DeadlineInSeconds, SIGKILL GraceSeconds later. Times
 // are durations, not instants, so the agent enforces them in its own clock.
 type Interruption struct {
-	Action            string  `json:"action"` // "terminate", or "stop" when the balance ran out
-	DeadlineInSeconds float64 `json:"deadline_in_seconds"`
-	GraceSeconds      int     `json:"grace_seconds"`
-	Reason            string  `json:"reason"`
+	Action            string          `json:"action"` // "terminate", or "stop" when the balance ran out
+	DeadlineInSeconds float64         `json:"deadline_in_seconds"`
+	GraceSeconds      int             `json:"grace_seconds"`
+	Reason            InterruptReason `json:"reason"`
 	// Drill: a rehearsal — show the notice, never signal; DrillID names it
 	// (the agent echoes it with the workload's ready time).
 	Drill   bool  `json:"drill,omitempty"`

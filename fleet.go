@@ -59,12 +59,12 @@ type GPU struct {
 // GPUUse is what a GPU does now, for the fleet view: the instance on it,
 // or the active reservation that holds it, and whose it is.
 type GPUUse struct {
-	InstanceID    int64  `json:"instance_id,omitempty"`
-	InstanceKind  string `json:"instance_kind,omitempty"`
-	ReservationID int64  `json:"reservation_id,omitempty"`
-	UserID        int64  `json:"user_id,omitempty"`
-	UserName      string `json:"user_name,omitempty"`
-	UserEmail     string `json:"user_email,omitempty"`
+	InstanceID    int64        `json:"instance_id,omitempty"`
+	InstanceKind  InstanceKind `json:"instance_kind,omitempty"`
+	ReservationID int64        `json:"reservation_id,omitempty"`
+	UserID        int64        `json:"user_id,omitempty"`
+	UserName      string       `json:"user_name,omitempty"`
+	UserEmail     string       `json:"user_email,omitempty"`
 }
 
 // Busy says whether anything runs on or holds the GPU.

@@ -54,7 +54,7 @@ type GPUHealth struct {
 
 // ReasonGPUFailure: the instance's GPU failed under it (an XID, an
 // uncorrectable ECC error); never a spot interruption in the rates.
-const ReasonGPUFailure = "gpu_failure"
+const ReasonGPUFailure InterruptReason = "gpu_failure"
 
 // GPUFailuresToDrain failures of a node's GPUs within GPUFailureWindow
 // drain the node, with a note saying why.

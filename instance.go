@@ -7,50 +7,62 @@ import (
 	"unicode/utf8"
 )
 
+// InstanceKind is how an instance is sold: spot, on-demand, or on a
+// reservation's GPUs.
+type InstanceKind string
+
 // Instance kinds.
 const (
-	KindSpot     = "spot"
-	KindOnDemand = "on_demand"
-	KindReserved = "reserved"
+	KindSpot     InstanceKind = "spot"
+	KindOnDemand InstanceKind = "on_demand"
+	KindReserved InstanceKind = "reserved"
 )
 
-// Instance statuses: pending → running → (interrupting → interrupted) |
-// stopped | failed.
+// InstanceStatus is where an instance is in its life: pending → running
+// → (interrupting → interrupted) | stopped | failed.
+type InstanceStatus string
+
+// Instance statuses.
 const (
-	InstancePending      = "pending"
-	InstanceRunning      = "running"
-	InstanceInterrupting = "interrupting"
-	InstanceInterrupted  = "interrupted"
-	InstanceStopped      = "stopped"
-	InstanceFailed       = "failed"
+	InstancePending      InstanceStatus = "pending"
+	InstanceRunning      InstanceStatus = "running"
+	InstanceInterrupting InstanceStatus = "interrupting"
+	InstanceInterrupted  InstanceStatus = "interrupted"
+	InstanceStopped      InstanceStatus = "stopped"
+	InstanceFailed       InstanceStatus = "failed"
 )
+
+// InterruptReason says why an instance was interrupted: its notice, the
+// rates (only reservations, on-demand demand and node failures count)
+// and its owner's notification name it.
+type InterruptReason string
 
 // Interruption reasons.
 const (
-	ReasonReservation = "reservation"
-	ReasonOnDemand    = "on_demand"
-	ReasonNodeFailure = "node_failure"
-	ReasonAdmin       = "admin"
+	ReasonReservation InterruptReason = "reservation"
+	ReasonOnDemand    InterruptReason = "on_demand"
+	ReasonNodeFailure InterruptReason = "node_failure"
+	ReasonAdmin       InterruptReason = "admin"
 	// ReasonFairShare: a job's task gave its GPUs to a spot instance
 	// launched on its own; the task is queued again.
-	ReasonFairShare = "fair_share"
+	ReasonFairShare InterruptReason = "fair_share"
 	// ReasonBalance: the owner's balance ran out (metadata action "stop").
-	ReasonBalance = "balance"
+	ReasonBalance InterruptReason = "balance"
 	// ReasonAccountDisabled: an administrator disabled the owner's account.
-	ReasonAccountDisabled = "account_disabled"
+	ReasonAccountDisabled InterruptReason = "account_disabled"
 	// ReasonReservationEnd: a reserved instance's reservation ends; its
 	// metadata says "stop" at the end, as EC2 does for Capacity Blocks.
-	ReasonReservationEnd = "reservation_end"
+	ReasonReservationEnd InterruptReason = "reservation_end"
 )
 
 // InterruptionReasons lists every reason an instance is interrupted or
 // stopped for, drills included.
-var InterruptionReasons = []string{ReasonReservation, ReasonOnDemand, ReasonNodeFailure, ReasonAdmin, ReasonFairShare,
+var InterruptionReasons = []InterruptReason{ReasonReservation, ReasonOnDemand, ReasonNodeFailure, ReasonAdmin, ReasonFairShare,
 	ReasonBalance, ReasonAccountDisabled, ReasonReservationEnd, ReasonDrill, ReasonGPUFailure, ReasonMaintenance, ReasonTeamReclaim}
 
 // InterruptionReasonText is a reason in words (English; the pages and
 // messages translate it), for customers who never see the codes.
-func InterruptionReasonText(reason string) string {
+func InterruptionReasonText(reason InterruptReason) string {
 	switch reason {
 	case ReasonReservation:
 		return "a booking's start"
@@ -77,7 +89,7 @@ func InterruptionReasonText(reason string) string {
 	case ReasonTeamReclaim:
 		return "a teammate taking back their share"
 	}
-	return reason
+	return string(reason)
 }
 
 // ReservedStopNotice is how long before its reservation's end a reserved
@@ -89,13 +101,13 @@ const MaxGPUsPerInstance = 8
 
 // LaunchRequest asks for an instance.
 type LaunchRequest struct {
-	Kind          string `json:"kind"`
-	Model         string `json:"model"`
-	Region        string `json:"region"`
-	Count         int    `json:"count"`
-	Command       string `json:"command"`
-	AutoRestart   bool   `json:"auto_restart"`
-	ReservationID *int64 `json:"reservation_id,omitempty"`
+	Kind          InstanceKind `json:"kind"`
+	Model         string       `json:"model"`
+	Region        string       `json:"region"`
+	Count         int          `json:"count"`
+	Command       string       `json:"command"`
+	AutoRestart   bool         `json:"auto_restart"`
+	ReservationID *int64       `json:"reservation_id,omitempty"`
 	// Image is a catalog image id (GET /images); empty: the first.
 	Image string `json:"image,omitempty"`
 	// NoticeSeconds (spot only) asks for a notice of this length, within
@@ -214,9 +226,9 @@ func ValidateCommand(cmd *string) error {
 
 // InstanceInterruption is the notice an interrupted instance got.
 type InstanceInterruption struct {
-	NoticeAt time.Time `json:"notice_at"`
-	Deadline time.Time `json:"deadline"`
-	Reason   string    `json:"reason"`
+	NoticeAt time.Time       `json:"notice_at"`
+	Deadline time.Time       `json:"deadline"`
+	Reason   InterruptReason `json:"reason"`
 }
 
 // Instance is a running (or finished) workload on GPUs.
@@ -225,21 +237,21 @@ type Instance struct {
 	UserID int64 `json:"user_id"`
 	// TeamID: the team it belongs to (nil: personal); CreatedBy: the
 	// member who made it for the team.
-	TeamID        *int64   `json:"team_id"`
-	CreatedBy     *int64   `json:"created_by"`
-	Kind          string   `json:"kind"`
-	Model         string   `json:"model"`
-	Region        string   `json:"region"`
-	Count         int      `json:"count"`
-	Command       string   `json:"command"`
-	Image         string   `json:"image,omitempty"` // the image reference it runs in
-	AutoRestart   bool     `json:"auto_restart"`
-	ReservationID *int64   `json:"reservation_id,omitempty"`
-	Status        string   `json:"status"`
-	Node          string   `json:"node,omitempty"`
-	GPUs          []string `json:"gpus"`
-	PricePerGPU   Fen      `json:"price_per_gpu_hour_fen"`
-	Cost          Fen      `json:"cost_fen"`
+	TeamID        *int64         `json:"team_id"`
+	CreatedBy     *int64         `json:"created_by"`
+	Kind          InstanceKind   `json:"kind"`
+	Model         string         `json:"model"`
+	Region        string         `json:"region"`
+	Count         int            `json:"count"`
+	Command       string         `json:"command"`
+	Image         string         `json:"image,omitempty"` // the image reference it runs in
+	AutoRestart   bool           `json:"auto_restart"`
+	ReservationID *int64         `json:"reservation_id,omitempty"`
+	Status        InstanceStatus `json:"status"`
+	Node          string         `json:"node,omitempty"`
+	GPUs          []string       `json:"gpus"`
+	PricePerGPU   Fen            `json:"price_per_gpu_hour_fen"`
+	Cost          Fen            `json:"cost_fen"`
 	// MinimumCharge is, for an on-demand run younger than the policy's
 	// minimum billable time (MinimumMinutes), what stopping it now bills
 	// for the run all the same.
@@ -411,7 +423,7 @@ const (
 const DrillEvery = time.Hour
 
 // ReasonDrill is the reason a drill's notice gives.
-const ReasonDrill = "drill"
+const ReasonDrill InterruptReason = "drill"
 
 // Drill is a rehearsal interruption: the real notice to the owner's own
 // spot instance, withdrawn when its workload reports ready or the notice
@@ -478,7 +490,7 @@ func (i *Instance) Lifecycle() string {
 // BillableMinutes is what one run of an instance costs in minutes: every
 // started minute; an interrupted spot run does not pay for the minute of
 // its interruption; a user-stopped on-demand run pays at least minMinutes.
-func BillableMinutes(start, end time.Time, kind string, interrupted, userStopped bool, minMinutes int) int {
+func BillableMinutes(start, end time.Time, kind InstanceKind, interrupted, userStopped bool, minMinutes int) int {
 	d := end.Sub(start)
 	if d < 0 {
 		d = 0
@@ -496,7 +508,7 @@ func BillableMinutes(start, end time.Time, kind string, interrupted, userStopped
 // RunLedgerLine is the stored words of a run's ledger line; minimum, when
 // above 0, is the on-demand minimum the run was billed up to (the ledger's
 // pages find it again with MinimumOfRunLine).
-func RunLedgerLine(id int64, kind string, count int, model string, minutes, minimum int) string {
+func RunLedgerLine(id int64, kind InstanceKind, count int, model string, minutes, minimum int) string {
 	line := fmt.Sprintf("Instance #%d (%s, %d × %s): %d min", id, kind, count, model, minutes)
 	if minimum > 0 {
 		line += fmt.Sprintf(" (%d-min minimum)", minimum)
@@ -533,7 +545,7 @@ func BilledUnits(count int) int { return max(count, 1) }
 // started again: an auto_restart instance interrupted by the platform is —
 // not one stopped because its owner's money ran out or their account was
 // disabled.
-func AutoRestarts(i *Instance, outcome string, ownerDisabled bool) bool {
+func AutoRestarts(i *Instance, outcome InstanceStatus, ownerDisabled bool) bool {
 	if outcome != InstanceInterrupted || !i.AutoRestart || ownerDisabled {
 		return false
 	}
@@ -571,7 +583,7 @@ const LostWorkloadError = "its node stopped reporting it (the agent lost the wor
 // running it again would do it twice; stopped when its owner (or the
 // platform) asked; failed on an error or a non-zero exit; stopped when it
 // simply exited 0.
-func WorkloadOutcome(i *Instance, stopAsked bool, r WorkloadStatus) string {
+func WorkloadOutcome(i *Instance, stopAsked bool, r WorkloadStatus) InstanceStatus {
 	doneInNotice := i.JobID != nil && r.Signal == "" && r.ExitCode != nil && *r.ExitCode == 0
 	switch {
 	case i.Status == InstanceInterrupting && !doneInNotice:

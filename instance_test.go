@@ -10,7 +10,7 @@ func TestBilling(t *testing.T) {
 	for _, tt := range []struct {
 		name                     string
 		d                        time.Duration
-		kind                     string
+		kind                     InstanceKind
 		interrupted, userStopped bool
 		want                     int
 	}{
@@ -41,7 +41,7 @@ func TestWorkloadOutcome(t *testing.T) {
 		inst      Instance
 		stopAsked bool
 		report    WorkloadStatus
-		want      string
+		want      InstanceStatus
 	}{
 		{"exit 0", Instance{Status: InstanceRunning}, false, WorkloadStatus{ExitCode: code(0)}, InstanceStopped},
 		{"exit 1", Instance{Status: InstanceRunning}, false, WorkloadStatus{ExitCode: code(1)}, InstanceFailed},

@@ -45,7 +45,7 @@ type Maintenance struct {
 
 // ReasonMaintenance: the instance's node goes into a maintenance window
 // (never counted in the spot rates).
-const ReasonMaintenance = "maintenance"
+const ReasonMaintenance InterruptReason = "maintenance"
 
 // ValidateMaintenance checks a request's shape and times: one node or
 // one region, a reason, an end after the start and not in the past.

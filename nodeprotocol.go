@@ -43,7 +43,7 @@ const (
 
 // ReportTransition is the status move a report makes an instance in status
 // take.
-func ReportTransition(status string, r WorkloadStatus) ReportStep {
+func ReportTransition(status InstanceStatus, r WorkloadStatus) ReportStep {
 	switch {
 	case r.State == WorkloadRunning && status == InstancePending:
 		return ReportStarted

@@ -10,8 +10,9 @@ import (
 // protocol's one transition rule).
 func TestReportTransition(t *testing.T) {
 	for _, c := range []struct {
-		status, state string
-		want          ReportStep
+		status InstanceStatus
+		state  string
+		want   ReportStep
 	}{
 		{InstancePending, WorkloadRunning, ReportStarted},
 		{InstanceRunning, WorkloadRunning, ReportNoMove},

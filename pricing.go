@@ -22,7 +22,7 @@ func (p Policy) SpotPriceOf(m Model) Fen { return SpotPrice(m.ListPrice, p.SpotD
 // policy resolved for m: spot at the spot price, on-demand at list, and
 // reserved nothing (its reservation was paid when booked). The launch
 // charge and the scheduler's job tasks both ask this.
-func (p Policy) HourPrice(m Model, kind string) Fen {
+func (p Policy) HourPrice(m Model, kind InstanceKind) Fen {
 	switch kind {
 	case KindSpot:
 		return p.SpotPriceOf(m)

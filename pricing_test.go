@@ -7,7 +7,7 @@ func TestHourPrice(t *testing.T) {
 	p := DefaultPolicy()
 	p.SpotDiscountPercent = 75
 	for _, c := range []struct {
-		kind string
+		kind InstanceKind
 		want Fen
 	}{
 		{KindSpot, 750},

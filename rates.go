@@ -21,17 +21,17 @@ func RateBucket(rate float64) string {
 
 // InterruptionRates is GET /api/v1/interruption-rates's answer.
 type InterruptionRates struct {
-	Model      string         `json:"model"`
-	Region     string         `json:"region"`
-	Trailing   TrailingRate   `json:"trailing_30d"`
-	ByHour     []float64      `json:"by_hour_of_week"` // 168 cells: Monday 00:00 first, site zone; interruptions per 100 spot GPU-hours
-	GPUHours   []float64      `json:"gpu_hours_by_hour_of_week"`
-	Reasons    map[string]int `json:"reasons"`
-	Bursts     int            `json:"bursts"` // interruptions within 3 minutes of each other counted once
-	SafeUntil  *time.Time     `json:"safe_until"`
-	Count      int            `json:"count"`
-	TimeZone   string         `json:"time_zone"`
-	ComputedAt time.Time      `json:"computed_at"`
+	Model      string                  `json:"model"`
+	Region     string                  `json:"region"`
+	Trailing   TrailingRate            `json:"trailing_30d"`
+	ByHour     []float64               `json:"by_hour_of_week"` // 168 cells: Monday 00:00 first, site zone; interruptions per 100 spot GPU-hours
+	GPUHours   []float64               `json:"gpu_hours_by_hour_of_week"`
+	Reasons    map[InterruptReason]int `json:"reasons"`
+	Bursts     int                     `json:"bursts"` // interruptions within 3 minutes of each other counted once
+	SafeUntil  *time.Time              `json:"safe_until"`
+	Count      int                     `json:"count"`
+	TimeZone   string                  `json:"time_zone"`
+	ComputedAt time.Time               `json:"computed_at"`
 }
 
 // TrailingRate is the trailing 30 days: spot instances that ran, how many
@@ -66,7 +66,7 @@ func HourOfWeek(t time.Time, loc *time.Location) int {
 // spot capacity the published rates count: the platform needing the GPUs
 // (a booking, an on-demand launch, a failed node, an administrator) — not
 // a job task giving way, a stop for lack of money or a disabled account.
-func CountsForRates(reason string) bool {
+func CountsForRates(reason InterruptReason) bool {
 	switch reason {
 	case ReasonReservation, ReasonOnDemand, ReasonNodeFailure, ReasonAdmin:
 		return true

@@ -43,7 +43,7 @@ const (
 
 // AcceptsSessions reports whether an instance in this status can be got
 // into: while its workload runs (under a notice too, to save its work).
-func AcceptsSessions(status string) bool {
+func AcceptsSessions(status InstanceStatus) bool {
 	return status == InstanceRunning || status == InstanceInterrupting
 }
 

@@ -242,7 +242,7 @@ func ValidateMemberUpdate(u MemberUpdate) error {
 
 // ReasonTeamReclaim: a borrowed run taken back for a teammate launching
 // within their share (never counted in the spot rates; no auto-restart).
-const ReasonTeamReclaim = "team_reclaim"
+const ReasonTeamReclaim InterruptReason = "team_reclaim"
 
 // TeamGPUs is what a team runs when a member launches.
 type TeamGPUs struct {

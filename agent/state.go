@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"gpuportal"
 )
 
 // The state directory holds the node's credentials (node.json, 0600), the
@@ -39,14 +41,14 @@ type workloadRecord struct {
 	// again at the same address after an agent restart.
 	MetaAddr string `json:"meta_addr,omitempty"`
 	// The interruption, in this machine's clock, if one was ordered.
-	NoticeAt  time.Time `json:"notice_at,omitzero"`
-	Deadline  time.Time `json:"deadline,omitzero"`
-	Grace     float64   `json:"grace_seconds,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
-	Action    string    `json:"action,omitempty"` // what the notice says: terminate, or stop
-	TermSent  bool      `json:"term_sent,omitempty"`
-	KillSent  bool      `json:"kill_sent,omitempty"`
-	StopAsked bool      `json:"stop_asked,omitempty"`
+	NoticeAt  time.Time                 `json:"notice_at,omitzero"`
+	Deadline  time.Time                 `json:"deadline,omitzero"`
+	Grace     float64                   `json:"grace_seconds,omitempty"`
+	Reason    gpuportal.InterruptReason `json:"reason,omitempty"`
+	Action    string                    `json:"action,omitempty"` // what the notice says: terminate, or stop
+	TermSent  bool                      `json:"term_sent,omitempty"`
+	KillSent  bool                      `json:"kill_sent,omitempty"`
+	StopAsked bool                      `json:"stop_asked,omitempty"`
 	// The workload's own reports to its metadata endpoint, in this
 	// machine's clock: its last checkpoint, and "ready" after a notice.
 	CheckpointAt time.Time `json:"checkpoint_at,omitzero"`

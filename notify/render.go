@@ -218,17 +218,17 @@ func renderReservationEnds(r *rendering) {
 func renderSpotInterruption(r *rendering) {
 	r.link += "/instances"
 	at := r.p.Deadline.In(r.loc).Format("2006-01-02 15:04:05")
-	if r.p.Kind != "" && r.p.Kind != gpuportal.KindSpot {
+	if r.p.Kind != "" && r.p.Kind != string(gpuportal.KindSpot) {
 		// An on-demand instance stopped because the balance ran out
 		// is no spot interruption.
 		r.m.Subject = r.T("Instance #%d will be stopped at %s", r.p.InstanceID, at)
-		r.lines = []string{r.T("Instance #%d (%s) is stopped at %s (%s): %s.", r.p.InstanceID, r.what, at, r.zone, r.T(gpuportal.InterruptionReasonText(r.p.Reason))),
+		r.lines = []string{r.T("Instance #%d (%s) is stopped at %s (%s): %s.", r.p.InstanceID, r.what, at, r.zone, r.T(gpuportal.InterruptionReasonText(gpuportal.InterruptReason(r.p.Reason)))),
 			r.T("Save your work now; its metadata endpoint shows the same time.")}
 		r.m.SMS = r.T("gpuportal: instance #%d is stopped at %s. Save your work.", r.p.InstanceID, r.p.Deadline.In(r.loc).Format("15:04:05"))
 		return
 	}
 	r.m.Subject = r.T("Spot instance #%d will be interrupted at %s", r.p.InstanceID, at)
-	r.lines = []string{r.T("Instance #%d (%s) gets SIGTERM at %s (%s), reason: %s.", r.p.InstanceID, r.what, at, r.zone, r.T(gpuportal.InterruptionReasonText(r.p.Reason))),
+	r.lines = []string{r.T("Instance #%d (%s) gets SIGTERM at %s (%s), reason: %s.", r.p.InstanceID, r.what, at, r.zone, r.T(gpuportal.InterruptionReasonText(gpuportal.InterruptReason(r.p.Reason)))),
 		r.T("Save a checkpoint now; its metadata endpoint shows the same deadline.")}
 	r.m.SMS = r.T("gpuportal: spot instance #%d gets SIGTERM at %s. Checkpoint now.", r.p.InstanceID, r.p.Deadline.In(r.loc).Format("15:04:05"))
 }
@@ -410,7 +410,7 @@ func renderGPUFailure(r *rendering) {
 	r.link += fmt.Sprintf("/instances/%d", r.p.InstanceID)
 	r.m.Subject = r.T("The GPU of instance #%d failed", r.p.InstanceID)
 	r.lines = []string{r.T("A GPU of instance #%d (%s) failed under it: %s. It was taken out of service at once.", r.p.InstanceID, r.what, r.p.Reason)}
-	if r.p.Subject == gpuportal.InstanceInterrupted {
+	if r.p.Subject == string(gpuportal.InstanceInterrupted) {
 		r.lines = append(r.lines, r.T("The instance was interrupted; if it restarts by itself, it starts again on healthy GPUs from its last checkpoint."))
 	} else {
 		r.lines = append(r.lines, r.T("The instance was ended; launch it again when you are ready."))
@@ -437,7 +437,7 @@ func renderMaintenance(r *rendering) {
 	r.link += fmt.Sprintf("/instances/%d", r.p.InstanceID)
 	r.m.Subject = r.T("Maintenance of the node instance #%d runs on: %s", r.p.InstanceID, window)
 	r.lines = []string{r.T("The node instance #%d (%s) runs on goes into maintenance %s: %s.", r.p.InstanceID, r.what, window, r.p.Subject)}
-	if r.p.Kind == gpuportal.KindSpot {
+	if r.p.Kind == string(gpuportal.KindSpot) {
 		r.lines = append(r.lines, r.T("As a spot instance it gets its interruption notice before the start; checkpoint then."))
 	} else {
 		r.lines = append(r.lines, r.T("It is stopped at the start; save what you need before then, and launch again on another node."))

@@ -17,7 +17,7 @@ func TestEveryKindRendersInBothLanguages(t *testing.T) {
 	at := time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
 	p := gpuportal.NoteParams{ReservationID: 7, InstanceID: 8, EntryID: 9, JobID: 10, JobName: "render", Model: "a100-80g", ModelName: "NVIDIA A100 80GB",
 		Region: "cd-1", Count: 2, Start: at, End: at.Add(4 * time.Hour), Price: 12800, Refund: 100, Expires: at, Deadline: at, RunsOutAt: at,
-		Reason: gpuportal.ReasonBalance, Available: 250, Missing: 1, Tasks: []int{3}, Token: "gpr_x"}
+		Reason: string(gpuportal.ReasonBalance), Available: 250, Missing: 1, Tasks: []int{3}, Token: "gpr_x"}
 	for _, kind := range gpuportal.NoteKinds {
 		en := notify.Render(gpuportal.Notification{Kind: kind, Params: p}, "en", "https://portal.example", storetest.Shanghai)
 		zh := notify.Render(gpuportal.Notification{Kind: kind, Params: p}, "zh-CN", "https://portal.example", storetest.Shanghai)
@@ -37,7 +37,7 @@ func TestEveryKindRendersInBothLanguages(t *testing.T) {
 	// An on-demand instance stopped for lack of money is no spot
 	// interruption.
 	od := p
-	od.Kind = gpuportal.KindOnDemand
+	od.Kind = string(gpuportal.KindOnDemand)
 	if m := notify.Render(gpuportal.Notification{Kind: gpuportal.NoteSpotInterruption, Params: od}, "en", "", storetest.Shanghai); strings.Contains(m.Subject, "Spot") || strings.Contains(m.Text, "SIGTERM") {
 		t.Errorf("on-demand balance stop reads %q / %q", m.Subject, m.Text)
 	}
@@ -48,14 +48,14 @@ func TestEveryKindRendersInBothLanguages(t *testing.T) {
 func TestInterruptionReasonsInWords(t *testing.T) {
 	at := time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
 	for _, reason := range gpuportal.InterruptionReasons {
-		p := gpuportal.NoteParams{InstanceID: 8, Model: "a100-80g", Region: "cd-1", Count: 1, Deadline: at, Reason: reason, Kind: gpuportal.KindSpot}
+		p := gpuportal.NoteParams{InstanceID: 8, Model: "a100-80g", Region: "cd-1", Count: 1, Deadline: at, Reason: string(reason), Kind: string(gpuportal.KindSpot)}
 		words := gpuportal.InterruptionReasonText(reason)
 		en := notify.Render(gpuportal.Notification{Kind: gpuportal.NoteSpotInterruption, Params: p}, "en", "", storetest.Shanghai)
 		zh := notify.Render(gpuportal.Notification{Kind: gpuportal.NoteSpotInterruption, Params: p}, "zh-CN", "", storetest.Shanghai)
-		if words == reason || !strings.Contains(en.Text, words) {
+		if words == string(reason) || !strings.Contains(en.Text, words) {
 			t.Errorf("%s: the English notice %q does not say %q", reason, en.Text, words)
 		}
-		if strings.Contains(zh.Text, words) || strings.Contains(zh.Text, reason) {
+		if strings.Contains(zh.Text, words) || strings.Contains(zh.Text, string(reason)) {
 			t.Errorf("%s: the Chinese notice is not translated: %q", reason, zh.Text)
 		}
 	}

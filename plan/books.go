@@ -16,7 +16,7 @@ type IdleInstance struct {
 	ID, UserID int64
 	Node       string
 	Pool       PoolKey
-	Kind       string
+	Kind       gpuportal.InstanceKind
 	Count      int
 	Minutes    int // its idle_stop_minutes
 	// IdleSince is when a tick first saw it idle (zero: in use at the

@@ -48,8 +48,8 @@ type Assignment struct {
 // Outcome is how an instance on a failed node ends.
 type Outcome struct {
 	InstanceID int64
-	Status     string // interrupted (spot) or failed
-	Notice     bool   // a spot instance that had no notice yet gets one, for the rates
+	Status     gpuportal.InstanceStatus // interrupted (spot) or failed
+	Notice     bool                     // a spot instance that had no notice yet gets one, for the rates
 }
 
 // Balance actions.
@@ -70,7 +70,7 @@ type BalanceAction struct {
 type Interruption struct {
 	InstanceID int64
 	Node       string
-	Reason     string
+	Reason     gpuportal.InterruptReason
 	Deadline   time.Time
 	Grace      int // seconds
 }
@@ -87,7 +87,7 @@ type Placement struct {
 type TaskStart struct {
 	JobID     int64
 	TaskIndex int
-	Kind      string
+	Kind      gpuportal.InstanceKind
 	Node      string
 	GPUs      []string
 	Price     gpuportal.Fen // per GPU-hour

@@ -326,11 +326,11 @@ func TestPlacementFairness(t *testing.T) {
 			Queued: []QueuedTask{{Index: 0}, {Index: 1}, {Index: 2}, {Index: 3}}}}
 		s.Owners[10] = Owner{Available: 1e9, GPURoom: 100}
 		got := Plan(s, t0)
-		var kinds []string
+		var kinds []gpuportal.InstanceKind
 		for _, task := range got.Tasks {
 			kinds = append(kinds, task.Kind)
 		}
-		if want := []string{gpuportal.KindOnDemand, gpuportal.KindSpot, gpuportal.KindSpot}; !reflect.DeepEqual(kinds, want) {
+		if want := []gpuportal.InstanceKind{gpuportal.KindOnDemand, gpuportal.KindSpot, gpuportal.KindSpot}; !reflect.DeepEqual(kinds, want) {
 			t.Fatalf("kinds = %v, want %v (max_parallel 3)", kinds, want)
 		}
 	})

@@ -98,7 +98,7 @@ func (p *planner) spotCandidates(pl *Pool, tasksOnly bool) []gpuportal.SpotCandi
 
 // interrupt gives a spot instance of the pool its notice: it leaves the
 // candidates, and its GPUs count as leaving.
-func (p *planner) interrupt(pl *Pool, id int64, reason string) {
+func (p *planner) interrupt(pl *Pool, id int64, reason gpuportal.InterruptReason) {
 	k := slices.IndexFunc(pl.Spots, func(s Spot) bool { return s.ID == id })
 	if k < 0 {
 		return

@@ -159,7 +159,7 @@ type Reservation struct {
 type PendingInstance struct {
 	ID            int64
 	UserID        int64
-	Kind          string
+	Kind          gpuportal.InstanceKind
 	Pool          PoolKey
 	Count         int
 	ReservationID int64  // a reserved instance's reservation
@@ -170,7 +170,7 @@ type PendingInstance struct {
 // LostInstance was placed on a node that went offline.
 type LostInstance struct {
 	ID           int64
-	Kind         string
+	Kind         gpuportal.InstanceKind
 	Interrupting bool
 }
 

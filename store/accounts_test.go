@@ -170,7 +170,7 @@ func TestOnDemandAndBookingsShareCapacity(t *testing.T) {
 			s := at.Truncate(time.Hour).Add(time.Duration(2+rng.IntN(20)) * time.Hour)
 			_, _ = db.Book(ctx, u, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 1 + rng.IntN(4), Start: s, End: s.Add(4 * time.Hour)})
 		case 1:
-			kind := []string{gpuportal.KindOnDemand, gpuportal.KindSpot}[rng.IntN(2)]
+			kind := []gpuportal.InstanceKind{gpuportal.KindOnDemand, gpuportal.KindSpot}[rng.IntN(2)]
 			if i, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: kind, Model: "a100-80g", Region: "cd-1", Count: 1 + rng.IntN(2), Command: "x"}); err == nil {
 				live = append(live, i)
 			}

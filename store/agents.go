@@ -731,7 +731,7 @@ func (db *DB) GPUUses(ctx context.Context) (map[string]gpuportal.GPUUse, error) 
 	for _, r := range rows {
 		u := out[r.uuid]
 		if r.instance.Valid {
-			u.InstanceID, u.InstanceKind, u.UserID = r.instance.Int64, r.kind.String, r.instanceUser.Int64
+			u.InstanceID, u.InstanceKind, u.UserID = r.instance.Int64, gpuportal.InstanceKind(r.kind.String), r.instanceUser.Int64
 		}
 		if r.reservation.Valid {
 			u.ReservationID = r.reservation.Int64

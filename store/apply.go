@@ -349,7 +349,8 @@ func (a *applier) onDemandStillFits(ctx context.Context, model, region string, c
 // placeOne writes a placement, unless an on-demand start no longer fits
 // (false: it waits).
 func (a *applier) placeOne(ctx context.Context, pl plan.Placement) (bool, error) {
-	var kind, model, region string
+	var kind gpuportal.InstanceKind
+	var model, region string
 	if err := a.tx.QueryRowContext(ctx, `SELECT kind, model_id, region_id FROM instances WHERE id = ?`, pl.InstanceID).Scan(&kind, &model, &region); err != nil {
 		return false, err
 	}
@@ -545,7 +546,7 @@ func (a *applier) recommendRebalance(ctx context.Context, r plan.Recommendation)
 		return err
 	}
 	if i.JobID == nil {
-		params := gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Kind: i.Kind}
+		params := gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Kind: string(i.Kind)}
 		if i.ReclaimExpected != nil {
 			params.Deadline = *i.ReclaimExpected
 		}

@@ -15,7 +15,7 @@ import (
 // finishAttempt ends an instance's current run: bill it, free its GPUs and
 // set its outcome; an interrupted auto-restart spot instance goes back to
 // pending (on any node, same checkpoint directory).
-func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, outcome string, exitCode *int, errText string, userStopped bool, cause endCause, now time.Time) error {
+func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, outcome gpuportal.InstanceStatus, exitCode *int, errText string, userStopped bool, cause endCause, now time.Time) error {
 	minutes, minimum := 0, 0
 	if i.StartedAt != nil {
 		policy, err := db.policies(ctx, tx)
@@ -93,7 +93,7 @@ func (db *DB) finishAttempt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instan
 
 // interrupt gives a running spot instance its notice: SIGTERM at deadline,
 // SIGKILL grace later. It is recorded for the published rates.
-func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, reason string, now, deadline time.Time, grace int) error {
+func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, reason gpuportal.InterruptReason, now, deadline time.Time, grace int) error {
 	// Only an instance on a node can be given notice: one waiting for a
 	// place (an auto-restart the same tick sent back to pending, say) has
 	// nothing to stop, and would stay "interrupting" with no node for ever.
@@ -120,7 +120,7 @@ func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, 
 	// A job's tasks are queued again by themselves; the job page counts
 	// their interruptions instead of a message for each.
 	if i.JobID == nil {
-		if err := db.notify(ctx, tx, i.UserID, gpuportal.NoteSpotInterruption, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Deadline: deadline, Reason: reason, Kind: i.Kind}); err != nil {
+		if err := db.notify(ctx, tx, i.UserID, gpuportal.NoteSpotInterruption, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Deadline: deadline, Reason: string(reason), Kind: string(i.Kind)}); err != nil {
 			return err
 		}
 	}
@@ -128,7 +128,7 @@ func (db *DB) interrupt(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, 
 }
 
 // instanceEndEvent is the webhook event of a run's outcome.
-func instanceEndEvent(outcome string) string {
+func instanceEndEvent(outcome gpuportal.InstanceStatus) string {
 	switch outcome {
 	case gpuportal.InstanceInterrupted:
 		return gpuportal.EventInstanceInterrupted

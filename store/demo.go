@@ -66,7 +66,7 @@ func (db *DB) SeedDemoHistory(ctx context.Context, customers []*gpuportal.User, 
 						p = 0.22
 					}
 					var at time.Time
-					reason := ""
+					var reason gpuportal.InterruptReason
 					if rng.Float64() < p {
 						at = start.Add(time.Duration(rng.Int64N(int64(length))))
 						switch x := rng.IntN(20); {
@@ -122,7 +122,7 @@ func (db *DB) seedReservation(ctx context.Context, tx *sql.Tx, userID int64, m g
 	return db.post(ctx, tx, userID, at, &id, p.Postings(id, q.Total))
 }
 
-func (db *DB) seedSpotRun(ctx context.Context, tx *sql.Tx, userID int64, model, region string, gpus int, price gpuportal.Fen, start, end, interruptedAt time.Time, reason string) error {
+func (db *DB) seedSpotRun(ctx context.Context, tx *sql.Tx, userID int64, model, region string, gpus int, price gpuportal.Fen, start, end, interruptedAt time.Time, reason gpuportal.InterruptReason) error {
 	status := gpuportal.InstanceStopped
 	if !interruptedAt.IsZero() {
 		status, end = gpuportal.InstanceInterrupted, interruptedAt.Add(2*time.Minute)

@@ -95,7 +95,7 @@ type SpotRunForTest struct {
 type InterruptionForTest struct {
 	Instance int64
 	At       time.Time
-	Reason   string
+	Reason   gpuportal.InterruptReason
 }
 
 // InsertSpotHistoryForTest writes runs and interruptions (with the

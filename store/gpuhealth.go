@@ -106,13 +106,13 @@ func (db *DB) endOnGPUFailure(ctx context.Context, tx *sql.Tx, id int64, uuid, r
 		}
 	}
 	return db.notify(ctx, tx, i.UserID, gpuportal.NoteGPUFailure, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count,
-		Kind: i.Kind, Reason: reason, Refund: credit, Subject: outcome})
+		Kind: string(i.Kind), Reason: reason, Refund: credit, Subject: string(outcome)})
 }
 
 // gpuFailureCredit is what the instance's owner gets back: what its run
 // was charged beyond its whole hours (the hour in progress, and the
 // minimum's rest if it applied), times the policy's percentage.
-func gpuFailureCredit(i *gpuportal.Instance, outcome string, pol gpuportal.Policies, now time.Time) gpuportal.Fen {
+func gpuFailureCredit(i *gpuportal.Instance, outcome gpuportal.InstanceStatus, pol gpuportal.Policies, now time.Time) gpuportal.Fen {
 	if i.StartedAt == nil {
 		return 0
 	}

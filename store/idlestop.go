@@ -72,7 +72,7 @@ func (a *applier) stopIdle(ctx context.Context, i plan.IdleInstance) error {
 	}
 	a.nodes = append(a.nodes, i.Node)
 	return a.db.notify(ctx, a.tx, i.UserID, gpuportal.NoteIdleStopped, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Pool.Model, Region: i.Pool.Region,
-		Count: i.Count, Kind: i.Kind, Missing: i.Minutes})
+		Count: i.Count, Kind: string(i.Kind), Missing: i.Minutes})
 }
 
 // indexed names a table for a query that must read it through a partial

@@ -71,7 +71,7 @@ func scanInstance(row interface{ Scan(...any) error }, extra ...any) (*gpuportal
 		i.ReservationID = &resID.Int64
 	}
 	if notice.Valid && deadline.Valid {
-		i.Interruption = &gpuportal.InstanceInterruption{NoticeAt: fromUnix(notice.Int64), Deadline: fromUnix(deadline.Int64), Reason: reason.String}
+		i.Interruption = &gpuportal.InstanceInterruption{NoticeAt: fromUnix(notice.Int64), Deadline: fromUnix(deadline.Int64), Reason: gpuportal.InterruptReason(reason.String)}
 	}
 	if exit.Valid {
 		c := int(exit.Int64)
@@ -437,7 +437,7 @@ func (db *DB) StopWith(ctx context.Context, user *gpuportal.User, id int64, opts
 		}
 		now := db.now()
 		if i.UserID != user.ID {
-			if err := db.audit(ctx, tx, user.ID, "instance.admin_stop", fmt.Sprintf("instance/%d", i.ID), map[string]string{"status": i.Status}, map[string]string{"status": "stopped"}); err != nil {
+			if err := db.audit(ctx, tx, user.ID, "instance.admin_stop", fmt.Sprintf("instance/%d", i.ID), map[string]string{"status": string(i.Status)}, map[string]string{"status": "stopped"}); err != nil {
 				return named("audit", err)
 			}
 		}
@@ -501,7 +501,7 @@ func (db *DB) AdminInterrupt(ctx context.Context, actor *gpuportal.User, id int6
 			return err
 		}
 		node = i.Node
-		return db.audit(ctx, tx, actor.ID, "instance.admin_interrupt", fmt.Sprintf("instance/%d", i.ID), map[string]string{"status": i.Status}, map[string]string{"status": "interrupting"})
+		return db.audit(ctx, tx, actor.ID, "instance.admin_interrupt", fmt.Sprintf("instance/%d", i.ID), map[string]string{"status": string(i.Status)}, map[string]string{"status": "interrupting"})
 	})
 	if err != nil {
 		return nil, err
@@ -548,7 +548,7 @@ type admission struct {
 // running-GPU quota (a team that lends: the member's share, or the team's
 // idle GPUs borrowed at the spot price), and an hour of its price
 // available beside what already runs.
-func (db *DB) admitRun(ctx context.Context, tx *sql.Tx, user *gpuportal.User, kind string, model gpuportal.Model, region string, count int, policy gpuportal.Policy, now time.Time) (admission, error) {
+func (db *DB) admitRun(ctx context.Context, tx *sql.Tx, user *gpuportal.User, kind gpuportal.InstanceKind, model gpuportal.Model, region string, count int, policy gpuportal.Policy, now time.Time) (admission, error) {
 	var a admission
 	if kind == gpuportal.KindSpot {
 		pl, err := db.livePool(ctx, tx, plan.PoolKey{Model: model.ID, Region: region}, now,

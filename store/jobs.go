@@ -353,7 +353,7 @@ func (db *DB) cancelJob(ctx context.Context, tx *sql.Tx, jobID int64, now time.T
 // an interruption (or a node failure) queues it again without counting
 // against it, exit 0 is success, another end is a failed attempt (queued
 // again until max_attempts), a stop cancels it.
-func (db *DB) taskAttemptEnded(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, outcome string, exitCode *int, errText string, userStopped bool, cause endCause, now time.Time) error {
+func (db *DB) taskAttemptEnded(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, outcome gpuportal.InstanceStatus, exitCode *int, errText string, userStopped bool, cause endCause, now time.Time) error {
 	var maxAttempts, failures int
 	var jobStatus string
 	if err := tx.QueryRowContext(ctx, `SELECT j.max_attempts, j.status, t.failures FROM job_tasks t JOIN jobs j ON j.id = t.job_id WHERE t.job_id = ? AND t.task_index = ?`,

@@ -227,7 +227,7 @@ func TestHybridJobKeepsItsOnDemandWorkers(t *testing.T) {
 	tick(t, db, clock, at)
 	agent.runAll()
 	run := runningTasks(t, db, u, j.ID)
-	kinds := map[string]int{}
+	kinds := map[gpuportal.InstanceKind]int{}
 	for _, i := range run {
 		kinds[i.Kind]++
 	}

@@ -114,7 +114,7 @@ func (db *DB) reclaimBorrowed(ctx context.Context, tx *sql.Tx, account int64, gp
 		if err := db.emitInstance(ctx, tx, i.ID, gpuportal.EventInstanceInterrupted); err != nil {
 			return nil, err
 		}
-		if err := db.notify(ctx, tx, i.UserID, gpuportal.NoteSpotInterruption, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Deadline: now, Reason: gpuportal.ReasonTeamReclaim, Kind: i.Kind}); err != nil {
+		if err := db.notify(ctx, tx, i.UserID, gpuportal.NoteSpotInterruption, gpuportal.NoteParams{InstanceID: i.ID, Model: i.Model, Region: i.Region, Count: i.Count, Deadline: now, Reason: string(gpuportal.ReasonTeamReclaim), Kind: string(i.Kind)}); err != nil {
 			return nil, err
 		}
 	}

@@ -131,7 +131,7 @@ func (db *DB) heldFor(ctx context.Context, q queryer, userID int64, now time.Tim
 // runningCost is what one running spot or on-demand instance costs.
 type runningCost struct {
 	userID  int64
-	kind    string
+	kind    gpuportal.InstanceKind
 	count   int
 	price   gpuportal.Fen
 	started sql.NullInt64
@@ -196,7 +196,7 @@ func (db *DB) LedgerSum(ctx context.Context, userID int64) (gpuportal.Fen, error
 // stopInstancesOf gives the user's spot and on-demand instances the stop
 // notice (their balance ran out, or an admin disabled the account); it
 // returns how many got it now.
-func (db *DB) stopInstancesOf(ctx context.Context, tx *sql.Tx, userID int64, reason string, now time.Time, policies gpuportal.Policies, nodes *[]string) (int, error) {
+func (db *DB) stopInstancesOf(ctx context.Context, tx *sql.Tx, userID int64, reason gpuportal.InterruptReason, now time.Time, policies gpuportal.Policies, nodes *[]string) (int, error) {
 	// Each with the notice its launch asked for (0: the policy's).
 	type stoppable struct {
 		*gpuportal.Instance

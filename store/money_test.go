@@ -331,7 +331,7 @@ func TestBalanceIsTheLedgerSum(t *testing.T) {
 				}
 			}
 		case 3:
-			i, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: []string{gpuportal.KindSpot, gpuportal.KindOnDemand}[rng.IntN(2)], Model: "a100-80g", Region: "cd-1", Count: 1 + rng.IntN(2), Command: "x"})
+			i, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: []gpuportal.InstanceKind{gpuportal.KindSpot, gpuportal.KindOnDemand}[rng.IntN(2)], Model: "a100-80g", Region: "cd-1", Count: 1 + rng.IntN(2), Command: "x"})
 			if err == nil {
 				instances = append(instances, i)
 			} else if c := gpuportal.ErrorCode(err); c != gpuportal.EFUNDS && c != gpuportal.ECAPACITY {

@@ -126,7 +126,7 @@ func TestNoticePerLaunch(t *testing.T) {
 	db, clock := storetest.Open(t)
 	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 1, 4)
 	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
-	ask := func(kind string, n int) error {
+	ask := func(kind gpuportal.InstanceKind, n int) error {
 		_, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: kind, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "x", NoticeSeconds: &n})
 		return err
 	}

@@ -156,7 +156,7 @@ func (db *DB) Rates(ctx context.Context, model, region string, count int) (*gpup
 	now := db.now()
 	since := now.Add(-30 * 24 * time.Hour)
 	r := &gpuportal.InterruptionRates{Model: model, Region: region, Count: count, ByHour: make([]float64, 168), GPUHours: make([]float64, 168),
-		Reasons: map[string]int{}, TimeZone: db.Location.String(), ComputedAt: now}
+		Reasons: map[gpuportal.InterruptReason]int{}, TimeZone: db.Location.String(), ComputedAt: now}
 	// The trailing counts, by whole UTC days: instances whose rolled-up
 	// runs last ended (or interruptions last came) on a day of the window —
 	// an index range count — plus those running, or with history the

@@ -22,8 +22,8 @@ type Sales struct {
 // Products, as Sales names them.
 const (
 	ProductReserved = "reserved"
-	ProductOnDemand = gpuportal.KindOnDemand
-	ProductSpot     = gpuportal.KindSpot
+	ProductOnDemand = string(gpuportal.KindOnDemand)
+	ProductSpot     = string(gpuportal.KindSpot)
 )
 
 // Sales sums the ledger and the book over [from, to); the minutes running
@@ -62,7 +62,7 @@ func (db *DB) Sales(ctx context.Context, from, to time.Time) (Sales, error) {
 	// Instances: billed minutes at list price less their cost, and what
 	// the running ones have run so far.
 	type run struct {
-		kind           string
+		kind           gpuportal.InstanceKind
 		count, minutes int
 		price, list    gpuportal.Fen
 		cost           gpuportal.Fen
@@ -84,7 +84,7 @@ func (db *DB) Sales(ctx context.Context, from, to time.Time) (Sales, error) {
 			minutes += m
 			running := gpuportal.RunCost(r.price, r.count, m)
 			cost += running
-			out.Revenue[r.kind] += running
+			out.Revenue[string(r.kind)] += running
 		}
 		if r.count > 0 { // no-GPU mode has no list price to save against
 			out.Savings += gpuportal.RunCost(r.list, r.count, minutes) - cost

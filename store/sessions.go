@@ -27,7 +27,7 @@ const sessionOpenSQL = `s.closed_at IS NULL AND s.seen_at >= ? AND (s.kind IN ('
 // the log.
 func (db *DB) SessionUser(ctx context.Context, instanceID int64, fingerprint string) (*gpuportal.User, error) {
 	var userID int64
-	var status string
+	var status gpuportal.InstanceStatus
 	err := db.read.QueryRowContext(ctx, `SELECT i.user_id, i.status FROM instances i
 		JOIN ssh_keys k ON k.user_id = i.user_id AND k.fingerprint = ?
 		JOIN users u ON u.id = i.user_id AND u.disabled_at IS NULL
@@ -48,7 +48,7 @@ func (db *DB) SessionUser(ctx context.Context, instanceID int64, fingerprint str
 func (db *DB) teamSessionUser(ctx context.Context, instanceID int64, fingerprint string) (*gpuportal.User, error) {
 	type holder struct {
 		person, owner int64
-		status        string
+		status        gpuportal.InstanceStatus
 		createdBy     *int64
 	}
 	list, err := scanAll(ctx, db.read, func(r *sql.Rows, h *holder) error { return r.Scan(&h.person, &h.owner, &h.status, &h.createdBy) },
@@ -75,7 +75,7 @@ func (db *DB) teamSessionUser(ctx context.Context, instanceID int64, fingerprint
 // has run somewhere (the log stays on that node after the end too).
 func sessionTarget(ctx context.Context, tx *sql.Tx, user *gpuportal.User, instanceID int64, kind string) (string, error) {
 	var owner int64
-	var status string
+	var status gpuportal.InstanceStatus
 	var node sql.NullString
 	var createdBy *int64
 	err := tx.QueryRowContext(ctx, `SELECT user_id, status, coalesce(node_id, last_node_id), created_by FROM instances WHERE id = ?`, instanceID).Scan(&owner, &status, &node, &createdBy)
@@ -99,7 +99,7 @@ func sessionTarget(ctx context.Context, tx *sql.Tx, user *gpuportal.User, instan
 	return node.String, nil
 }
 
-func notRunning(instanceID int64, status string) error {
+func notRunning(instanceID int64, status gpuportal.InstanceStatus) error {
 	return gpuportal.Errorf(gpuportal.ECONFLICT, "Instance %d is %s: sessions open only while it runs.", instanceID, status)
 }
 

@@ -213,7 +213,8 @@ func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key plan.PoolKey, now ti
 // a pool: placed, waiting, and waiting outside any job.
 type instanceCount struct {
 	key                                          plan.PoolKey
-	kind, status                                 string
+	kind                                         gpuportal.InstanceKind
+	status                                       gpuportal.InstanceStatus
 	placed, placedTasks, waiting, waitingPlainly int
 }
 
@@ -540,7 +541,7 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *plan.Sn
 	}
 	type live struct {
 		job, user int64
-		kind      string
+		kind      gpuportal.InstanceKind
 		pool      plan.PoolKey
 		n, gpus   int
 	}

@@ -538,7 +538,7 @@ func TestTeamLendsIdleGPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(notes) == 0 || notes[0].Params.Reason != gpuportal.ReasonTeamReclaim || notes[0].Params.InstanceID != again.ID {
+	if len(notes) == 0 || notes[0].Params.Reason != string(gpuportal.ReasonTeamReclaim) || notes[0].Params.InstanceID != again.ID {
 		t.Errorf("Ann is not told why: %+v", notes)
 	}
 	members, err := db.Members(ctx, prof, team.ID)

@@ -88,7 +88,7 @@ func TestBrowserLiveInstancePage(t *testing.T) {
 	if err := chromedp.Do(cctx, chromedp.Click(chromedp.CSS(`[data-testid="launch-again"]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid="launch-notice"]`))); err != nil {
 		t.Fatal(err)
 	}
-	if kind, _ := chromedp.Run(cctx, chromedp.Evaluate[string](`document.querySelector('[data-testid="launch-kind"]').value`)); kind != gpuportal.KindSpot {
+	if kind, _ := chromedp.Run(cctx, chromedp.Evaluate[string](`document.querySelector('[data-testid="launch-kind"]').value`)); kind != string(gpuportal.KindSpot) {
 		t.Errorf("Launch again opens the form for %q", kind)
 	}
 }

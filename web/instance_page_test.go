@@ -238,7 +238,7 @@ func TestInterruptionBannerOnTheInstancePage(t *testing.T) {
 
 // runningInstance launches a 1-GPU instance of kind for owner and has its
 // node say it runs.
-func runningInstance(t *testing.T, e *testEnv, owner *gpuportal.User, node string, kind string) *gpuportal.Instance {
+func runningInstance(t *testing.T, e *testEnv, owner *gpuportal.User, node string, kind gpuportal.InstanceKind) *gpuportal.Instance {
 	t.Helper()
 	ctx := t.Context()
 	inst, err := e.db.Launch(ctx, owner, gpuportal.LaunchRequest{Kind: kind, Model: "a100-80g", Region: "cd-1", Count: 1})

@@ -141,7 +141,7 @@ func (s *Server) handleLaunchFormPanel(c echo.Context) error {
 // own refresh, and "Launch again" on an ended instance's page).
 func launchFormOf(c echo.Context) templates.LaunchForm {
 	form := templates.LaunchForm{
-		Kind: c.QueryParam("kind"), Model: c.QueryParam("model"), Region: c.QueryParam("region"), Image: c.QueryParam("image"),
+		Kind: gpuportal.InstanceKind(c.QueryParam("kind")), Model: c.QueryParam("model"), Region: c.QueryParam("region"), Image: c.QueryParam("image"),
 		Command: c.QueryParam("command"), AutoRestart: c.QueryParam("auto_restart") == "true",
 		ReservationID: strings.TrimSpace(c.QueryParam("reservation_id")), DiskGiB: c.QueryParam("disk_gib"),
 		NoticeSeconds: c.QueryParam("notice_seconds"), IdleStopMinutes: c.QueryParam("idle_stop_minutes"),
@@ -162,7 +162,7 @@ func (s *Server) launchAgainURL(c echo.Context, i *gpuportal.Instance) string {
 	if kind == gpuportal.KindReserved {
 		kind = gpuportal.KindOnDemand
 	}
-	v := url.Values{"kind": {kind}, "model": {i.Model}, "region": {i.Region}, "count": {strconv.Itoa(max(i.Count, 1))}}
+	v := url.Values{"kind": {string(kind)}, "model": {i.Model}, "region": {i.Region}, "count": {strconv.Itoa(max(i.Count, 1))}}
 	if i.Command != gpuportal.MachineCommand {
 		v.Set("command", i.Command)
 	}

@@ -20,7 +20,7 @@ import (
 // and what to launch. The first error found is returned with both.
 func parseLaunchValues(v url.Values) (templates.LaunchForm, gpuportal.LaunchRequest, error) {
 	form := templates.LaunchForm{
-		Kind: v.Get("kind"), Model: v.Get("model"), Region: v.Get("region"), Image: v.Get("image"),
+		Kind: gpuportal.InstanceKind(v.Get("kind")), Model: v.Get("model"), Region: v.Get("region"), Image: v.Get("image"),
 		Command: v.Get("command"), AutoRestart: v.Get("auto_restart") == "true",
 		ReservationID: strings.TrimSpace(v.Get("reservation_id")), NoticeSeconds: strings.TrimSpace(v.Get("notice_seconds")),
 		IdleStopMinutes: strings.TrimSpace(v.Get("idle_stop_minutes")), DiskGiB: strings.TrimSpace(v.Get("disk_gib")),

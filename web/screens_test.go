@@ -60,7 +60,7 @@ func screensEnv(t *testing.T) *testEnv {
 	if _, err := e.db.Book(ctx, admin, gpuportal.BookingRequest{Model: "a100-80g", Region: "cd-1", Count: 12, Start: start.Add(24 * time.Hour), End: start.Add(28 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{gpuportal.KindSpot, gpuportal.KindOnDemand} {
+	for _, kind := range []gpuportal.InstanceKind{gpuportal.KindSpot, gpuportal.KindOnDemand} {
 		if _, err := e.db.Launch(ctx, admin, gpuportal.LaunchRequest{Kind: kind, Model: "a100-80g", Region: "cd-1", Count: 2, Command: "python train.py"}); err != nil {
 			t.Fatal(err)
 		}

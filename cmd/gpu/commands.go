@@ -320,11 +320,11 @@ func (c *cli) instances(args []string) error {
 	}
 	var rows [][]string
 	for _, i := range list {
-		kind := i.Kind
+		kind := string(i.Kind)
 		if i.Borrowed {
 			kind += " (borrowed)" // past one's team share, at the spot price
 		}
-		rows = append(rows, []string{strconv.FormatInt(i.ID, 10), kind, i.Status, fmt.Sprintf("%d × %s", i.Count, i.Model), i.Cost.String(), i.Command})
+		rows = append(rows, []string{strconv.FormatInt(i.ID, 10), kind, string(i.Status), fmt.Sprintf("%d × %s", i.Count, i.Model), i.Cost.String(), i.Command})
 	}
 	return c.print(list, []string{"ID", "KIND", "STATUS", "GPUS", "COST", "COMMAND"}, rows)
 }

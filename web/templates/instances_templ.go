@@ -45,7 +45,7 @@ type InstancesPage struct {
 
 // LaunchForm is the launch form's state, with what a spot launch would get.
 type LaunchForm struct {
-	Kind            string
+	Kind            gpuportal.InstanceKind
 	Model           string
 	Region          string
 	Count           int
@@ -781,7 +781,7 @@ func InstanceList(list []gpuportal.Instance, now time.Time, endedURL string) tem
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					var templ_7745c5c3_Var39 = []any{"badge", i.Status}
+					var templ_7745c5c3_Var39 = []any{"badge", string(i.Status)}
 					templ_7745c5c3_Err = templ.RenderCSSItems(ctx, templ_7745c5c3_ElementWriter, templ_7745c5c3_Var39...)
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -814,9 +814,9 @@ func InstanceList(list []gpuportal.Instance, now time.Time, endedURL string) tem
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var41 string
-				templ_7745c5c3_Var41, templ_7745c5c3_Err = templ.JoinStringErrs(StatusWord(ctx, i.Status))
+				templ_7745c5c3_Var41, templ_7745c5c3_Err = templ.JoinStringErrs(StatusWord(ctx, string(i.Status)))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/instances.templ`, Line: 195, Col: 90}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/instances.templ`, Line: 195, Col: 106}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var41))
 				if templ_7745c5c3_Err != nil {

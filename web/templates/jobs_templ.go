@@ -2296,7 +2296,7 @@ func TaskDetail(p TaskPage) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					var templ_7745c5c3_Var132 = []any{"badge", i.Status}
+					var templ_7745c5c3_Var132 = []any{"badge", string(i.Status)}
 					templ_7745c5c3_Err = templ.RenderCSSItems(ctx, templ_7745c5c3_ElementWriter, templ_7745c5c3_Var132...)
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -2331,7 +2331,7 @@ func TaskDetail(p TaskPage) templ.Component {
 				var templ_7745c5c3_Var134 string
 				templ_7745c5c3_Var134, templ_7745c5c3_Err = templ.JoinStringErrs(StatusWord(ctx, AttemptStatus(i)))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/jobs.templ`, Line: 353, Col: 110}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/jobs.templ`, Line: 353, Col: 118}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var134))
 				if templ_7745c5c3_Err != nil {
@@ -2351,9 +2351,9 @@ func TaskDetail(p TaskPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var136 string
-				templ_7745c5c3_Var136, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "instance #%d, %s", i.ID, T(ctx, i.Kind)))
+				templ_7745c5c3_Var136, templ_7745c5c3_Err = templ.JoinStringErrs(T(ctx, "instance #%d, %s", i.ID, T(ctx, string(i.Kind))))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/jobs.templ`, Line: 354, Col: 83}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/jobs.templ`, Line: 354, Col: 91}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var136))
 				if templ_7745c5c3_Err != nil {
@@ -2526,7 +2526,7 @@ func AttemptStatus(i gpuportal.Instance) string {
 	if i.Status == gpuportal.InstanceStopped && i.ExitCode != nil && *i.ExitCode == 0 && i.Error == "" {
 		return gpuportal.TaskSucceeded
 	}
-	return i.Status
+	return string(i.Status)
 }
 
 var _ = templruntime.GeneratedTemplate

@@ -436,7 +436,7 @@ func Rates(p RatesPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			for _, reason := range []string{gpuportal.ReasonReservation, gpuportal.ReasonOnDemand, gpuportal.ReasonNodeFailure, gpuportal.ReasonAdmin} {
+			for _, reason := range []gpuportal.InterruptReason{gpuportal.ReasonReservation, gpuportal.ReasonOnDemand, gpuportal.ReasonNodeFailure, gpuportal.ReasonAdmin} {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "<tr><td>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

@@ -148,7 +148,7 @@ func weekdayName(t time.Time) string {
 }
 
 // kindLabel names an instance kind in the reader's language.
-func kindLabel(ctx context.Context, kind string) string {
+func kindLabel(ctx context.Context, kind gpuportal.InstanceKind) string {
 	switch kind {
 	case gpuportal.KindSpot:
 		return T(ctx, "Spot")
@@ -157,11 +157,11 @@ func kindLabel(ctx context.Context, kind string) string {
 	case gpuportal.KindReserved:
 		return T(ctx, "Reserved")
 	}
-	return kind
+	return string(kind)
 }
 
 // ReasonLabel names an interruption reason in the reader's language.
-func ReasonLabel(ctx context.Context, reason string) string {
+func ReasonLabel(ctx context.Context, reason gpuportal.InterruptReason) string {
 	return T(ctx, gpuportal.InterruptionReasonText(reason))
 }
 
