@@ -7,28 +7,38 @@ import (
 	"unicode/utf8"
 )
 
-// Job kinds: all spot, or spot with a few on-demand workers for a deadline.
+// JobKind is how a job's tasks run: all spot, or spot with a few
+// on-demand workers for a deadline.
+type JobKind string
+
+// Job kinds.
 const (
-	JobSpot   = "spot"
-	JobHybrid = "hybrid"
+	JobSpot   JobKind = "spot"
+	JobHybrid JobKind = "hybrid"
 )
+
+// JobStatus is where a job is.
+type JobStatus string
 
 // Job statuses.
 const (
-	JobQueued    = "queued" // no task has started yet
-	JobRunning   = "running"
-	JobSucceeded = "succeeded"
-	JobFailed    = "failed"
-	JobCancelled = "cancelled"
+	JobQueued    JobStatus = "queued" // no task has started yet
+	JobRunning   JobStatus = "running"
+	JobSucceeded JobStatus = "succeeded"
+	JobFailed    JobStatus = "failed"
+	JobCancelled JobStatus = "cancelled"
 )
+
+// TaskStatus is where one task of a job is.
+type TaskStatus string
 
 // Task statuses.
 const (
-	TaskQueued    = "queued"
-	TaskRunning   = "running"
-	TaskSucceeded = "succeeded"
-	TaskFailed    = "failed"
-	TaskCancelled = "cancelled"
+	TaskQueued    TaskStatus = "queued"
+	TaskRunning   TaskStatus = "running"
+	TaskSucceeded TaskStatus = "succeeded"
+	TaskFailed    TaskStatus = "failed"
+	TaskCancelled TaskStatus = "cancelled"
 )
 
 // Limits of one job.
@@ -42,17 +52,17 @@ const (
 // JobRequest is a batch of independent tasks to run on spot (or hybrid)
 // instances: task i runs command with GPUPORTAL_TASK_INDEX=i.
 type JobRequest struct {
-	Name            string `json:"name"`
-	Model           string `json:"model"`
-	Region          string `json:"region"`
-	GPUsPerTask     int    `json:"gpus_per_task"`
-	Tasks           int    `json:"tasks"`
-	Command         string `json:"command"`
-	Image           string `json:"image,omitempty"` // a catalog image id; empty: the first
-	MaxParallel     int    `json:"max_parallel"`
-	Kind            string `json:"kind"`                        // spot or hybrid
-	OnDemandWorkers int    `json:"on_demand_workers,omitempty"` // hybrid: tasks at a time on on-demand instances
-	MaxAttempts     int    `json:"max_attempts,omitempty"`      // failed attempts before a task fails (default 3)
+	Name            string  `json:"name"`
+	Model           string  `json:"model"`
+	Region          string  `json:"region"`
+	GPUsPerTask     int     `json:"gpus_per_task"`
+	Tasks           int     `json:"tasks"`
+	Command         string  `json:"command"`
+	Image           string  `json:"image,omitempty"` // a catalog image id; empty: the first
+	MaxParallel     int     `json:"max_parallel"`
+	Kind            JobKind `json:"kind"`                        // spot or hybrid
+	OnDemandWorkers int     `json:"on_demand_workers,omitempty"` // hybrid: tasks at a time on on-demand instances
+	MaxAttempts     int     `json:"max_attempts,omitempty"`      // failed attempts before a task fails (default 3)
 	// Volumes every task mounts.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// DiskGiB sizes each task's disk (nil: the policy's).
@@ -126,24 +136,24 @@ type Job struct {
 	UserID int64 `json:"user_id"`
 	// TeamID: the team it belongs to (nil: personal); CreatedBy: the
 	// member who submitted it.
-	TeamID          *int64 `json:"team_id"`
-	CreatedBy       *int64 `json:"created_by"`
-	Name            string `json:"name"`
-	Model           string `json:"model"`
-	Region          string `json:"region"`
-	GPUsPerTask     int    `json:"gpus_per_task"`
-	Command         string `json:"command"`
-	Image           string `json:"image,omitempty"`
-	Kind            string `json:"kind"`
-	MaxParallel     int    `json:"max_parallel"`
-	OnDemandWorkers int    `json:"on_demand_workers"`
-	MaxAttempts     int    `json:"max_attempts"`
+	TeamID          *int64  `json:"team_id"`
+	CreatedBy       *int64  `json:"created_by"`
+	Name            string  `json:"name"`
+	Model           string  `json:"model"`
+	Region          string  `json:"region"`
+	GPUsPerTask     int     `json:"gpus_per_task"`
+	Command         string  `json:"command"`
+	Image           string  `json:"image,omitempty"`
+	Kind            JobKind `json:"kind"`
+	MaxParallel     int     `json:"max_parallel"`
+	OnDemandWorkers int     `json:"on_demand_workers"`
+	MaxAttempts     int     `json:"max_attempts"`
 	// Volumes every task mounts (mount paths resolved).
 	Volumes []VolumeMount `json:"volumes,omitempty"`
 	// DiskGiB is each task's disk.
 	DiskGiB       int        `json:"disk_gib"`
 	Labels        Labels     `json:"labels,omitempty"`
-	Status        string     `json:"status"`
+	Status        JobStatus  `json:"status"`
 	Tasks         TaskCounts `json:"tasks"`
 	Interruptions int        `json:"interruptions"`
 	Cost          Fen        `json:"cost_fen"`
@@ -179,7 +189,7 @@ func (j *Job) Finished() bool {
 // JobTask is one task of a job: its state and its attempts so far.
 type JobTask struct {
 	Index         int        `json:"index"`
-	Status        string     `json:"status"`
+	Status        TaskStatus `json:"status"`
 	Attempts      int        `json:"attempts"`      // instances started for it
 	Failures      int        `json:"failures"`      // attempts that failed (an interruption is not one)
 	Interruptions int        `json:"interruptions"` // attempts cut off by an interruption (queued again)
@@ -193,7 +203,7 @@ type JobTask struct {
 // interrupted: cut off by an interruption (or a node failure), not the
 // task's fault; stopped: the job was cancelled; exit: the command's exit
 // (nil if unknown, as after a lost node).
-func JobTaskOutcome(interrupted, stopped bool, failed bool, failures, maxAttempts int) (status string, failuresAfter int) {
+func JobTaskOutcome(interrupted, stopped bool, failed bool, failures, maxAttempts int) (status TaskStatus, failuresAfter int) {
 	switch {
 	case stopped:
 		return TaskCancelled, failures
@@ -209,7 +219,7 @@ func JobTaskOutcome(interrupted, stopped bool, failed bool, failures, maxAttempt
 }
 
 // JobStatusOf is a job's status from its tasks' counts.
-func JobStatusOf(c TaskCounts, cancelled, started bool) string {
+func JobStatusOf(c TaskCounts, cancelled, started bool) JobStatus {
 	switch {
 	case cancelled:
 		return JobCancelled

@@ -10,7 +10,7 @@ func TestJobTaskOutcome(t *testing.T) {
 		name                         string
 		interrupted, stopped, failed bool
 		failures, max                int
-		want                         string
+		want                         TaskStatus
 		wantFailures                 int
 	}{
 		{"exit 0", false, false, false, 0, 3, TaskSucceeded, 0},
@@ -34,7 +34,7 @@ func TestJobStatusOf(t *testing.T) {
 	for _, tc := range []struct {
 		c                  TaskCounts
 		cancelled, started bool
-		want               string
+		want               JobStatus
 	}{
 		{TaskCounts{Total: 3, Queued: 3}, false, false, JobQueued},
 		{TaskCounts{Total: 3, Queued: 2, Running: 1}, false, true, JobRunning},

@@ -7,12 +7,16 @@ import (
 	"time"
 )
 
+// ReservationStatus is where a reservation is: confirmed → active →
+// completed, or cancelled before its end.
+type ReservationStatus string
+
 // Reservation statuses.
 const (
-	ReservationConfirmed = "confirmed"
-	ReservationActive    = "active"
-	ReservationCompleted = "completed"
-	ReservationCancelled = "cancelled"
+	ReservationConfirmed ReservationStatus = "confirmed"
+	ReservationActive    ReservationStatus = "active"
+	ReservationCompleted ReservationStatus = "completed"
+	ReservationCancelled ReservationStatus = "cancelled"
 )
 
 // MaxGPUsPerRequest bounds the count of any request; anything larger is a
@@ -26,14 +30,14 @@ type Reservation struct {
 	UserID int64 `json:"user_id"`
 	// TeamID: the team it was booked for (nil: personal); CreatedBy: the
 	// member who booked it.
-	TeamID    *int64    `json:"team_id"`
-	CreatedBy *int64    `json:"created_by"`
-	Model     string    `json:"model"`
-	Region    string    `json:"region"`
-	Count     int       `json:"count"`
-	Start     time.Time `json:"start"`
-	End       time.Time `json:"end"`
-	Status    string    `json:"status"`
+	TeamID    *int64            `json:"team_id"`
+	CreatedBy *int64            `json:"created_by"`
+	Model     string            `json:"model"`
+	Region    string            `json:"region"`
+	Count     int               `json:"count"`
+	Start     time.Time         `json:"start"`
+	End       time.Time         `json:"end"`
+	Status    ReservationStatus `json:"status"`
 	// Price is fixed at booking; the quote and cancellation tiers it was
 	// booked under are kept with it, so later policy changes do not touch it.
 	Price             Fen                `json:"price_fen"`

@@ -2,13 +2,17 @@ package gpuportal
 
 import "time"
 
+// WaitStatus is where a waitlist entry is: waiting → offered → claimed,
+// or expired or cancelled.
+type WaitStatus string
+
 // Waitlist entry statuses.
 const (
-	WaitWaiting   = "waiting"
-	WaitOffered   = "offered"
-	WaitClaimed   = "claimed"
-	WaitExpired   = "expired"
-	WaitCancelled = "cancelled"
+	WaitWaiting   WaitStatus = "waiting"
+	WaitOffered   WaitStatus = "offered"
+	WaitClaimed   WaitStatus = "claimed"
+	WaitExpired   WaitStatus = "expired"
+	WaitCancelled WaitStatus = "cancelled"
 )
 
 // WaitlistEntry asks for a full window; it is offered the capacity when it
@@ -22,7 +26,7 @@ type WaitlistEntry struct {
 	Start          time.Time  `json:"start"`
 	End            time.Time  `json:"end"`
 	AutoBook       bool       `json:"auto_book"`
-	Status         string     `json:"status"`
+	Status         WaitStatus `json:"status"`
 	Position       int        `json:"position,omitempty"`
 	CreatedAt      time.Time  `json:"created_at"`
 	OfferExpiresAt *time.Time `json:"offer_expires_at,omitempty"`

@@ -40,9 +40,9 @@ func TestCancellingAnActiveReservationFreesItsGPUs(t *testing.T) {
 
 	advance(t, p, "10m") // 10:10: cancel after the start
 	var cancelled struct {
-		Status string        `json:"status"`
-		Fee    gpuportal.Fen `json:"fee_fen"`
-		Refund gpuportal.Fen `json:"refund_fen"`
+		Status gpuportal.ReservationStatus `json:"status"`
+		Fee    gpuportal.Fen               `json:"fee_fen"`
+		Refund gpuportal.Fen               `json:"refund_fen"`
 	}
 	if st := p.api("POST", fmt.Sprintf("/api/v1/reservations/%d/cancel", alices.ID), p.user, "", &cancelled); st != 200 || cancelled.Status != gpuportal.ReservationCancelled {
 		t.Fatalf("cancel = %d %+v", st, cancelled)

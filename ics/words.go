@@ -17,7 +17,7 @@ func WordsFor(r *gpuportal.Reservation, m *gpuportal.Model, lang string, loc *ti
 	return Words{
 		Summary: T("%d × %s (%s), reservation #%d", r.Count, m.Name, r.Region, r.ID),
 		Description: T("gpuportal reservation #%d: %d × %s in region %s, %s to %s (%s), price %s. Status: %s.",
-			r.ID, r.Count, m.Name, r.Region, when(r.Start), when(r.End), loc.String(), r.Price.String(), T(r.Status)),
+			r.ID, r.Count, m.Name, r.Region, when(r.Start), when(r.End), loc.String(), r.Price.String(), T(string(r.Status))),
 		Location: T("Region %s", r.Region),
 		Alarm:    T("Reservation #%d starts in 1 hour", r.ID),
 	}

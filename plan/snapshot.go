@@ -149,7 +149,7 @@ type Reservation struct {
 	Pool          PoolKey
 	Count         int
 	Start, End    time.Time
-	Status        string
+	Status        gpuportal.ReservationStatus
 	Lost          int // GPUs it held on nodes that failed or GPUs that broke
 	RemindedStart bool
 	RemindedEnd   bool
@@ -187,7 +187,7 @@ type Account struct {
 type JobQueue struct {
 	ID, UserID      int64
 	Pool            PoolKey
-	Kind            string
+	Kind            gpuportal.JobKind
 	GPUsPerTask     int
 	MaxParallel     int
 	OnDemandWorkers int
@@ -215,7 +215,7 @@ type WaitEntry struct {
 	Pool         PoolKey
 	Count        int
 	Start, End   time.Time
-	Status       string
+	Status       gpuportal.WaitStatus
 	OfferExpires time.Time
 	AutoBook     bool
 	// DurationHours > 0 makes the entry flexible: that many hours

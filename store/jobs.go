@@ -180,7 +180,7 @@ func (db *DB) jobFigures(ctx context.Context, j *jobRow) error {
 	c := gpuportal.TaskCounts{Total: j.Tasks.Total}
 	j.Interruptions = 0
 	for rows.Next() {
-		var status string
+		var status gpuportal.TaskStatus
 		var n, interruptions int
 		if err := rows.Scan(&status, &n, &interruptions); err != nil {
 			rows.Close()
@@ -304,7 +304,7 @@ func (db *DB) CancelJob(ctx context.Context, user *gpuportal.User, id int64) (*g
 		}
 		now := db.now()
 		if j.UserID != user.ID {
-			if err := db.audit(ctx, tx, user.ID, "job.admin_cancel", fmt.Sprintf("job/%d", j.ID), map[string]string{"status": j.Status}, map[string]string{"status": gpuportal.JobCancelled}); err != nil {
+			if err := db.audit(ctx, tx, user.ID, "job.admin_cancel", fmt.Sprintf("job/%d", j.ID), map[string]string{"status": string(j.Status)}, map[string]string{"status": string(gpuportal.JobCancelled)}); err != nil {
 				return err
 			}
 		}
@@ -355,7 +355,7 @@ func (db *DB) cancelJob(ctx context.Context, tx *sql.Tx, jobID int64, now time.T
 // again until max_attempts), a stop cancels it.
 func (db *DB) taskAttemptEnded(ctx context.Context, tx *sql.Tx, i *gpuportal.Instance, outcome gpuportal.InstanceStatus, exitCode *int, errText string, userStopped bool, cause endCause, now time.Time) error {
 	var maxAttempts, failures int
-	var jobStatus string
+	var jobStatus gpuportal.JobStatus
 	if err := tx.QueryRowContext(ctx, `SELECT j.max_attempts, j.status, t.failures FROM job_tasks t JOIN jobs j ON j.id = t.job_id WHERE t.job_id = ? AND t.task_index = ?`,
 		*i.JobID, *i.TaskIndex).Scan(&maxAttempts, &jobStatus, &failures); err != nil {
 		return fmt.Errorf("task %d of job %d: %w", *i.TaskIndex, *i.JobID, err)

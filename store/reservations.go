@@ -385,8 +385,8 @@ func scanReservation(row interface{ Scan(...any) error }) (*gpuportal.Reservatio
 
 // ReservationFilter narrows a reservation list.
 type ReservationFilter struct {
-	Status  string    // one status, or "" for all
-	StartAt time.Time // only those starting at this time, unless zero
+	Status  gpuportal.ReservationStatus // one status, or "" for all
+	StartAt time.Time                   // only those starting at this time, unless zero
 	// Tab: "upcoming" (confirmed and active, soonest first) or "past"
 	// (completed and cancelled, latest first); "" for all, latest first.
 	Tab    string

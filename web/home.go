@@ -85,7 +85,7 @@ func (s *Server) dashboard(c echo.Context, u *gpuportal.User) (*templates.Dashbo
 			d.Running = append(d.Running, i)
 		}
 	}
-	for _, status := range []string{gpuportal.ReservationActive, gpuportal.ReservationConfirmed} {
+	for _, status := range []gpuportal.ReservationStatus{gpuportal.ReservationActive, gpuportal.ReservationConfirmed} {
 		list, err := s.db.Reservations(ctx, &gpuportal.User{ID: u.ID, Role: gpuportal.RoleCustomer}, store.ReservationFilter{Status: status, Limit: 5})
 		if err != nil {
 			return nil, err

@@ -65,7 +65,7 @@ func parseLaunchValues(v url.Values) (templates.LaunchForm, gpuportal.LaunchRequ
 func parseJobValues(v url.Values, lang string) (templates.JobForm, gpuportal.JobRequest, error) {
 	form := templates.JobForm{
 		Name: v.Get("name"), Model: v.Get("model"), Region: v.Get("region"), Image: v.Get("image"),
-		Command: v.Get("command"), Kind: v.Get("kind"), DiskGiB: strings.TrimSpace(v.Get("disk_gib")),
+		Command: v.Get("command"), Kind: gpuportal.JobKind(v.Get("kind")), DiskGiB: strings.TrimSpace(v.Get("disk_gib")),
 	}
 	var err error
 	number := func(field string, into *int, label string) {

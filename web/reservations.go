@@ -98,7 +98,7 @@ func (s *Server) apiReservations(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := store.ReservationFilter{Status: c.QueryParam("status"), Tab: c.QueryParam("tab"), Limit: p.Limit, Offset: p.Offset, Total: p.Total, UserID: ownerID(owner), Labels: labels}
+	f := store.ReservationFilter{Status: gpuportal.ReservationStatus(c.QueryParam("status")), Tab: c.QueryParam("tab"), Limit: p.Limit, Offset: p.Offset, Total: p.Total, UserID: ownerID(owner), Labels: labels}
 	list, err := s.db.Reservations(c.Request().Context(), currentUser(c), f)
 	if err != nil {
 		return err
@@ -132,10 +132,10 @@ func (s *Server) apiCancellationPreview(c echo.Context) error {
 
 // cancelJSON is POST /reservations/{id}/cancel's answer.
 type cancelJSON struct {
-	ID     int64         `json:"id"`
-	Status string        `json:"status"`
-	Fee    gpuportal.Fen `json:"fee_fen"`
-	Refund gpuportal.Fen `json:"refund_fen"`
+	ID     int64                       `json:"id"`
+	Status gpuportal.ReservationStatus `json:"status"`
+	Fee    gpuportal.Fen               `json:"fee_fen"`
+	Refund gpuportal.Fen               `json:"refund_fen"`
 }
 
 func (s *Server) apiCancel(c echo.Context) error {

@@ -132,7 +132,7 @@ func (c *cli) waitlist(args []string) error {
 			if w.OfferExpiresAt != nil && w.Status == gpuportal.WaitOffered {
 				offer = c.T("claim by %s", w.OfferExpiresAt.Local().Format("15:04"))
 			}
-			rows = append(rows, []string{strconv.FormatInt(w.ID, 10), w.Status, fmt.Sprintf("%d × %s", w.Count, w.Model), when, strconv.FormatBool(w.AutoBook), offer})
+			rows = append(rows, []string{strconv.FormatInt(w.ID, 10), string(w.Status), fmt.Sprintf("%d × %s", w.Count, w.Model), when, strconv.FormatBool(w.AutoBook), offer})
 		}
 		return c.print(list, []string{"ID", "STATUS", "GPUS", "WHEN", "AUTO-BOOK", ""}, rows)
 	case "join":

@@ -169,7 +169,7 @@ func (c *cli) reservations(args []string) error {
 	}
 	var rows [][]string
 	for _, r := range list {
-		rows = append(rows, []string{strconv.FormatInt(r.ID, 10), r.Status, fmt.Sprintf("%d × %s", r.Count, r.Model),
+		rows = append(rows, []string{strconv.FormatInt(r.ID, 10), string(r.Status), fmt.Sprintf("%d × %s", r.Count, r.Model),
 			r.Start.Local().Format("2006-01-02 15:04"), r.End.Local().Format("2006-01-02 15:04"), r.Price.String()})
 	}
 	return c.print(list, []string{"ID", "STATUS", "GPUS", "START", "END", "PRICE"}, rows)
@@ -222,7 +222,7 @@ func (c *cli) jobs(args []string) error {
 		}
 		var rows [][]string
 		for _, j := range list {
-			rows = append(rows, []string{strconv.FormatInt(j.ID, 10), j.Title(), j.Status,
+			rows = append(rows, []string{strconv.FormatInt(j.ID, 10), j.Title(), string(j.Status),
 				fmt.Sprintf("%d/%d", j.Tasks.Succeeded, j.Tasks.Total), j.Cost.String()})
 		}
 		return c.print(list, []string{"ID", "NAME", "STATUS", "DONE", "COST"}, rows)
@@ -236,7 +236,7 @@ func (c *cli) jobs(args []string) error {
 			return err
 		}
 		return c.print(j, []string{"ID", "NAME", "STATUS", "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "COST"},
-			[][]string{{strconv.FormatInt(j.ID, 10), j.Title(), j.Status, strconv.Itoa(j.Tasks.Queued), strconv.Itoa(j.Tasks.Running),
+			[][]string{{strconv.FormatInt(j.ID, 10), j.Title(), string(j.Status), strconv.Itoa(j.Tasks.Queued), strconv.Itoa(j.Tasks.Running),
 				strconv.Itoa(j.Tasks.Succeeded), strconv.Itoa(j.Tasks.Failed), j.Cost.String()}})
 	case "cancel":
 		id, err := c.idArg(args, "job")

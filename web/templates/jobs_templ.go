@@ -36,7 +36,7 @@ type JobForm struct {
 	Region          string
 	Image           string
 	Command         string
-	Kind            string
+	Kind            gpuportal.JobKind
 	GPUsPerTask     int
 	Tasks           int
 	MaxParallel     int
@@ -78,7 +78,7 @@ func jobURL(id int64, suffix string) string {
 // taskCellClass colours a task cell by its state; a task that was queued
 // again after an interruption is marked as such.
 func taskCellClass(t gpuportal.JobTask) string {
-	c := "task-cell task-" + t.Status
+	c := "task-cell task-" + string(t.Status)
 	if t.Interruptions > 0 {
 		c += " task-retried"
 	}
@@ -939,7 +939,7 @@ func JobFormPanel(p JobsPage) templ.Component {
 // none (a field the estimate needs is not right yet).
 type JobEstimateView struct {
 	Estimate  *gpuportal.JobEstimate
-	Kind      string
+	Kind      gpuportal.JobKind
 	SpotPrice gpuportal.Fen
 	ListPrice gpuportal.Fen
 	Problem   string
@@ -1314,7 +1314,7 @@ func JobList(p JobsPage) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					var templ_7745c5c3_Var70 = []any{"badge", "job-" + j.Status}
+					var templ_7745c5c3_Var70 = []any{"badge", "job-" + string(j.Status)}
 					templ_7745c5c3_Err = templ.RenderCSSItems(ctx, templ_7745c5c3_ElementWriter, templ_7745c5c3_Var70...)
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -1349,7 +1349,7 @@ func JobList(p JobsPage) templ.Component {
 				var templ_7745c5c3_Var72 string
 				templ_7745c5c3_Var72, templ_7745c5c3_Err = templ.JoinStringErrs(StatusWord(ctx, j.Status))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/jobs.templ`, Line: 244, Col: 81}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/jobs.templ`, Line: 244, Col: 89}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var72))
 				if templ_7745c5c3_Err != nil {
@@ -1667,7 +1667,7 @@ func JobLive(p JobPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			var templ_7745c5c3_Var90 = []any{"badge", "job-" + p.Job.Status}
+			var templ_7745c5c3_Var90 = []any{"badge", "job-" + string(p.Job.Status)}
 			templ_7745c5c3_Err = templ.RenderCSSItems(ctx, templ_7745c5c3_ElementWriter, templ_7745c5c3_Var90...)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
@@ -1702,7 +1702,7 @@ func JobLive(p JobPage) templ.Component {
 		var templ_7745c5c3_Var92 string
 		templ_7745c5c3_Var92, templ_7745c5c3_Err = templ.JoinStringErrs(StatusWord(ctx, p.Job.Status))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/jobs.templ`, Line: 295, Col: 106}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/jobs.templ`, Line: 295, Col: 114}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var92))
 		if templ_7745c5c3_Err != nil {
@@ -2083,9 +2083,9 @@ func JobLive(p JobPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var119 string
-				templ_7745c5c3_Var119, templ_7745c5c3_Err = templruntime.NewAttributeExpression(T(ctx, "Task %d: %s, %d attempts, %d interruptions", t.Index, T(ctx, t.Status), t.Attempts, t.Interruptions)).Resolve(ctx)
+				templ_7745c5c3_Var119, templ_7745c5c3_Err = templruntime.NewAttributeExpression(T(ctx, "Task %d: %s, %d attempts, %d interruptions", t.Index, T(ctx, string(t.Status)), t.Attempts, t.Interruptions)).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/jobs.templ`, Line: 335, Col: 121}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `web/templates/jobs.templ`, Line: 335, Col: 129}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var119)
 				if templ_7745c5c3_Err != nil {
@@ -2524,7 +2524,7 @@ func TaskDetail(p TaskPage) templ.Component {
 // work (exit 0) succeeded — its instance merely "stopped".
 func AttemptStatus(i gpuportal.Instance) string {
 	if i.Status == gpuportal.InstanceStopped && i.ExitCode != nil && *i.ExitCode == 0 && i.Error == "" {
-		return gpuportal.TaskSucceeded
+		return string(gpuportal.TaskSucceeded)
 	}
 	return string(i.Status)
 }

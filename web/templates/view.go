@@ -75,8 +75,10 @@ func RegionName(ctx context.Context, id string) string {
 }
 
 // StatusWord is a status code as a word in the reader's language
-// ("Running", "运行中"), never the code itself.
-func StatusWord(ctx context.Context, status string) string {
+// ("Running", "运行中"), never the code itself. It takes any of the typed
+// statuses (an instance's, a reservation's, a job's, ...).
+func StatusWord[S ~string](ctx context.Context, code S) string {
+	status := string(code)
 	if w := T(ctx, status); w != status {
 		return w
 	}
