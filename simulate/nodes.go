@@ -194,10 +194,10 @@ func checkpointsByChance(instanceID int64, share float64) bool {
 // workloads made since their last report, each stamped at the time it was
 // made (the business clock is set back to it for the report, then
 // restored): the planner weighs victims by them and an interruption's
-// lost work is measured from them.
-func (f *fleet) checkpoint(ctx context.Context, clock *gpuportal.ManualClock, now time.Time) error {
+// lost work is measured from them. It reports whether it reported any.
+func (f *fleet) checkpoint(ctx context.Context, clock *gpuportal.ManualClock, now time.Time) (bool, error) {
 	if f.checkpointEvery <= 0 {
-		return nil
+		return false, nil
 	}
 	type batch struct {
 		node string
@@ -231,10 +231,10 @@ func (f *fleet) checkpoint(ctx context.Context, clock *gpuportal.ManualClock, no
 	for _, b := range order {
 		clock.Set(b.at)
 		if err := f.db.ApplyWorkloadReports(ctx, b.node, due[b]); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return len(order) > 0, nil
 }
 
 // end finishes a workload at the time it ended: its GPU-time is counted

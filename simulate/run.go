@@ -180,9 +180,16 @@ func (s *sim) setUp(ctx context.Context) error {
 // run steps through the period: at every step, the customers' actions
 // due, a tick, and the nodes doing what they are told (and a tick again
 // when that freed GPUs, as the portal's kick would).
+//
+// A step that only a workload's end or deadline brought (no customer
+// acted, no checkpoint was reported, no hour or notice minute is due)
+// starts with the nodes instead: its first tick would see what the last
+// one saw and decide nothing, so only the kick's tick after the nodes
+// runs.
 func (s *sim) run(ctx context.Context) error {
 	now := s.opt.Start
 	next := 0
+	workloadsOnly := false
 	for now.Before(s.end) {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -194,12 +201,16 @@ func (s *sim) run(ctx context.Context) error {
 			}
 			next++
 		}
-		if err := s.fleet.checkpoint(ctx, s.clock, now); err != nil {
+		checkpointed, err := s.fleet.checkpoint(ctx, s.clock, now)
+		if err != nil {
 			return err
 		}
+		quiet := workloadsOnly && !checkpointed
 		for round := 0; round < 5; round++ {
-			if _, err := s.db.Tick(ctx, now); err != nil {
-				return err
+			if round > 0 || !quiet {
+				if _, err := s.db.Tick(ctx, now); err != nil {
+					return err
+				}
 			}
 			freed, err := s.fleet.reconcile(ctx, now)
 			if err != nil {
@@ -227,7 +238,7 @@ func (s *sim) run(ctx context.Context) error {
 				s.opt.Progress(now.Sub(s.opt.Start).Hours() / s.end.Sub(s.opt.Start).Hours())
 			}
 		}
-		now = s.nextStep(now, next)
+		now, workloadsOnly = s.nextStep(now, next)
 	}
 	s.clock.Set(s.end)
 	if _, err := s.db.Tick(ctx, s.end); err != nil {
@@ -241,14 +252,12 @@ func (s *sim) run(ctx context.Context) error {
 // workload finishing or reaching its deadline, a whole hour (bookings
 // start and end), or the minute a notice for the next hour falls due
 // (the first minute within notice + grace + a minute of it, as the
-// portal's minute-by-minute cron would find it).
-func (s *sim) nextStep(now time.Time, next int) time.Time {
+// portal's minute-by-minute cron would find it). workloadsOnly says that
+// nothing but a workload's end or deadline falls at it.
+func (s *sim) nextStep(now time.Time, next int) (at time.Time, workloadsOnly bool) {
 	candidates := []time.Time{now.Truncate(time.Hour).Add(time.Hour), s.end}
 	if next < len(s.events) {
 		candidates = append(candidates, s.events[next].at)
-	}
-	if t := s.fleet.next(now); !t.IsZero() {
-		candidates = append(candidates, t)
 	}
 	for _, p := range s.noticeLeads() {
 		for _, hour := range []time.Time{now.Truncate(time.Hour).Add(time.Hour), now.Truncate(time.Hour).Add(2 * time.Hour)} {
@@ -265,7 +274,10 @@ func (s *sim) nextStep(now time.Time, next int) time.Time {
 			out = t
 		}
 	}
-	return out
+	if t := s.fleet.next(now); !t.IsZero() && t.Before(out) {
+		return t, true
+	}
+	return out, false
 }
 
 // noticeLeads lists the distinct spot horizons of the policies in force.
