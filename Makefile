@@ -19,14 +19,9 @@ run: build
 # database/sql and both drivers (modernc.org/sqlite's Go side, pgx) stay
 # instrumented.
 RACE_FLAGS = -race $(foreach p,modernc.org/sqlite/lib modernc.org/libc/... modernc.org/memory modernc.org/mathutil,-gcflags='$(p)=-race=false')
-# TEST_PACKAGES: how many packages build and test at once. go test's
-# default is one per core, but the suite leaves a third of two cores idle
-# that way: e2e's tests mostly wait on real agents, containers and
-# notices, PostgreSQL's on their round trips.
-TEST_PACKAGES ?= 4
 test:
 	@test -n "$$PORTAL_TEST_POSTGRES" || echo "make test: the PostgreSQL runs are skipped: PORTAL_TEST_POSTGRES is not set (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)"
-	$(GO) test $(RACE_FLAGS) -p $(TEST_PACKAGES) -count=1 -timeout 20m ./...
+	$(GO) test $(RACE_FLAGS) -count=1 -timeout 20m ./...
 	@# The 960-GPU golden day, which the race run skips (a minute there),
 	@# built pure Go as e2e builds the portal binary: from an empty build
 	@# cache the store, SQLite and pgx it needs are compiled once for both.
