@@ -49,10 +49,13 @@ type GPUSample struct {
 	Health *GPUHealth `json:"health,omitempty"`
 }
 
-// Workload states as an agent reports them.
+// WorkloadState is where a workload is, as its agent reports it.
+type WorkloadState string
+
+// Workload states.
 const (
-	WorkloadRunning = "running"
-	WorkloadExited  = "exited"
+	WorkloadRunning WorkloadState = "running"
+	WorkloadExited  WorkloadState = "exited"
 )
 
 // AgentBackoffCap is the longest an agent waits between two tries to
@@ -62,11 +65,11 @@ const AgentBackoffCap = 30 * time.Second
 
 // WorkloadStatus is what an agent knows about one instance's workload.
 type WorkloadStatus struct {
-	InstanceID int64      `json:"instance_id"`
-	Attempt    int        `json:"attempt"`
-	State      string     `json:"state"`
-	StartedAt  time.Time  `json:"started_at"`
-	EndedAt    *time.Time `json:"ended_at,omitempty"`
+	InstanceID int64         `json:"instance_id"`
+	Attempt    int           `json:"attempt"`
+	State      WorkloadState `json:"state"`
+	StartedAt  time.Time     `json:"started_at"`
+	EndedAt    *time.Time    `json:"ended_at,omitempty"`
 	// ExitCode is nil while running, and when it cannot be known (a
 	// workload re-adopted after an agent restart).
 	ExitCode *int   `json:"exit_code,omitempty"`
@@ -128,7 +131,7 @@ type AgentEvents struct {
 // SIGTERM comes after DeadlineInSeconds, SIGKILL GraceSeconds later. Times
 // are durations, not instants, so the agent enforces them in its own clock.
 type Interruption struct {
-	Action            string          `json:"action"` // "terminate", or "stop" when the balance ran out
+	Action            NoticeAction    `json:"action"`
 	DeadlineInSeconds float64         `json:"deadline_in_seconds"`
 	GraceSeconds      int             `json:"grace_seconds"`
 	Reason            InterruptReason `json:"reason"`
@@ -138,11 +141,25 @@ type Interruption struct {
 	DrillID int64 `json:"drill_id,omitempty"`
 }
 
-// Instance lifecycles, as the metadata endpoint's instance-life-cycle says.
+// NoticeAction is what a notice says will happen at its deadline, as
+// the metadata endpoint's spot/instance-action says it (EC2's words).
+type NoticeAction string
+
+// Notice actions.
 const (
-	LifecycleSpot      = "spot"
-	LifecycleOnDemand  = "on-demand"
-	LifecycleScheduled = "scheduled"
+	NoticeTerminate NoticeAction = "terminate" // the platform takes the GPUs back
+	NoticeStop      NoticeAction = "stop"      // the balance ran out, or a reservation ends
+)
+
+// Lifecycle is how an instance was sold, as the metadata endpoint's
+// instance-life-cycle says it (EC2's words).
+type Lifecycle string
+
+// Instance lifecycles.
+const (
+	LifecycleSpot      Lifecycle = "spot"
+	LifecycleOnDemand  Lifecycle = "on-demand"
+	LifecycleScheduled Lifecycle = "scheduled"
 )
 
 // DesiredWorkload is one instance a node should run.
@@ -150,10 +167,10 @@ type DesiredWorkload struct {
 	InstanceID int64 `json:"instance_id"`
 	// Attempt counts the instance's launches (auto-restarts make more);
 	// a workload is one attempt of one instance.
-	Attempt   int      `json:"attempt"`
-	Lifecycle string   `json:"lifecycle"`
-	GPUs      []string `json:"gpus"`
-	Command   string   `json:"command"`
+	Attempt   int       `json:"attempt"`
+	Lifecycle Lifecycle `json:"lifecycle"`
+	GPUs      []string  `json:"gpus"`
+	Command   string    `json:"command"`
 	// Image is the reference of the image to run it in (container
 	// runtimes; empty: the node's default).
 	Image string `json:"image,omitempty"`

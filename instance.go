@@ -477,7 +477,7 @@ func (i *Instance) ExpectReclaim(at time.Time) {
 }
 
 // Lifecycle is what the metadata endpoint calls the instance's kind.
-func (i *Instance) Lifecycle() string {
+func (i *Instance) Lifecycle() Lifecycle {
 	switch i.Kind {
 	case KindSpot:
 		return LifecycleSpot

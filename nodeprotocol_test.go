@@ -11,7 +11,7 @@ import (
 func TestReportTransition(t *testing.T) {
 	for _, c := range []struct {
 		status InstanceStatus
-		state  string
+		state  WorkloadState
 		want   ReportStep
 	}{
 		{InstancePending, WorkloadRunning, ReportStarted},

@@ -161,7 +161,7 @@ func (r *ContainerRuntime) createArgs(spec Spec, rootfs string, img imageLayout)
 		"--label", labelNode+"="+spec.Node,
 		"--label", labelInstance+"="+strconv.FormatInt(spec.InstanceID, 10),
 		"--label", labelAttempt+"="+strconv.Itoa(spec.Attempt),
-		"--label", labelLifecycle+"="+spec.Lifecycle,
+		"--label", labelLifecycle+"="+string(spec.Lifecycle),
 		"--label", labelGPUs+"="+strings.Join(spec.GPUs, ","),
 		"--label", labelCheckpoint+"="+spec.CheckpointDir,
 	)
@@ -510,7 +510,7 @@ func (r *ContainerRuntime) Orphans(node string) []workloadRecord {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		recs = append(recs, workloadRecord{InstanceID: inst, Attempt: attempt, Lifecycle: l[labelLifecycle],
+		recs = append(recs, workloadRecord{InstanceID: inst, Attempt: attempt, Lifecycle: gpuportal.Lifecycle(l[labelLifecycle]),
 			GPUs: splitGPUs(l[labelGPUs]), CheckpointDir: l[labelCheckpoint], ProcessID: st.ID, StartedAt: st.Created})
 	}
 	return recs

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gpuportal"
 )
 
 // The metadata endpoint speaks the EC2 instance-metadata dialect so tools
@@ -32,10 +34,10 @@ const (
 // metadataView is what one instance's endpoint shows.
 type metadataView struct {
 	instanceID string
-	lifecycle  string
-	deadline   time.Time // zero until an interruption is scheduled
-	action     string    // terminate (default) or stop
-	rebalance  time.Time // zero until a rebalance recommendation came
+	lifecycle  gpuportal.Lifecycle
+	deadline   time.Time              // zero until an interruption is scheduled
+	action     gpuportal.NoticeAction // terminate (default) or stop
+	rebalance  time.Time              // zero until a rebalance recommendation came
 }
 
 // metadataServer holds what every instance's endpoint shares: the view of
@@ -137,7 +139,7 @@ func (m *metadataServer) serve(w http.ResponseWriter, r *http.Request, id int64)
 	case "/latest/meta-data/instance-id":
 		text(view.instanceID)
 	case "/latest/meta-data/instance-life-cycle":
-		text(view.lifecycle)
+		text(string(view.lifecycle))
 	case "/latest/meta-data/spot":
 		if view.deadline.IsZero() {
 			http.NotFound(w, r)
@@ -152,9 +154,9 @@ func (m *metadataServer) serve(w http.ResponseWriter, r *http.Request, id int64)
 		w.Header().Set("Content-Type", "application/json")
 		action := view.action
 		if action == "" {
-			action = "terminate"
+			action = gpuportal.NoticeTerminate
 		}
-		_ = json.NewEncoder(w).Encode(map[string]string{"action": action, "time": when})
+		_ = json.NewEncoder(w).Encode(map[string]string{"action": string(action), "time": when})
 	case "/latest/meta-data/spot/termination-time":
 		if view.deadline.IsZero() {
 			http.NotFound(w, r)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"gpuportal"
 )
 
 // Spec is what a runtime needs to start one instance's workload.
@@ -16,7 +18,7 @@ type Spec struct {
 	Node          string // the node's id, for container labels
 	InstanceID    int64
 	Attempt       int
-	Lifecycle     string
+	Lifecycle     gpuportal.Lifecycle
 	GPUs          []string
 	Slot          int // the node index of its first GPU: unique among the node's running workloads
 	Command       string

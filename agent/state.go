@@ -23,10 +23,10 @@ type credentials struct {
 
 // workloadRecord is what survives an agent restart about a workload.
 type workloadRecord struct {
-	InstanceID int64    `json:"instance_id"`
-	Attempt    int      `json:"attempt"`
-	Lifecycle  string   `json:"lifecycle"`
-	GPUs       []string `json:"gpus"`
+	InstanceID int64               `json:"instance_id"`
+	Attempt    int                 `json:"attempt"`
+	Lifecycle  gpuportal.Lifecycle `json:"lifecycle"`
+	GPUs       []string            `json:"gpus"`
 	// Slot makes the workload's UID without a user namespace: its first
 	// GPU's index, or one past the GPUs for a workload with none.
 	Slot          int       `json:"slot,omitempty"`
@@ -45,7 +45,7 @@ type workloadRecord struct {
 	Deadline  time.Time                 `json:"deadline,omitzero"`
 	Grace     float64                   `json:"grace_seconds,omitempty"`
 	Reason    gpuportal.InterruptReason `json:"reason,omitempty"`
-	Action    string                    `json:"action,omitempty"` // what the notice says: terminate, or stop
+	Action    gpuportal.NoticeAction    `json:"action,omitempty"` // what the notice says: terminate, or stop
 	TermSent  bool                      `json:"term_sent,omitempty"`
 	KillSent  bool                      `json:"kill_sent,omitempty"`
 	StopAsked bool                      `json:"stop_asked,omitempty"`

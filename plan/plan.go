@@ -52,18 +52,21 @@ type Outcome struct {
 	Notice     bool                     // a spot instance that had no notice yet gets one, for the rates
 }
 
+// BalanceVerb is what the balance rule does for a user.
+type BalanceVerb string
+
 // Balance actions.
 const (
-	BalanceStop    = "stop"     // at zero: spot and on-demand instances get the stop notice
-	BalanceWarn    = "warn"     // runs out within LowBalanceWarning: told once
-	BalanceClear   = "clear"    // topped up well clear: a later run-down is told again
-	BalanceCallOff = "call_off" // money again: stops for lack of it are called off
+	BalanceStop    BalanceVerb = "stop"     // at zero: spot and on-demand instances get the stop notice
+	BalanceWarn    BalanceVerb = "warn"     // runs out within LowBalanceWarning: told once
+	BalanceClear   BalanceVerb = "clear"    // topped up well clear: a later run-down is told again
+	BalanceCallOff BalanceVerb = "call_off" // money again: stops for lack of it are called off
 )
 
 // BalanceAction is what the balance rule decides for one user.
 type BalanceAction struct {
 	UserID int64
-	Action string
+	Action BalanceVerb
 }
 
 // Interruption gives a spot instance its notice.
@@ -93,19 +96,22 @@ type TaskStart struct {
 	Price     gpuportal.Fen // per GPU-hour
 }
 
+// WaitlistVerb is what the waitlist rule does with an entry.
+type WaitlistVerb string
+
 // Waitlist actions.
 const (
-	WaitlistExpireOffer = "expire_offer" // the claim window passed
-	WaitlistExpireEntry = "expire_entry" // the window started while it waited (a flexible entry: its last possible start passed)
-	WaitlistOffer       = "offer"        // capacity freed: held for the claim window
-	WaitlistBook        = "book"         // capacity freed for an auto_book (or flexible) entry
-	WaitlistUnpaid      = "unpaid"       // capacity freed for an auto_book entry its owner cannot pay: told once, nothing held
+	WaitlistExpireOffer WaitlistVerb = "expire_offer" // the claim window passed
+	WaitlistExpireEntry WaitlistVerb = "expire_entry" // the window started while it waited (a flexible entry: its last possible start passed)
+	WaitlistOffer       WaitlistVerb = "offer"        // capacity freed: held for the claim window
+	WaitlistBook        WaitlistVerb = "book"         // capacity freed for an auto_book (or flexible) entry
+	WaitlistUnpaid      WaitlistVerb = "unpaid"       // capacity freed for an auto_book entry its owner cannot pay: told once, nothing held
 )
 
 // WaitlistAction is one decision about a waitlist entry.
 type WaitlistAction struct {
 	EntryID int64
-	Action  string
+	Action  WaitlistVerb
 	Expires time.Time // of an offer
 	// Start and End are the window a flexible entry books (zero for an
 	// exact entry: its own window).

@@ -435,23 +435,23 @@ func TestBalanceRule(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		acc  Account
-		want []string
+		want []BalanceVerb
 	}{
-		{"at zero: stopped", Account{Balance: gpuportal.Balance{Available: 0}, Stoppable: 2}, []string{BalanceStop}},
+		{"at zero: stopped", Account{Balance: gpuportal.Balance{Available: 0}, Stoppable: 2}, []BalanceVerb{BalanceStop}},
 		{"at zero, nothing left to stop", Account{Balance: gpuportal.Balance{Available: -5}}, nil},
 		{"runs out soon: warned", Account{Balance: gpuportal.Balance{Available: 100, RunsOutAt: runsOut(20 * time.Minute)}, Stoppable: 1},
-			[]string{BalanceWarn}},
+			[]BalanceVerb{BalanceWarn}},
 		{"already warned", Account{Balance: gpuportal.Balance{Available: 100, RunsOutAt: runsOut(20 * time.Minute)}, LowNoted: true, Stoppable: 1}, nil},
 		{"topped up during the stop notice: called off", Account{Balance: gpuportal.Balance{Available: 1e6, RunsOutAt: runsOut(10 * time.Hour)}, Stopping: true},
-			[]string{BalanceCallOff}},
+			[]BalanceVerb{BalanceCallOff}},
 		{"topped up well clear: the warning is reset", Account{Balance: gpuportal.Balance{Available: 1e6, RunsOutAt: runsOut(10 * time.Hour)}, LowNoted: true, Stoppable: 1},
-			[]string{BalanceClear}},
+			[]BalanceVerb{BalanceClear}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := snapshotOf()
 			tc.acc.UserID = 3
 			s.Accounts = []Account{tc.acc}
-			var got []string
+			var got []BalanceVerb
 			for _, b := range Plan(s, t0).Balance {
 				got = append(got, b.Action)
 			}

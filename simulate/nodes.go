@@ -30,7 +30,7 @@ type fleet struct {
 	checkpointEvery time.Duration
 	checkpointShare float64
 
-	gpuSeconds    map[string]int64 // by lifecycle: spot, on-demand (scheduled: within reservations)
+	gpuSeconds    map[gpuportal.Lifecycle]int64 // by lifecycle: spot, on-demand (scheduled: within reservations)
 	plainSpotDone int64            // GPU-seconds of spot work outside jobs
 	interruptions int              // notices for reservations, on-demand demand or node failures
 }
@@ -42,7 +42,7 @@ type workKey struct {
 
 type workload struct {
 	node      string
-	lifecycle string
+	lifecycle gpuportal.Lifecycle
 	gpus      []string
 	job       bool
 	leftKey   string
@@ -59,7 +59,7 @@ type workload struct {
 }
 
 func newFleet(db *store.DB) *fleet {
-	return &fleet{db: db, revisions: map[string]int64{}, work: map[workKey]*workload{}, left: map[string]time.Duration{}, gpuSeconds: map[string]int64{}}
+	return &fleet{db: db, revisions: map[string]int64{}, work: map[workKey]*workload{}, left: map[string]time.Duration{}, gpuSeconds: map[gpuportal.Lifecycle]int64{}}
 }
 
 // workKeyOf names the work of a desired workload: a job's task keeps its

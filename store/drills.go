@@ -82,7 +82,7 @@ func drillNotice(i *gpuportal.Instance, wallNow time.Time) *gpuportal.Interrupti
 		return nil
 	}
 	left := d.WallAt.Add(time.Duration(d.Seconds) * time.Second).Sub(wallNow)
-	return &gpuportal.Interruption{Action: "terminate", DeadlineInSeconds: max(0, left.Seconds()), Reason: gpuportal.ReasonDrill, Drill: true, DrillID: d.WallAt.Unix()}
+	return &gpuportal.Interruption{Action: gpuportal.NoticeTerminate, DeadlineInSeconds: max(0, left.Seconds()), Reason: gpuportal.ReasonDrill, Drill: true, DrillID: d.WallAt.Unix()}
 }
 
 // recordDrillReady keeps how long after a drill's notice the workload

@@ -122,7 +122,7 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 			if extras[k].wall.Valid {
 				notice -= wallNow.Sub(time.Unix(extras[k].wall.Int64, 0))
 			}
-			action := "terminate"
+			action := gpuportal.NoticeTerminate
 			if i.Interruption.Reason == gpuportal.ReasonBalance {
 				action = "stop"
 			}
@@ -133,7 +133,7 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 		}
 		if i.Kind == gpuportal.KindReserved && i.ReservationID != nil && !dw.Stop {
 			if left := reservationEnds[*i.ReservationID].Sub(now); left <= gpuportal.ReservedStopNotice {
-				dw.Interrupt = &gpuportal.Interruption{Action: "stop", DeadlineInSeconds: max(0, left.Seconds()), GraceSeconds: reservedStopGraceSeconds, Reason: gpuportal.ReasonReservationEnd}
+				dw.Interrupt = &gpuportal.Interruption{Action: gpuportal.NoticeStop, DeadlineInSeconds: max(0, left.Seconds()), GraceSeconds: reservedStopGraceSeconds, Reason: gpuportal.ReasonReservationEnd}
 			}
 		}
 		d.Workloads = append(d.Workloads, dw)
