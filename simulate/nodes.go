@@ -31,8 +31,8 @@ type fleet struct {
 	checkpointShare float64
 
 	gpuSeconds    map[gpuportal.Lifecycle]int64 // by lifecycle: spot, on-demand (scheduled: within reservations)
-	plainSpotDone int64            // GPU-seconds of spot work outside jobs
-	interruptions int              // notices for reservations, on-demand demand or node failures
+	plainSpotDone int64                         // GPU-seconds of spot work outside jobs
+	interruptions int                           // notices for reservations, on-demand demand or node failures
 }
 
 type workKey struct {
