@@ -73,12 +73,12 @@ func workKeyOf(w gpuportal.DesiredWorkload) string {
 
 // reconcile brings every node whose desired state changed, or whose
 // workloads finish or reach their deadline by now, in line, and reports
-// to the store. It returns whether a workload ended (GPUs freed: the
-// portal would kick its scheduler).
-func (f *fleet) reconcile(ctx context.Context, now time.Time) (bool, error) {
+// to the store. It returns the GPUs of the workloads that ended (freed:
+// the portal would kick its scheduler).
+func (f *fleet) reconcile(ctx context.Context, now time.Time) (freed []string, err error) {
 	revs, err := f.db.NodeRevisions(ctx)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if len(f.nodes) != len(revs) {
 		f.nodes = f.nodes[:0]
@@ -93,7 +93,6 @@ func (f *fleet) reconcile(ctx context.Context, now time.Time) (bool, error) {
 			due[w.node] = true
 		}
 	}
-	changed := false
 	for _, node := range f.nodes {
 		if revs[node] == f.revisions[node] && !due[node] {
 			continue
@@ -101,26 +100,24 @@ func (f *fleet) reconcile(ctx context.Context, now time.Time) (bool, error) {
 		f.revisions[node] = revs[node]
 		desired, err := f.db.DesiredFor(ctx, node)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		reports := f.obey(node, desired, now)
+		reports, ended := f.obey(node, desired, now)
 		if len(reports) == 0 {
 			continue
 		}
 		if err := f.db.ApplyWorkloadReports(ctx, node, reports); err != nil {
-			return false, err
+			return nil, err
 		}
-		for _, r := range reports {
-			changed = changed || r.State == gpuportal.WorkloadExited
-		}
+		freed = append(freed, ended...)
 	}
-	return changed, nil
+	return freed, nil
 }
 
 // obey is one node's agent: start what is new, note notices, end what is
-// no longer wanted, done, or past its deadline.
-func (f *fleet) obey(node string, d gpuportal.AgentDesired, now time.Time) []gpuportal.WorkloadStatus {
-	var reports []gpuportal.WorkloadStatus
+// no longer wanted, done, or past its deadline. It returns its reports and
+// the GPUs of the workloads that ended.
+func (f *fleet) obey(node string, d gpuportal.AgentDesired, now time.Time) (reports []gpuportal.WorkloadStatus, freed []string) {
 	wanted := map[workKey]bool{}
 	for _, dw := range d.Workloads {
 		key := workKey{dw.InstanceID, dw.Attempt}
@@ -128,6 +125,7 @@ func (f *fleet) obey(node string, d gpuportal.AgentDesired, now time.Time) []gpu
 		if dw.Stop {
 			if w == nil { // stopped before it started: nothing ran
 				reports = append(reports, gpuportal.WorkloadStatus{InstanceID: dw.InstanceID, Attempt: dw.Attempt, State: gpuportal.WorkloadExited, GPUsFree: true})
+				freed = append(freed, dw.GPUs...)
 			}
 			continue // ended below, as no longer wanted
 		}
@@ -179,8 +177,9 @@ func (f *fleet) obey(node string, d gpuportal.AgentDesired, now time.Time) []gpu
 			continue
 		}
 		reports = append(reports, exit)
+		freed = append(freed, w.gpus...)
 	}
-	return reports
+	return reports, freed
 }
 
 // checkpointsByChance says, the same way every run, whether an instance's

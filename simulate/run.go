@@ -216,13 +216,10 @@ func (s *sim) run(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if !freed {
-				break
-			}
-			// The portal's kick would tick again; when nothing waits for
-			// the freed GPUs that tick decides nothing (its time's
-			// decisions are made), so the simulation skips it.
-			waits, err := s.db.WaitsForGPUs(ctx)
+			// The portal's kick would tick again; when nothing in their
+			// pools waits for the freed GPUs that tick places nothing (its
+			// time's decisions are made), so the simulation skips it.
+			waits, err := s.db.WaitsForGPUs(ctx, freed)
 			if err != nil {
 				return err
 			}

@@ -93,14 +93,33 @@ func (db *DB) Sales(ctx context.Context, from, to time.Time) (Sales, error) {
 	return out, nil
 }
 
-// WaitsForGPUs reports whether anything waits for GPUs to free: an
-// instance not yet placed, or a job's queued task. GPUs freed when
-// nothing waits change no decision of a tick at the same time (the
-// simulator then skips the tick the portal's kick would run).
-func (db *DB) WaitsForGPUs(ctx context.Context) (bool, error) {
+// WaitsForGPUs reports whether anything in the pools of the freed GPUs
+// could take them: an instance not yet placed, a job with a queued task
+// and room under its parallel limit, or a waitlist entry (an on-demand
+// instance's GPUs count towards what can be booked); or, anywhere, an
+// active reservation that lost GPUs to a failed node (it takes
+// replacements). GPUs freed when nothing waits change no placement of a
+// tick at the same time: the simulator then skips the tick the portal's
+// kick would run, and what else the end of a run changes (an account's
+// burn) its next tick sees.
+func (db *DB) WaitsForGPUs(ctx context.Context, freed []string) (bool, error) {
+	if len(freed) == 0 {
+		return false, nil
+	}
+	args := make([]any, len(freed))
+	for k, uuid := range freed {
+		args[k] = uuid
+	}
 	var waits bool
-	err := db.read.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM instances WHERE status = 'pending' AND node_id IS NULL AND stop_requested_at IS NULL)
-		OR EXISTS (SELECT 1 FROM job_tasks WHERE status = 'queued')`).Scan(&waits)
+	err := db.read.QueryRowContext(ctx, `WITH freed AS (SELECT DISTINCT g.model_id, n.region_id FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE g.uuid IN (?`+repeatArg(len(freed)-1)+`))
+		SELECT EXISTS (SELECT 1 FROM instances i JOIN freed f ON i.model_id = f.model_id AND i.region_id = f.region_id
+				WHERE i.status = 'pending' AND i.node_id IS NULL AND i.stop_requested_at IS NULL)
+			OR EXISTS (SELECT 1 FROM jobs j JOIN freed f ON j.model_id = f.model_id AND j.region_id = f.region_id
+				WHERE j.status IN ('queued', 'running') AND EXISTS (SELECT 1 FROM job_tasks t WHERE t.job_id = j.id AND t.status = 'queued')
+				AND j.max_parallel > (SELECT count(*) FROM instances li WHERE li.job_id = j.id AND li.status IN ('pending', 'running', 'interrupting')))
+			OR EXISTS (SELECT 1 FROM waitlist_entries w JOIN freed f ON w.model_id = f.model_id AND w.region_id = f.region_id WHERE w.status = 'waiting')
+			OR EXISTS (SELECT 1 FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid JOIN nodes n ON n.id = g.node_id
+				WHERE n.online = 0 OR g.healthy = 0 OR n.drain_note LIKE 'maintenance #%')`, args...).Scan(&waits)
 	if err != nil {
 		return false, fmt.Errorf("waits for GPUs: %w", err)
 	}

@@ -40,9 +40,9 @@ func (db *DB) loadSnapshot(ctx context.Context, tx *sql.Tx, now time.Time) (plan
 			return s, fmt.Errorf("load %s: %w", step.name, err)
 		}
 	}
-	var held heldGPUs
+	var assigned assignments
 	for key, detail := range plan.DetailNeeded(s, now) {
-		if err := db.loadPoolDetail(ctx, q, s.Pools[key], detail, &held); err != nil {
+		if err := db.loadPoolDetail(ctx, q, s.Pools[key], detail, &assigned); err != nil {
 			return s, fmt.Errorf("load pool %s/%s: %w", key.Model, key.Region, err)
 		}
 	}
@@ -206,7 +206,7 @@ func (db *DB) livePool(ctx context.Context, tx *sql.Tx, key plan.PoolKey, now ti
 	if !detail(pl) {
 		return pl, nil
 	}
-	return pl, db.loadPoolDetail(ctx, q, pl, plan.DetailFree, &heldGPUs{})
+	return pl, db.loadPoolDetail(ctx, q, pl, plan.DetailFree, &assignments{})
 }
 
 // instanceCount is the GPUs of live instances of one kind and status in
@@ -250,7 +250,7 @@ func (c instanceCount) addTo(pl *plan.Pool) {
 // notice (DetailFull); or only the GPUs nobody holds (DetailFree). The
 // GPUs themselves come from the list kept between ticks (poolGPUs); who
 // holds them from the small table of live assignments.
-func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *plan.Pool, detail plan.Detail, held *heldGPUs) error {
+func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *plan.Pool, detail plan.Detail, assigned *assignments) error {
 	all, err := db.poolGPUs(ctx, q, pl.Key)
 	if err != nil {
 		return err
@@ -277,15 +277,13 @@ func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *plan.Pool, deta
 			return err
 		}
 	} else {
-		isHeld, err := held.load(ctx, q)
+		isHeld, err := assigned.instances(ctx, q)
 		if err != nil {
 			return err
 		}
 		gpus = slices.DeleteFunc(all, func(g plan.GPU) bool { return isHeld[g.UUID] })
 	}
-	reserved, err := scanAll(ctx, q, func(r *sql.Rows, o *owner) error { return r.Scan(&o.gpu, &o.id, &o.leaving) },
-		`SELECT rg.gpu_uuid, rg.reservation_id, 0 FROM reservation_gpus rg CROSS JOIN gpus g
-		JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active' WHERE g.uuid = rg.gpu_uuid AND g.model_id = ?`, pl.Key.Model)
+	reserved, err := assigned.reservations(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -298,10 +296,8 @@ func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *plan.Pool, deta
 			gpus[k].Holder, gpus[k].Leaving = o.id, o.leaving
 		}
 	}
-	for _, o := range reserved {
-		if k, ok := index[o.gpu]; ok {
-			gpus[k].Reservation = o.id
-		}
+	for k := range gpus {
+		gpus[k].Reservation = reserved[gpus[k].UUID]
 	}
 	var spots []plan.Spot
 	if detail == plan.DetailFull {
@@ -322,15 +318,16 @@ func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *plan.Pool, deta
 	return nil
 }
 
-// heldGPUs is the set of GPUs some live instance holds, read once for all
-// the pools of a snapshot that need it.
-type heldGPUs struct {
-	set map[string]bool
+// assignments are the GPUs live instances and active reservations hold,
+// each read once for all the pools of a snapshot that need it.
+type assignments struct {
+	held     map[string]bool  // GPU → some live instance holds it
+	reserved map[string]int64 // GPU → the active reservation it is assigned to
 }
 
-func (h *heldGPUs) load(ctx context.Context, q queryer) (map[string]bool, error) {
-	if h.set != nil {
-		return h.set, nil
+func (a *assignments) instances(ctx context.Context, q queryer) (map[string]bool, error) {
+	if a.held != nil {
+		return a.held, nil
 	}
 	// Every held GPU, of any pool: the assignments' own index is all it
 	// reads, cheaper than telling one pool's apart.
@@ -338,11 +335,33 @@ func (h *heldGPUs) load(ctx context.Context, q queryer) (map[string]bool, error)
 	if err != nil {
 		return nil, err
 	}
-	h.set = make(map[string]bool, len(list))
+	a.held = make(map[string]bool, len(list))
 	for _, uuid := range list {
-		h.set[uuid] = true
+		a.held[uuid] = true
 	}
-	return h.set, nil
+	return a.held, nil
+}
+
+func (a *assignments) reservations(ctx context.Context, q queryer) (map[string]int64, error) {
+	if a.reserved != nil {
+		return a.reserved, nil
+	}
+	type assigned struct {
+		gpu string
+		id  int64
+	}
+	// Every pool's at once, without the GPUs' table: the caller looks up
+	// its own pool's GPUs.
+	list, err := scanAll(ctx, q, func(r *sql.Rows, o *assigned) error { return r.Scan(&o.gpu, &o.id) },
+		`SELECT rg.gpu_uuid, rg.reservation_id FROM reservation_gpus rg JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'`)
+	if err != nil {
+		return nil, err
+	}
+	a.reserved = make(map[string]int64, len(list))
+	for _, o := range list {
+		a.reserved[o.gpu] = o.id
+	}
+	return a.reserved, nil
 }
 
 // loadDueReservations reads the reservations the planner may act on:
@@ -353,11 +372,22 @@ func (db *DB) loadDueReservations(ctx context.Context, q queryer, now time.Time,
 		id int64
 		n  int
 	}
-	rows, err := scanAll(ctx, q, func(r *sql.Rows, l *lostRow) error { return r.Scan(&l.id, &l.n) }, `SELECT rg.reservation_id, count(*) FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid JOIN nodes n ON n.id = g.node_id
-		JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'
-		WHERE n.online = 0 OR g.healthy = 0 OR n.drain_note LIKE 'maintenance #%' GROUP BY rg.reservation_id`)
-	if err != nil {
+	// Only while some GPU is out (its node offline or in a maintenance
+	// window, or itself unhealthy) can a reservation be short: most ticks
+	// none is, and the join over every assigned GPU is not read.
+	var out bool
+	if err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM nodes WHERE online = 0 OR drain_note LIKE 'maintenance #%')
+		OR EXISTS (SELECT 1 FROM gpus WHERE healthy = 0)`).Scan(&out); err != nil {
 		return err
+	}
+	var rows []lostRow
+	if out {
+		var err error
+		if rows, err = scanAll(ctx, q, func(r *sql.Rows, l *lostRow) error { return r.Scan(&l.id, &l.n) }, `SELECT rg.reservation_id, count(*) FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid JOIN nodes n ON n.id = g.node_id
+			JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'
+			WHERE n.online = 0 OR g.healthy = 0 OR n.drain_note LIKE 'maintenance #%' GROUP BY rg.reservation_id`); err != nil {
+			return err
+		}
 	}
 	var lostIDs []any
 	for _, l := range rows {
