@@ -296,3 +296,64 @@ func TestReservedInstances(t *testing.T) {
 		t.Fatalf("desired after the reservation ended: %+v", d.Workloads)
 	}
 }
+
+// The simulator's kick tick after GPUs free runs only when something in
+// their pools could take them: an unplaced instance, or a job's queued
+// task with room under its parallel limit.
+func TestWaitsForGPUsLooksAtTheFreedPools(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	a100 := storetest.AddFleet(t, db, "a", "cd-1", "a100-80g", 1, 8)[0].GPUs[:1]
+	h100 := storetest.AddFleet(t, db, "h", "cd-1", "h100-80g", 1, 8)[0].GPUs[:1]
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	agent := fakeAgent{t, db}
+	waits := func(gpus []gpuportal.GPU) bool {
+		t.Helper()
+		var freed []string
+		for _, g := range gpus {
+			freed = append(freed, g.UUID)
+		}
+		got, err := db.WaitsForGPUs(ctx, freed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if waits(nil) || waits(a100) || waits(h100) {
+		t.Fatal("something waits on an idle fleet")
+	}
+
+	// A job that may run one task at a time: its queued tasks wait only
+	// once the running one has ended.
+	j := mustJob(t, db, u, gpuportal.JobRequest{Model: "h100-80g", Region: "cd-1", GPUsPerTask: 8, Tasks: 3, Command: "x", MaxParallel: 1})
+	tick(t, db, clock, storetest.Epoch)
+	agent.runAll()
+	running := runningTasks(t, db, u, j.ID)
+	if len(running) != 1 {
+		t.Fatalf("%d tasks run", len(running))
+	}
+	if waits(h100) {
+		t.Fatal("queued tasks of a job at its parallel limit wait")
+	}
+	agent.exit(running[0])
+	if !waits(h100) {
+		t.Fatal("the job's next task does not wait for its GPUs")
+	}
+	if waits(a100) {
+		t.Fatal("the H100 job waits for A100 GPUs")
+	}
+
+	// Two spot instances of a whole node: the second waits, for A100s only.
+	spot := gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 8, Command: "x"}
+	for range 2 {
+		if _, err := db.Launch(ctx, u, spot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tick(t, db, clock, storetest.Epoch.Add(time.Minute))
+	agent.runAll()
+	if !waits(a100) {
+		t.Fatal("the unplaced spot instance does not wait")
+	}
+}
