@@ -90,7 +90,7 @@ func (a *applier) bookKeeping(step string, run func(context.Context, *sql.Tx, ti
 func (a *applier) complete(ctx context.Context, decisions plan.Decisions) error {
 	var done []int64
 	for _, id := range decisions.Complete {
-		ok, err := a.each(ctx, a.aboutReservation(ctx, gpuportal.StepComplete, id), func() error { return a.completeOne(ctx, id) })
+		ok, err := a.each(ctx, a.aboutReservation(gpuportal.StepComplete, id), func() error { return a.completeOne(ctx, id) })
 		if err != nil {
 			return err
 		}
@@ -126,7 +126,7 @@ func (a *applier) completeOne(ctx context.Context, id int64) error {
 func (a *applier) activate(ctx context.Context, decisions plan.Decisions) error {
 	var done []plan.Assignment
 	for _, as := range decisions.Activate {
-		about := a.aboutReservation(ctx, gpuportal.StepActivate, as.ReservationID)
+		about := a.aboutReservation(gpuportal.StepActivate, as.ReservationID)
 		ok, err := a.each(ctx, about, func() error {
 			if _, err := a.tx.ExecContext(ctx, `UPDATE reservations SET status = 'active' WHERE id = ?`, as.ReservationID); err != nil {
 				return err
@@ -172,7 +172,7 @@ func (a *applier) assign(ctx context.Context, as plan.Assignment) error {
 func (a *applier) lostWork(ctx context.Context, decisions plan.Decisions) error {
 	var done []plan.Outcome
 	for _, o := range decisions.LostWork {
-		ok, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepLostWork, o.InstanceID), func() error { return a.lostWorkOne(ctx, o) })
+		ok, err := a.each(ctx, a.aboutInstance(gpuportal.StepLostWork, o.InstanceID), func() error { return a.lostWorkOne(ctx, o) })
 		if err != nil {
 			return err
 		}
@@ -212,7 +212,7 @@ func (a *applier) lostWorkOne(ctx context.Context, o plan.Outcome) error {
 func (a *applier) replace(ctx context.Context, decisions plan.Decisions) error {
 	var done []plan.Assignment
 	for _, as := range decisions.Replace {
-		ok, err := a.each(ctx, a.aboutReservation(ctx, gpuportal.StepReplace, as.ReservationID), func() error {
+		ok, err := a.each(ctx, a.aboutReservation(gpuportal.StepReplace, as.ReservationID), func() error {
 			if _, err := a.tx.ExecContext(ctx, `DELETE FROM reservation_gpus WHERE reservation_id = ? AND gpu_uuid IN
 				(SELECT g.uuid FROM gpus g JOIN nodes nd ON nd.id = g.node_id WHERE nd.online = 0 OR g.healthy = 0 OR nd.drain_note LIKE 'maintenance #%')`, as.ReservationID); err != nil {
 				return err
@@ -288,7 +288,7 @@ func (a *applier) balance(ctx context.Context, b plan.BalanceAction, policies *g
 func (a *applier) interrupt(ctx context.Context, decisions plan.Decisions) error {
 	var done []plan.Interruption
 	for _, in := range decisions.Interrupt {
-		ok, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepInterrupt, in.InstanceID), func() error {
+		ok, err := a.each(ctx, a.aboutInstance(gpuportal.StepInterrupt, in.InstanceID), func() error {
 			i, err := instanceFor(ctx, a.tx, nil, in.InstanceID)
 			if err != nil {
 				return err
@@ -314,7 +314,7 @@ func (a *applier) place(ctx context.Context, decisions plan.Decisions) error {
 	var placed []plan.Placement
 	for _, pl := range decisions.Place {
 		var fits bool
-		ok, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepPlace, pl.InstanceID), func() error {
+		ok, err := a.each(ctx, a.aboutInstance(gpuportal.StepPlace, pl.InstanceID), func() error {
 			var err error
 			fits, err = a.placeOne(ctx, pl)
 			return err
@@ -400,7 +400,7 @@ func (a *applier) tasks(ctx context.Context, decisions plan.Decisions) error {
 	var started []plan.TaskStart
 	for _, t := range decisions.Tasks {
 		var fits bool
-		about := a.aboutJob(ctx, gpuportal.StepTask, t.JobID)
+		about := a.aboutJob(gpuportal.StepTask, t.JobID)
 		about.subject = fmt.Sprintf("task %d of job %d", t.TaskIndex, t.JobID)
 		ok, err := a.each(ctx, about, func() error {
 			var err error
@@ -416,7 +416,7 @@ func (a *applier) tasks(ctx context.Context, decisions plan.Decisions) error {
 	}
 	a.applied.Tasks = started
 	for _, id := range decisions.UnpaidJobs {
-		_, err := a.each(ctx, a.aboutJob(ctx, gpuportal.StepJobUnpaid, id), func() error {
+		_, err := a.each(ctx, a.aboutJob(gpuportal.StepJobUnpaid, id), func() error {
 			j, err := jobFor(ctx, a.tx, nil, id)
 			if err != nil {
 				return err
@@ -483,7 +483,7 @@ func (a *applier) startTask(ctx context.Context, t plan.TaskStart) (bool, error)
 
 func (a *applier) reminders(ctx context.Context, decisions plan.Decisions) error {
 	for _, rm := range decisions.Reminders {
-		if _, err := a.each(ctx, a.aboutReservation(ctx, gpuportal.StepReminder, rm.ReservationID), func() error { return a.remind(ctx, rm) }); err != nil {
+		if _, err := a.each(ctx, a.aboutReservation(gpuportal.StepReminder, rm.ReservationID), func() error { return a.remind(ctx, rm) }); err != nil {
 			return err
 		}
 	}
@@ -523,7 +523,7 @@ func (a *applier) remind(ctx context.Context, rm plan.Reminder) error {
 // does nothing).
 func (a *applier) rebalance(ctx context.Context, decisions plan.Decisions) error {
 	for _, r := range decisions.Rebalance {
-		if _, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepRebalance, r.InstanceID), func() error { return a.recommendRebalance(ctx, r) }); err != nil {
+		if _, err := a.each(ctx, a.aboutInstance(gpuportal.StepRebalance, r.InstanceID), func() error { return a.recommendRebalance(ctx, r) }); err != nil {
 			return err
 		}
 	}

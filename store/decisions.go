@@ -25,6 +25,11 @@ type decision struct {
 	step    string
 	subject string
 	userID  int64
+	// Where the owner is read when the decision fails and userID is 0:
+	// the row of the tick's own table it is about (the owner is wanted
+	// only then, and most decisions never fail).
+	ownerTable string
+	ownerRow   int64
 	// What the owner's notice links to, when the decision is about it.
 	reservationID, instanceID, jobID int64
 }
@@ -82,6 +87,10 @@ func (a *applier) runDecision(d decision, fn func() error) (err error) {
 // The reason they read is the error's own message when it is one they can
 // act on (a suspended volume, a missing image), never an internal one.
 func (db *DB) recordFailure(ctx context.Context, tx *sql.Tx, d decision, cause error, now time.Time) error {
+	if d.userID == 0 && d.ownerTable != "" {
+		// A row that cannot be read leaves the failure nobody's in particular.
+		_ = tx.QueryRowContext(ctx, `SELECT user_id FROM `+d.ownerTable+` WHERE id = ?`, d.ownerRow).Scan(&d.userID)
+	}
 	var owner sql.NullInt64
 	if d.userID != 0 {
 		owner = sql.NullInt64{Int64: d.userID, Valid: true}
@@ -147,35 +156,33 @@ func (db *DB) TickFailures(ctx context.Context, since time.Time, limit int) ([]T
 	}, `SELECT step, subject, user_id, error, first_at, last_at, times FROM tick_failures WHERE last_at >= ? ORDER BY last_at DESC, id DESC LIMIT ?`, unix(since), limit)
 }
 
-// aboutReservation names a decision about a reservation, with its owner
-// when the row can be read (a decision about a row that cannot is still
-// made, and fails on its own).
-func (a *applier) aboutReservation(ctx context.Context, step string, id int64) decision {
-	d := a.about(ctx, step, "reservations", "reservation", id)
+// aboutReservation names a decision about a reservation; its owner is
+// read should the decision fail (a decision about a row that cannot be
+// read is still made, and fails on its own).
+func (a *applier) aboutReservation(step string, id int64) decision {
+	d := about(step, "reservations", "reservation", id)
 	d.reservationID = id
 	return d
 }
 
-func (a *applier) aboutInstance(ctx context.Context, step string, id int64) decision {
-	d := a.about(ctx, step, "instances", "instance", id)
+func (a *applier) aboutInstance(step string, id int64) decision {
+	d := about(step, "instances", "instance", id)
 	d.instanceID = id
 	return d
 }
 
-func (a *applier) aboutJob(ctx context.Context, step string, id int64) decision {
-	d := a.about(ctx, step, "jobs", "job", id)
+func (a *applier) aboutJob(step string, id int64) decision {
+	d := about(step, "jobs", "job", id)
 	d.jobID = id
 	return d
 }
 
 // about names a decision about row id of table (one of the tick's own
-// tables, never input), with the row's owner.
-func (a *applier) about(ctx context.Context, step, table, noun string, id int64) decision {
-	d := decision{step: step, subject: fmt.Sprintf("%s %d", noun, id)}
-	_ = a.tx.QueryRowContext(ctx, `SELECT user_id FROM `+table+` WHERE id = ?`, id).Scan(&d.userID)
-	return d
+// tables, never input), whose owner is that row's user.
+func about(step, table, noun string, id int64) decision {
+	return decision{step: step, subject: fmt.Sprintf("%s %d", noun, id), ownerTable: table, ownerRow: id}
 }
 
-func (a *applier) aboutWaitlistEntry(ctx context.Context, id int64) decision {
-	return a.about(ctx, gpuportal.StepWaitlist, "waitlist_entries", "waitlist entry", id)
+func (a *applier) aboutWaitlistEntry(id int64) decision {
+	return about(gpuportal.StepWaitlist, "waitlist_entries", "waitlist entry", id)
 }

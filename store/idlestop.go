@@ -42,7 +42,7 @@ func (a *applier) idle(ctx context.Context, decisions plan.Decisions) error {
 		if !m.Since.IsZero() {
 			since = unix(m.Since)
 		}
-		if _, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepIdleStop, m.InstanceID), func() error {
+		if _, err := a.each(ctx, a.aboutInstance(gpuportal.StepIdleStop, m.InstanceID), func() error {
 			_, err := a.tx.ExecContext(ctx, `UPDATE instances SET idle_since = ? WHERE id = ? AND status = 'running' AND stop_requested_at IS NULL`, since, m.InstanceID)
 			return err
 		}); err != nil {
@@ -50,7 +50,7 @@ func (a *applier) idle(ctx context.Context, decisions plan.Decisions) error {
 		}
 	}
 	for _, i := range decisions.IdleStops {
-		if _, err := a.each(ctx, a.aboutInstance(ctx, gpuportal.StepIdleStop, i.ID), func() error { return a.stopIdle(ctx, i) }); err != nil {
+		if _, err := a.each(ctx, a.aboutInstance(gpuportal.StepIdleStop, i.ID), func() error { return a.stopIdle(ctx, i) }); err != nil {
 			return err
 		}
 	}

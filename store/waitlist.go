@@ -342,7 +342,7 @@ func (a *applier) waitlist(ctx context.Context, decisions plan.Decisions) error 
 	var done []plan.WaitlistAction
 	for _, act := range decisions.Waitlist {
 		var carried bool
-		ok, err := a.each(ctx, a.aboutWaitlistEntry(ctx, act.EntryID), func() error {
+		ok, err := a.each(ctx, a.aboutWaitlistEntry(act.EntryID), func() error {
 			w, err := waitFor(ctx, a.tx, nil, act.EntryID)
 			if err != nil {
 				return err
