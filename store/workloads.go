@@ -30,30 +30,38 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	// Whether sessions wait for this node comes with its revision: every
 	// heartbeat reads this, almost always with no session to ask for.
 	var sessionsWait bool
+	var rawEnv string // the region's workload variables (JSON)
 	if err := db.read.QueryRowContext(ctx, `SELECT revision, heartbeat_seconds, rotate_token,
-			EXISTS (SELECT 1 FROM `+db.indexedAs("sessions", "s", "sessions_open_by_node")+` WHERE s.node_id = nodes.id AND s.closed_at IS NULL AND s.connected_at IS NULL AND s.opened_at >= ?)
-		FROM nodes WHERE id = ?`, unix(db.Wall.Now().Add(-gpuportal.SessionConnectTimeout)), nodeID).Scan(&d.Revision, &d.HeartbeatSeconds, &d.RotateToken, &sessionsWait); err != nil {
+			EXISTS (SELECT 1 FROM `+db.indexedAs("sessions", "s", "sessions_open_by_node")+` WHERE s.node_id = nodes.id AND s.closed_at IS NULL AND s.connected_at IS NULL AND s.opened_at >= ?),
+			coalesce((SELECT r.workload_env FROM regions r WHERE r.id = nodes.region_id), '')
+		FROM nodes WHERE id = ?`, unix(db.Wall.Now().Add(-gpuportal.SessionConnectTimeout)), nodeID).Scan(&d.Revision, &d.HeartbeatSeconds, &d.RotateToken, &sessionsWait, &rawEnv); err != nil {
 		return d, fmt.Errorf("node revision: %w", err)
 	}
 	// Instances asked to stop stay listed (with Stop) until their exit is
 	// applied: dropping them earlier lost the exits of workloads that
 	// ended between two reports, and left them billing forever.
-	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+`, notice_wall_at, grace_seconds, stop_requested_at IS NOT NULL, rebalance_at IS NOT NULL FROM instances
-		WHERE node_id = ? AND status IN ('pending', 'running', 'interrupting') ORDER BY id`, nodeID)
+	// With each its job's task count and its reservation's end (read
+	// here, not one by one: every heartbeat of every node reads this).
+	rows, err := db.read.QueryContext(ctx, `SELECT `+instanceColumns+`, notice_wall_at, grace_seconds, stop_requested_at IS NOT NULL, rebalance_at IS NOT NULL,
+			coalesce((SELECT j.task_count FROM jobs j WHERE j.id = instances.job_id), 0),
+			coalesce((SELECT r.end_at FROM reservations r WHERE r.id = instances.reservation_id), 0)
+		FROM instances WHERE node_id = ? AND status IN ('pending', 'running', 'interrupting') ORDER BY id`, nodeID)
 	if err != nil {
 		return d, fmt.Errorf("desired state: %w", err)
 	}
 	type extra struct {
-		wall      sql.NullInt64
-		grace     sql.NullInt64
-		stop      bool
-		rebalance bool
+		wall           sql.NullInt64
+		grace          sql.NullInt64
+		stop           bool
+		rebalance      bool
+		tasks          int   // its job's task count
+		reservationEnd int64 // its reservation's end (unix)
 	}
 	var list []*gpuportal.Instance
 	var extras []extra
 	for rows.Next() {
 		var x extra
-		i, err := scanInstance(rows, &x.wall, &x.grace, &x.stop, &x.rebalance)
+		i, err := scanInstance(rows, &x.wall, &x.grace, &x.stop, &x.rebalance, &x.tasks, &x.reservationEnd)
 		if err != nil {
 			rows.Close()
 			return d, err
@@ -68,39 +76,11 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 	if err := db.instanceVolumes(ctx, db.read, list); err != nil {
 		return d, err
 	}
-	taskCounts := map[int64]int{}
-	for _, i := range list {
-		if i.JobID != nil && taskCounts[*i.JobID] == 0 {
-			var n int
-			if err := db.read.QueryRowContext(ctx, `SELECT task_count FROM jobs WHERE id = ?`, *i.JobID).Scan(&n); err != nil {
-				return d, fmt.Errorf("job of instance %d: %w", i.ID, err)
-			}
-			taskCounts[*i.JobID] = n
-		}
-	}
 	wallNow, now := db.Wall.Now(), db.now()
 	var regionEnv map[string]string
-	if len(list) > 0 {
-		var raw string
-		if err := db.read.QueryRowContext(ctx, `SELECT r.workload_env FROM nodes n JOIN regions r ON r.id = n.region_id WHERE n.id = ?`, nodeID).Scan(&raw); err != nil {
+	if len(list) > 0 && rawEnv != "" {
+		if err := json.Unmarshal([]byte(rawEnv), &regionEnv); err != nil {
 			return d, fmt.Errorf("the region's workload variables: %w", err)
-		}
-		if raw != "" {
-			if err := json.Unmarshal([]byte(raw), &regionEnv); err != nil {
-				return d, fmt.Errorf("the region's workload variables: %w", err)
-			}
-		}
-	}
-	reservationEnds := map[int64]time.Time{}
-	for _, i := range list {
-		if i.ReservationID != nil {
-			if _, ok := reservationEnds[*i.ReservationID]; !ok {
-				var end int64
-				if err := db.read.QueryRowContext(ctx, `SELECT end_at FROM reservations WHERE id = ?`, *i.ReservationID).Scan(&end); err != nil {
-					return d, fmt.Errorf("reservation of instance %d: %w", i.ID, err)
-				}
-				reservationEnds[*i.ReservationID] = fromUnix(end)
-			}
 		}
 	}
 	for k, i := range list {
@@ -113,7 +93,7 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 			dw.ImageArchive = gpuportal.PrivateImageArchive(n)
 		}
 		if i.JobID != nil {
-			dw.Task = &gpuportal.TaskRef{JobID: *i.JobID, Index: *i.TaskIndex, Count: taskCounts[*i.JobID]}
+			dw.Task = &gpuportal.TaskRef{JobID: *i.JobID, Index: *i.TaskIndex, Count: extras[k].tasks}
 		}
 		if i.Status == gpuportal.InstanceInterrupting && i.Interruption != nil && !dw.Stop {
 			// The notice counts in real time from when it was issued, so a
@@ -124,7 +104,7 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 			}
 			action := gpuportal.NoticeTerminate
 			if i.Interruption.Reason == gpuportal.ReasonBalance {
-				action = "stop"
+				action = gpuportal.NoticeStop
 			}
 			dw.Interrupt = &gpuportal.Interruption{Action: action, DeadlineInSeconds: max(0, notice.Seconds()), GraceSeconds: int(extras[k].grace.Int64), Reason: i.Interruption.Reason}
 		}
@@ -132,7 +112,7 @@ func (db *DB) DesiredFor(ctx context.Context, nodeID string) (gpuportal.AgentDes
 			dw.Interrupt = drillNotice(i, wallNow)
 		}
 		if i.Kind == gpuportal.KindReserved && i.ReservationID != nil && !dw.Stop {
-			if left := reservationEnds[*i.ReservationID].Sub(now); left <= gpuportal.ReservedStopNotice {
+			if left := fromUnix(extras[k].reservationEnd).Sub(now); left <= gpuportal.ReservedStopNotice {
 				dw.Interrupt = &gpuportal.Interruption{Action: gpuportal.NoticeStop, DeadlineInSeconds: max(0, left.Seconds()), GraceSeconds: reservedStopGraceSeconds, Reason: gpuportal.ReasonReservationEnd}
 			}
 		}
