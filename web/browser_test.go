@@ -104,6 +104,18 @@ func waitJS(t *testing.T, ctx context.Context, expr string) {
 	}
 }
 
+// settled waits until exactly one element matches sel and htmx has no
+// request, swap or settle under way: on a busy machine, typing into a form
+// htmx was still replacing hit nodes that had just gone ("Could not find
+// node with given id").
+func settled(sel string) chromedp.Action[chromedp.Void] {
+	expr := fmt.Sprintf(`document.querySelectorAll(%q).length === 1 && !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')`, sel)
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Poll[bool](expr)(ctx, t)
+		return chromedp.Void{}, err
+	}
+}
+
 // (issue 12, item 2) On the launch form, picking H100 and 4 GPUs shows
 // H100's spot price and the hourly figure for 4 GPUs, and keeps the command
 // typed; the instance launched is charged that price.
@@ -237,6 +249,7 @@ func TestBrowserTeamInviteAcceptSwitchLaunch(t *testing.T) {
 				chromedp.SetValue(chromedp.CSS(`[data-testid="launch-kind"]`), "on_demand"),
 				chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('[data-testid="launch-kind"]'); htmx.process(s.form); s.dispatchEvent(new Event('change', {bubbles: true})); })()`),
 				chromedp.WaitVisible(chromedp.CSS(`[data-testid="on-demand-minimum"]`)),
+				settled(`[data-testid="launch-form"]`),
 				chromedp.SendKeys(chromedp.CSS(`[data-testid="launch-command"]`), "python lab_train.py"),
 				chromedp.Click(chromedp.CSS(`[data-testid="launch"]`)),
 				chromedp.WaitVisible(chromedp.CSS(`[data-testid="status"]`)),

@@ -75,7 +75,7 @@ func TestBrowserInstancesPageAsPeopleLookAtIt(t *testing.T) {
 			t.Helper()
 			if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`[data-testid="launch-kind"]`), kind),
 				chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('[data-testid="launch-kind"]'); htmx.process(s.form); s.dispatchEvent(new Event('change', {bubbles: true})); })()`),
-				chromedp.WaitVisible(chromedp.CSS(wait))); err != nil {
+				chromedp.WaitVisible(chromedp.CSS(wait)), settled(`[data-testid="launch-form"]`)); err != nil {
 				t.Fatal(err)
 			}
 		}
