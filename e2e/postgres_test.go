@@ -37,13 +37,23 @@ var (
 )
 
 // buildPortal builds the portal binary once, for the tests that run it as
-// a process.
+// a process: as make builds it (pure Go), or with the flags the suite's
+// test binaries were built with when GPUPORTAL_BUILD_FLAGS names them
+// (make test: -race), so that its packages come out of the same build
+// cache entries instead of being compiled a second time.
 func buildPortal(t testing.TB) string {
 	t.Helper()
 	portalBinOnce.Do(func() {
 		portalBin = filepath.Join(filepath.Dir(agentBin), "portal")
-		build := exec.Command("go", "build", "-o", portalBin, "gpuportal/cmd/portal")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		args := []string{"build", "-o", portalBin}
+		env := os.Environ()
+		if flags := strings.Fields(os.Getenv("GPUPORTAL_BUILD_FLAGS")); len(flags) > 0 {
+			args = append(args, flags...)
+		} else {
+			env = append(env, "CGO_ENABLED=0")
+		}
+		build := exec.Command("go", append(args, "gpuportal/cmd/portal")...)
+		build.Env = env
 		if out, err := build.CombinedOutput(); err != nil {
 			portalBinErr = fmt.Errorf("build portal: %v\n%s", err, out)
 		}
@@ -95,7 +105,10 @@ func startPortalProcArgs(t testing.TB, dsn, addr string, extra ...string) *porta
 	}
 	t.Cleanup(func() {
 		p.kill()
-		if t.Failed() {
+		switch {
+		case strings.Contains(p.logText(), "WARNING: DATA RACE"): // built with -race (make test)
+			t.Errorf("the race detector reported on portal %s:\n%s", p.url, p.logText())
+		case t.Failed():
 			t.Logf("portal %s log:\n%s", p.url, p.logText())
 		}
 	})

@@ -16,24 +16,18 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden.json with thi
 // rewrites the files with -update and says why in its commit. The
 // 960-GPU day is DESIGN §7's benchmark fleet (BenchmarkThirtyDaysOf1000GPUs),
 // where the store's shortcuts for a large fleet (the GPU lists kept
-// between ticks) are exercised. That day takes a minute under the race
-// detector (a third of this package's time there) and a sixth of it
-// without, so make test runs it in a second, plain pass of its own.
+// between ticks) are exercised (18 s under the race detector).
 func TestReportForAFixedSeedIsUnchanged(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		scenario Scenario
-		big      bool
 	}{
-		{"demo", Builtin["demo"], false},
-		{"peak", Builtin["peak"], false},
-		{"demo-x20", Builtin["demo"].Scale(20), true},
+		{"demo", Builtin["demo"]},
+		{"peak", Builtin["peak"]},
+		{"demo-x20", Builtin["demo"].Scale(20)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			if c.big && raceDetector {
-				t.Skip("the 960-GPU day runs without -race (make test's second pass)")
-			}
 			got := reportJSON(t, run(t, c.scenario, 1, nil)) + "\n"
 			path := filepath.Join("testdata", c.name+"-1-day.golden.json")
 			if *update {
