@@ -87,6 +87,7 @@ func (f *fleet) reconcile(ctx context.Context, now time.Time) (freed []string, e
 		}
 		slices.Sort(f.nodes)
 	}
+	var batch []store.NodeReports
 	due := map[string]bool{}
 	for _, w := range f.work {
 		if !w.finishAt.After(now) || (!w.deadline.IsZero() && !w.deadline.After(now)) {
@@ -106,10 +107,13 @@ func (f *fleet) reconcile(ctx context.Context, now time.Time) (freed []string, e
 		if len(reports) == 0 {
 			continue
 		}
-		if err := f.db.ApplyWorkloadReports(ctx, node, reports); err != nil {
-			return nil, err
-		}
+		batch = append(batch, store.NodeReports{Node: node, Reports: reports})
 		freed = append(freed, ended...)
+	}
+	// One transaction for every node's reports: a node's reports change
+	// no other node's desired state (what they free is placed by a tick).
+	if err := f.db.ApplyReportsOfNodes(ctx, batch); err != nil {
+		return nil, err
 	}
 	return freed, nil
 }

@@ -357,3 +357,57 @@ func TestWaitsForGPUsLooksAtTheFreedPools(t *testing.T) {
 		t.Fatal("the unplaced spot instance does not wait")
 	}
 }
+
+// Several nodes' reports in one transaction do what each node's would.
+func TestApplyReportsOfNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := storetest.Open(t)
+	storetest.AddFleet(t, db, "n", "cd-1", "a100-80g", 2, 8)
+	u := storetest.MustCreateUser(t, db, "u@example.com", gpuportal.RoleCustomer)
+	var launched []*gpuportal.Instance
+	for range 2 {
+		i, err := db.Launch(ctx, u, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 8, Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		launched = append(launched, i)
+	}
+	tick(t, db, clock, storetest.Epoch)
+	before, err := db.NodeRevisions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []store.NodeReports
+	for _, i := range launched {
+		i = getInstance(t, db, i.ID)
+		batch = append(batch, store.NodeReports{Node: i.Node, Reports: []gpuportal.WorkloadStatus{{InstanceID: i.ID, Attempt: i.Attempt, State: gpuportal.WorkloadRunning}}})
+	}
+	if batch[0].Node == batch[1].Node {
+		t.Fatalf("both on %s", batch[0].Node)
+	}
+	if err := db.ApplyReportsOfNodes(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := db.NodeRevisions(ctx)
+	for _, i := range launched {
+		if got := getInstance(t, db, i.ID); got.Status != gpuportal.InstanceRunning {
+			t.Errorf("instance %d is %s", i.ID, got.Status)
+		}
+	}
+	if before["n-1"] != after["n-1"] || before["n-2"] != after["n-2"] {
+		t.Errorf("starts moved the nodes' desired states: %v → %v", before, after)
+	}
+	code := 0
+	batch = batch[:1]
+	batch[0].Reports = []gpuportal.WorkloadStatus{{InstanceID: launched[0].ID, Attempt: batch[0].Reports[0].Attempt, State: gpuportal.WorkloadExited, ExitCode: &code, GPUsFree: true}}
+	if err := db.ApplyReportsOfNodes(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if got := getInstance(t, db, launched[0].ID); got.Status != gpuportal.InstanceStopped {
+		t.Errorf("the instance that exited 0 is %s", got.Status)
+	}
+	if moved, _ := db.NodeRevisions(ctx); moved[batch[0].Node] == after[batch[0].Node] {
+		t.Error("an end did not move its node's desired state")
+	}
+}

@@ -141,77 +141,11 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 	} else if !news {
 		return nil
 	}
-	changed := false
+	var changed bool
 	err := db.inTx(ctx, "apply workload reports", func(tx *sql.Tx) error {
-		now := db.now()
-		for _, r := range reports {
-			i, err := scanInstance(tx.QueryRowContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE id = ? AND node_id = ? AND attempt = ?`, r.InstanceID, nodeID, r.Attempt))
-			if errors.Is(err, sql.ErrNoRows) {
-				if r.State == gpuportal.WorkloadExited {
-					// An old attempt's end: an instance restarted while this
-					// node was away may start now.
-					if res, err := tx.ExecContext(ctx, `UPDATE instances SET unconfirmed_node = NULL, unconfirmed_since = NULL WHERE id = ? AND unconfirmed_node = ?`, r.InstanceID, nodeID); err != nil {
-						return err
-					} else if n, _ := res.RowsAffected(); n > 0 {
-						changed = true
-					}
-				}
-				continue
-			} else if err != nil {
-				return err
-			}
-			if tail := gpuportal.LogTailOf(r.LogTail); r.LogTail != "" && tail != i.LogTail {
-				if _, err := tx.ExecContext(ctx, `UPDATE instances SET log_tail = ? WHERE id = ?`, tail, i.ID); err != nil {
-					return named("update instances", err)
-				}
-			}
-			if err := recordDisk(ctx, tx, i, r.Disk); err != nil {
-				return named("record disk", err)
-			}
-			if err := recordCheckpoint(ctx, tx, i, r, now); err != nil {
-				return named("record checkpoint", err)
-			}
-			if err := recordDrillReady(ctx, tx, i, r); err != nil {
-				return named("record drill ready", err)
-			}
-			switch gpuportal.ReportTransition(i.Status, r) {
-			case gpuportal.ReportStarted:
-				if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'running', started_at = ? WHERE id = ?`, unix(now), i.ID); err != nil {
-					return named("update instances", err)
-				}
-				if err := db.startDiskBilling(ctx, tx, i, now); err != nil {
-					return named("start disk billing", err)
-				}
-				if err := recordRunStart(ctx, tx, i, now); err != nil {
-					return named("record run start", err)
-				}
-				if err := db.emitInstance(ctx, tx, i.ID, gpuportal.EventInstanceRunning); err != nil {
-					return err
-				}
-			case gpuportal.ReportEnded:
-				var stopAsked sql.NullInt64
-				if err := tx.QueryRowContext(ctx, `SELECT stop_requested_at FROM instances WHERE id = ?`, i.ID).Scan(&stopAsked); err != nil {
-					return named("read instances", err)
-				}
-				outcome := gpuportal.WorkloadOutcome(i, stopAsked.Valid, r)
-				// A reserved instance's GPUs stay its reservation's: taking
-				// them out of service would move (or refund) the booking
-				// for what its own owner left running on them.
-				if !r.GPUsFree && i.Kind != gpuportal.KindReserved {
-					if err := holdBusyGPUs(ctx, tx, i); err != nil {
-						return fmt.Errorf("hold the GPUs instance %d left busy: %w", i.ID, err)
-					}
-				}
-				if err := db.finishAttempt(ctx, tx, i, outcome, r.ExitCode, r.Error, stopAsked.Valid, endReported, now); err != nil {
-					return named("finish attempt", err)
-				}
-				changed = true
-			}
-		}
-		if changed {
-			return bumpNode(ctx, tx, nodeID)
-		}
-		return nil
+		var err error
+		changed, err = db.applyReports(ctx, tx, nodeID, reports, db.now())
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("apply workload reports: %w", err)
@@ -221,6 +155,118 @@ func (db *DB) ApplyWorkloadReports(ctx context.Context, nodeID string, reports [
 		db.Kick(ctx) // freed GPUs may let pending instances start
 	}
 	return nil
+}
+
+// NodeReports is one node's workload reports.
+type NodeReports struct {
+	Node    string
+	Reports []gpuportal.WorkloadStatus
+}
+
+// ApplyReportsOfNodes applies several nodes' reports in one transaction,
+// each node's as ApplyWorkloadReports applies them: for a caller that has
+// every node's news at once (the simulator's nodes, a step at a time),
+// without a transaction and a read ahead for each node.
+func (db *DB) ApplyReportsOfNodes(ctx context.Context, batch []NodeReports) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	var woken []string
+	err := db.inTx(ctx, "apply workload reports", func(tx *sql.Tx) error {
+		now := db.now()
+		for _, n := range batch {
+			changed, err := db.applyReports(ctx, tx, n.Node, n.Reports, now)
+			if err != nil {
+				return fmt.Errorf("node %s: %w", n.Node, err)
+			}
+			if changed {
+				woken = append(woken, n.Node)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("apply workload reports: %w", err)
+	}
+	if len(woken) > 0 {
+		db.wake(ctx, woken...)
+		db.Kick(ctx)
+	}
+	return nil
+}
+
+// applyReports applies a node's workload reports in tx and says whether
+// one changed something (the node's desired state has then moved on).
+func (db *DB) applyReports(ctx context.Context, tx *sql.Tx, nodeID string, reports []gpuportal.WorkloadStatus, now time.Time) (bool, error) {
+	changed := false
+	for _, r := range reports {
+		i, err := scanInstance(tx.QueryRowContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE id = ? AND node_id = ? AND attempt = ?`, r.InstanceID, nodeID, r.Attempt))
+		if errors.Is(err, sql.ErrNoRows) {
+			if r.State == gpuportal.WorkloadExited {
+				// An old attempt's end: an instance restarted while this
+				// node was away may start now.
+				if res, err := tx.ExecContext(ctx, `UPDATE instances SET unconfirmed_node = NULL, unconfirmed_since = NULL WHERE id = ? AND unconfirmed_node = ?`, r.InstanceID, nodeID); err != nil {
+					return false, err
+				} else if n, _ := res.RowsAffected(); n > 0 {
+					changed = true
+				}
+			}
+			continue
+		} else if err != nil {
+			return false, err
+		}
+		if tail := gpuportal.LogTailOf(r.LogTail); r.LogTail != "" && tail != i.LogTail {
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET log_tail = ? WHERE id = ?`, tail, i.ID); err != nil {
+				return false, named("update instances", err)
+			}
+		}
+		if err := recordDisk(ctx, tx, i, r.Disk); err != nil {
+			return false, named("record disk", err)
+		}
+		if err := recordCheckpoint(ctx, tx, i, r, now); err != nil {
+			return false, named("record checkpoint", err)
+		}
+		if err := recordDrillReady(ctx, tx, i, r); err != nil {
+			return false, named("record drill ready", err)
+		}
+		switch gpuportal.ReportTransition(i.Status, r) {
+		case gpuportal.ReportStarted:
+			if _, err := tx.ExecContext(ctx, `UPDATE instances SET status = 'running', started_at = ? WHERE id = ?`, unix(now), i.ID); err != nil {
+				return false, named("update instances", err)
+			}
+			if err := db.startDiskBilling(ctx, tx, i, now); err != nil {
+				return false, named("start disk billing", err)
+			}
+			if err := recordRunStart(ctx, tx, i, now); err != nil {
+				return false, named("record run start", err)
+			}
+			if err := db.emitInstance(ctx, tx, i.ID, gpuportal.EventInstanceRunning); err != nil {
+				return false, err
+			}
+		case gpuportal.ReportEnded:
+			var stopAsked sql.NullInt64
+			if err := tx.QueryRowContext(ctx, `SELECT stop_requested_at FROM instances WHERE id = ?`, i.ID).Scan(&stopAsked); err != nil {
+				return false, named("read instances", err)
+			}
+			outcome := gpuportal.WorkloadOutcome(i, stopAsked.Valid, r)
+			// A reserved instance's GPUs stay its reservation's: taking
+			// them out of service would move (or refund) the booking
+			// for what its own owner left running on them.
+			if !r.GPUsFree && i.Kind != gpuportal.KindReserved {
+				if err := holdBusyGPUs(ctx, tx, i); err != nil {
+					return false, fmt.Errorf("hold the GPUs instance %d left busy: %w", i.ID, err)
+				}
+			}
+			if err := db.finishAttempt(ctx, tx, i, outcome, r.ExitCode, r.Error, stopAsked.Valid, endReported, now); err != nil {
+				return false, named("finish attempt", err)
+			}
+			changed = true
+		}
+	}
+	if changed {
+		return true, bumpNode(ctx, tx, nodeID)
+	}
+	return false, nil
 }
 
 // reportsChangeAnything reads (outside any write transaction) whether one
