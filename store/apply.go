@@ -214,7 +214,7 @@ func (a *applier) replace(ctx context.Context, decisions plan.Decisions) error {
 	for _, as := range decisions.Replace {
 		ok, err := a.each(ctx, a.aboutReservation(gpuportal.StepReplace, as.ReservationID), func() error {
 			if _, err := a.tx.ExecContext(ctx, `DELETE FROM reservation_gpus WHERE reservation_id = ? AND gpu_uuid IN
-				(SELECT g.uuid FROM gpus g JOIN nodes nd ON nd.id = g.node_id WHERE nd.online = 0 OR g.healthy = 0 OR nd.drain_note LIKE 'maintenance #%')`, as.ReservationID); err != nil {
+				(SELECT g.uuid FROM gpus g JOIN nodes n ON n.id = g.node_id WHERE `+gpuOut+`)`, as.ReservationID); err != nil {
 				return err
 			}
 			return a.assign(ctx, as)

@@ -27,6 +27,15 @@ func maintenanceNote(id int64, reason string) string {
 	return fmt.Sprintf("maintenance #%d: %s", id, reason)
 }
 
+// The rule for a GPU a reservation cannot use, as SQL over a GPU g and its
+// node n: its node offline or in a maintenance window (its drain note says
+// so, maintenanceNote), or the GPU itself unhealthy. A reservation holding
+// one is short, and the planner replaces it.
+const (
+	nodeOut = `(n.online = 0 OR n.drain_note LIKE 'maintenance #%')`
+	gpuOut  = `(` + nodeOut + ` OR g.healthy = 0)`
+)
+
 // CreateMaintenance plans a window (an admin; audited), or with DryRun
 // only lists the reservations it would cancel.
 func (db *DB) CreateMaintenance(ctx context.Context, actor *gpuportal.User, req gpuportal.MaintenanceRequest) (*gpuportal.Maintenance, error) {

@@ -119,7 +119,7 @@ func (db *DB) WaitsForGPUs(ctx context.Context, freed []string) (bool, error) {
 				AND j.max_parallel > (SELECT count(*) FROM instances li WHERE li.job_id = j.id AND li.status IN ('pending', 'running', 'interrupting')))
 			OR EXISTS (SELECT 1 FROM waitlist_entries w JOIN freed f ON w.model_id = f.model_id AND w.region_id = f.region_id WHERE w.status = 'waiting')
 			OR EXISTS (SELECT 1 FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid JOIN nodes n ON n.id = g.node_id
-				WHERE n.online = 0 OR g.healthy = 0 OR n.drain_note LIKE 'maintenance #%')`, args...).Scan(&waits)
+				WHERE `+gpuOut+`)`, args...).Scan(&waits)
 	if err != nil {
 		return false, fmt.Errorf("waits for GPUs: %w", err)
 	}

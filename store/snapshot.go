@@ -376,8 +376,9 @@ func (db *DB) loadDueReservations(ctx context.Context, q queryer, now time.Time,
 	// window, or itself unhealthy) can a reservation be short: most ticks
 	// none is, and the join over every assigned GPU is not read.
 	var out bool
-	if err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM nodes WHERE online = 0 OR drain_note LIKE 'maintenance #%')
-		OR EXISTS (SELECT 1 FROM gpus WHERE healthy = 0)`).Scan(&out); err != nil {
+	// (gpuOut, asked of each table on its own: no join.)
+	if err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM nodes n WHERE `+nodeOut+`)
+		OR EXISTS (SELECT 1 FROM gpus g WHERE g.healthy = 0)`).Scan(&out); err != nil {
 		return err
 	}
 	var rows []lostRow
@@ -385,7 +386,7 @@ func (db *DB) loadDueReservations(ctx context.Context, q queryer, now time.Time,
 		var err error
 		if rows, err = scanAll(ctx, q, func(r *sql.Rows, l *lostRow) error { return r.Scan(&l.id, &l.n) }, `SELECT rg.reservation_id, count(*) FROM reservation_gpus rg JOIN gpus g ON g.uuid = rg.gpu_uuid JOIN nodes n ON n.id = g.node_id
 			JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'
-			WHERE n.online = 0 OR g.healthy = 0 OR n.drain_note LIKE 'maintenance #%' GROUP BY rg.reservation_id`); err != nil {
+			WHERE `+gpuOut+` GROUP BY rg.reservation_id`); err != nil {
 			return err
 		}
 	}
