@@ -206,6 +206,9 @@ func postgresTemplate(base string) (*sql.DB, string, error) {
 	if pgTemplate.name != "" || pgTemplate.noCreate {
 		return pgTemplate.admin, pgTemplate.name, nil
 	}
+	if _, err := url.Parse(base); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", PostgresEnv, err)
+	}
 	admin, err := sql.Open("pgx", base)
 	if err != nil {
 		return nil, "", err
@@ -251,12 +254,10 @@ func dropPostgresTemplate() {
 	pgTemplate.admin, pgTemplate.name = nil, ""
 }
 
-// databaseURL is base naming another database on the same server.
+// databaseURL is base naming another database on the same server (base
+// parses: postgresTemplate checked it).
 func databaseURL(base, name string) string {
-	u, err := url.Parse(base)
-	if err != nil {
-		return base
-	}
+	u, _ := url.Parse(base)
 	u.Path = "/" + name
 	return u.String()
 }
