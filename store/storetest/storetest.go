@@ -1,8 +1,8 @@
 // Package storetest opens real, migrated databases for tests: a SQLite file
-// in t.TempDir() (never a pooled :memory:), or a fresh schema of the
-// PostgreSQL named by PORTAL_TEST_POSTGRES. Packages whose tests must hold
-// on both engines run them twice from TestMain with Main: the same tests
-// are the conformance suite of both.
+// in t.TempDir() (never a pooled :memory:), or a fresh database (else a
+// fresh schema) of the PostgreSQL named by PORTAL_TEST_POSTGRES. Packages
+// whose tests must hold on both engines run them twice from TestMain with
+// Main: the same tests are the conformance suite of both.
 package storetest
 
 import (
@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for creating test schemas
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for creating test databases and schemas
 
 	"gpuportal"
 	"gpuportal/store"
@@ -48,7 +48,7 @@ var engine = "sqlite"
 func Engine() string { return engine }
 
 // PostgresEnv names the variable holding the URL of a PostgreSQL the tests
-// may create schemas in.
+// may create databases in (or, failing that, schemas).
 const PostgresEnv = "PORTAL_TEST_POSTGRES"
 
 func postgresURL() (string, bool) {
