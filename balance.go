@@ -16,7 +16,7 @@ type Balance struct {
 	CreditLimit Fen        `json:"credit_limit_fen"`
 	Available   Fen        `json:"available_fen"`
 	BurnPerHour Fen        `json:"burn_fen_per_hour"` // what the running instances cost an hour
-	RunsOutAt   *time.Time `json:"runs_out_at"`       // at the current burn; nil when nothing burns
+	RunsOutAt   *time.Time `json:"runs_out_at"`       // at the current burn, a century ahead at most; nil when nothing burns
 }
 
 // NewBalance works out what is available and when it runs out.
@@ -24,12 +24,18 @@ func NewBalance(balance, held, creditLimit, burnPerHour Fen, now time.Time) Bala
 	b := Balance{Balance: balance, Held: held, CreditLimit: creditLimit, BurnPerHour: burnPerHour}
 	b.Available = balance + creditLimit - held
 	if burnPerHour > 0 {
-		left := time.Duration(float64(max(b.Available, 0)) / float64(burnPerHour) * float64(time.Hour))
-		t := now.Add(left).Truncate(time.Minute)
+		// A large balance at a small burn lasts past what a Duration holds
+		// (292 years; beyond it the conversion wraps to the past, and such
+		// an account was warned that it runs out): a century at most.
+		hours := min(float64(max(b.Available, 0))/float64(burnPerHour), longestRunOut.Hours())
+		t := now.Add(time.Duration(hours * float64(time.Hour))).Truncate(time.Minute)
 		b.RunsOutAt = &t
 	}
 	return b
 }
+
+// longestRunOut is the furthest ahead a balance is said to run out.
+const longestRunOut = 100 * 365 * 24 * time.Hour
 
 // LaunchFunds is what must be available for a launch (or a job's first
 // task): an hour of its own price and an hour of everything of the
