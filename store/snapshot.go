@@ -395,15 +395,25 @@ func (db *DB) loadDueReservations(ctx context.Context, q queryer, now time.Time,
 		lost[l.id] = l.n
 		lostIDs = append(lostIDs, l.id)
 	}
+	// The candidates first, each by an index range (a confirmed one
+	// starting within the start reminder's lead, an active one whose start
+	// is still ahead, any ending within the end reminder's lead): the
+	// conditions after them, each within one of those, would otherwise be
+	// asked of every live reservation.
+	startLead, endLead := unix(now.Add(plan.StartReminderLead)), unix(now.Add(plan.EndReminderLead))
 	query := `SELECT id, user_id, model_id, region_id, count, start_at, end_at, status, reminded_start, reminded_end FROM reservations
-		WHERE status IN ('confirmed', 'active') AND (end_at <= ? OR (status = 'confirmed' AND start_at <= ?)
-		OR (reminded_start = 0 AND start_at > ? AND start_at <= ?) OR (reminded_end = 0 AND end_at > ? AND end_at <= ?)`
-	args := []any{unix(now), unix(now), unix(now), unix(now.Add(plan.StartReminderLead)), unix(now), unix(now.Add(plan.EndReminderLead))}
+		WHERE (id IN (SELECT id FROM reservations WHERE status = 'confirmed' AND start_at <= ?
+			UNION ALL SELECT id FROM reservations WHERE status = 'active' AND start_at > ? AND start_at <= ?
+			UNION ALL SELECT id FROM reservations WHERE status IN ('confirmed', 'active') AND end_at <= ?)
+		AND (end_at <= ? OR (status = 'confirmed' AND start_at <= ?)
+		OR (reminded_start = 0 AND start_at > ? AND start_at <= ?) OR (reminded_end = 0 AND end_at > ? AND end_at <= ?)))`
+	args := []any{startLead, unix(now), startLead, endLead,
+		unix(now), unix(now), unix(now), startLead, unix(now), endLead}
 	if len(lostIDs) > 0 {
-		query += ` OR id IN (?` + repeatArg(len(lostIDs)-1) + `)`
+		query += ` OR (status IN ('confirmed', 'active') AND id IN (?` + repeatArg(len(lostIDs)-1) + `))`
 		args = append(args, lostIDs...)
 	}
-	query += `) ORDER BY start_at, id`
+	query += ` ORDER BY start_at, id`
 	list, err := scanAll(ctx, q, func(r *sql.Rows, res *plan.Reservation) error {
 		var start, end int64
 		err := r.Scan(&res.ID, &res.UserID, &res.Pool.Model, &res.Pool.Region, &res.Count, &start, &end, &res.Status, &res.RemindedStart, &res.RemindedEnd)
@@ -578,7 +588,7 @@ func (db *DB) loadJobs(ctx context.Context, q queryer, now time.Time, s *plan.Sn
 	}
 	lives, err := scanAll(ctx, q, func(r *sql.Rows, l *live) error {
 		return r.Scan(&l.job, &l.user, &l.kind, &l.pool.Model, &l.pool.Region, &l.n, &l.gpus)
-	}, `SELECT job_id, user_id, kind, model_id, region_id, count(*), sum(count) FROM instances
+	}, `SELECT job_id, user_id, kind, model_id, region_id, count(*), sum(count) FROM `+db.indexed("instances", "instances_live_jobs")+`
 		WHERE job_id IS NOT NULL AND status IN ('pending', 'running', 'interrupting') GROUP BY job_id, user_id, kind, model_id, region_id`)
 	if err != nil {
 		return err
