@@ -243,3 +243,9 @@ func (db *DB) BulkTeamForBenchmark(ctx context.Context, team, account int64, mem
 	})
 	return ids, err
 }
+
+// ReservedGPUs is the map of the active reservations' GPUs as the tick
+// reads it (kept between ticks: kept.go).
+func (db *DB) ReservedGPUs(ctx context.Context) (map[string]int64, error) {
+	return (&assignments{}).reservations(ctx, db, db.read)
+}

@@ -283,7 +283,7 @@ func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *plan.Pool, deta
 		}
 		gpus = slices.DeleteFunc(all, func(g plan.GPU) bool { return isHeld[g.UUID] })
 	}
-	reserved, err := assigned.reservations(ctx, q)
+	reserved, err := assigned.reservations(ctx, db, q)
 	if err != nil {
 		return err
 	}
@@ -319,7 +319,9 @@ func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *plan.Pool, deta
 }
 
 // assignments are the GPUs live instances and active reservations hold,
-// each read once for all the pools of a snapshot that need it.
+// each read once for all the pools of a snapshot that need it. The
+// reservations' change seldom (an activation, an end, a replacement) and
+// are kept between ticks (DB.reservedGPUs): the map is shared, read only.
 type assignments struct {
 	held     map[string]bool  // GPU → some live instance holds it
 	reserved map[string]int64 // GPU → the active reservation it is assigned to
@@ -342,26 +344,30 @@ func (a *assignments) instances(ctx context.Context, q queryer) (map[string]bool
 	return a.held, nil
 }
 
-func (a *assignments) reservations(ctx context.Context, q queryer) (map[string]int64, error) {
+func (a *assignments) reservations(ctx context.Context, db *DB, q queryer) (map[string]int64, error) {
 	if a.reserved != nil {
 		return a.reserved, nil
 	}
-	type assigned struct {
-		gpu string
-		id  int64
-	}
-	// Every pool's at once, without the GPUs' table: the caller looks up
-	// its own pool's GPUs.
-	list, err := scanAll(ctx, q, func(r *sql.Rows, o *assigned) error { return r.Scan(&o.gpu, &o.id) },
-		`SELECT rg.gpu_uuid, rg.reservation_id FROM reservation_gpus rg JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'`)
-	if err != nil {
-		return nil, err
-	}
-	a.reserved = make(map[string]int64, len(list))
-	for _, o := range list {
-		a.reserved[o.gpu] = o.id
-	}
-	return a.reserved, nil
+	var err error
+	a.reserved, err = db.reservedGPUs.read(ctx, q, "reservation_gpus_revision", struct{}{}, func() (map[string]int64, error) {
+		type assigned struct {
+			gpu string
+			id  int64
+		}
+		// Every pool's at once, without the GPUs' table: the caller looks
+		// up its own pool's GPUs.
+		list, err := scanAll(ctx, q, func(r *sql.Rows, o *assigned) error { return r.Scan(&o.gpu, &o.id) },
+			`SELECT rg.gpu_uuid, rg.reservation_id FROM reservation_gpus rg JOIN reservations r ON r.id = rg.reservation_id AND r.status = 'active'`)
+		if err != nil {
+			return nil, err
+		}
+		reserved := make(map[string]int64, len(list))
+		for _, o := range list {
+			reserved[o.gpu] = o.id
+		}
+		return reserved, nil
+	})
+	return a.reserved, err
 }
 
 // loadDueReservations reads the reservations the planner may act on:

@@ -17,6 +17,7 @@ import (
 
 	"gpuportal"
 	"gpuportal/migrations"
+	"gpuportal/plan"
 
 	"github.com/jackc/pgx/v5"
 
@@ -71,8 +72,10 @@ type DB struct {
 	// writehealth.go).
 	writesFailing atomic.Bool
 
-	// gpuLists keeps the pools' usable GPUs between ticks (gpulists.go).
-	gpuLists gpuLists
+	// Kept between ticks (kept.go): the pools' usable GPUs (gpulists.go)
+	// and the GPUs of the active reservations (snapshot.go).
+	gpuLists     kept[plan.PoolKey, []plan.GPU]
+	reservedGPUs kept[struct{}, map[string]int64]
 
 	// decisionFault fails chosen tick decisions (tests only; decisions.go).
 	decisionFault decisionFault
