@@ -410,9 +410,11 @@ func (s *sim) scheduleCancel(e event, reservationID int64) {
 }
 
 // checkStarts looks at the reservations starting now: on time when they
-// are active with all their GPUs and nobody else's work is on them.
+// are active with all their GPUs and nobody else's work is on them. (Of
+// the upcoming ones: that list is read by status and start, where every
+// reservation's start was read to find the few starting now.)
 func (s *sim) checkStarts(ctx context.Context, now time.Time) error {
-	list, err := s.db.Reservations(ctx, s.admin, store.ReservationFilter{StartAt: now, Limit: 1000})
+	list, err := s.db.Reservations(ctx, s.admin, store.ReservationFilter{StartAt: now, Tab: store.TabUpcoming, Limit: 1000})
 	if err != nil {
 		return err
 	}
