@@ -320,8 +320,9 @@ func (db *DB) loadPoolDetail(ctx context.Context, q queryer, pl *plan.Pool, deta
 
 // assignments are the GPUs live instances and active reservations hold,
 // each read once for all the pools of a snapshot that need it. The
-// reservations' change seldom (an activation, an end, a replacement) and
-// are kept between ticks (DB.reservedGPUs): the map is shared, read only.
+// reservations' GPUs change seldom (an activation, an end, a replacement),
+// so they are kept between ticks (DB.reservedGPUs): that map is shared,
+// read only.
 type assignments struct {
 	held     map[string]bool  // GPU → some live instance holds it
 	reserved map[string]int64 // GPU → the active reservation it is assigned to
