@@ -245,7 +245,7 @@ func TestBrowserTeamInviteAcceptSwitchLaunch(t *testing.T) {
 				t.Fatalf("the switcher shows %q (%v), want %q", selected, err, c.switcher)
 			}
 			// Choosing the kind swaps the form for that kind's fields.
-			if err := chromedp.Do(ctx,
+			if err := chromedp.Do(ctx, settled(`[data-testid="launch-form"]`),
 				chromedp.SetValue(chromedp.CSS(`[data-testid="launch-kind"]`), "on_demand"),
 				chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('[data-testid="launch-kind"]'); htmx.process(s.form); s.dispatchEvent(new Event('change', {bubbles: true})); })()`),
 				chromedp.WaitVisible(chromedp.CSS(`[data-testid="on-demand-minimum"]`)),

@@ -73,7 +73,10 @@ func TestBrowserInstancesPageAsPeopleLookAtIt(t *testing.T) {
 		}
 		pick := func(kind, wait string) {
 			t.Helper()
-			if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`[data-testid="launch-kind"]`), kind),
+			// The form may still be swapping in (opened, or the last
+			// pick's): a select taken from the old one is gone by the time
+			// its value is set.
+			if err := chromedp.Do(ctx, settled(`[data-testid="launch-form"]`), chromedp.SetValue(chromedp.CSS(`[data-testid="launch-kind"]`), kind),
 				chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('[data-testid="launch-kind"]'); htmx.process(s.form); s.dispatchEvent(new Event('change', {bubbles: true})); })()`),
 				chromedp.WaitVisible(chromedp.CSS(wait)), settled(`[data-testid="launch-form"]`)); err != nil {
 				t.Fatal(err)
