@@ -30,7 +30,10 @@ func maintenanceNote(id int64, reason string) string {
 // The rule for a GPU a reservation cannot use, as SQL over a GPU g and its
 // node n: its node offline or in a maintenance window (its drain note says
 // so, maintenanceNote), or the GPU itself unhealthy. A reservation holding
-// one is short, and the planner replaces it.
+// one is short, and the planner replaces it. Migration 0050's partial
+// indexes nodes_out and gpus_unhealthy repeat these conditions word for
+// word (SQLite uses such an index only for the same expression): change
+// them together.
 const (
 	nodeOut = `(n.online = 0 OR n.drain_note LIKE 'maintenance #%')`
 	gpuOut  = `(` + nodeOut + ` OR g.healthy = 0)`
