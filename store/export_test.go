@@ -249,3 +249,24 @@ func (db *DB) BulkTeamForBenchmark(ctx context.Context, team, account int64, mem
 func (db *DB) ReservedGPUs(ctx context.Context) (map[string]int64, error) {
 	return (&assignments{}).reservations(ctx, db, db.read)
 }
+
+// AccountSums is each account's live runs summed as the tick reads them
+// (kept between reads, accountsums.go) and as one aggregate reads them
+// now, each sum written out.
+func (db *DB) AccountSums(ctx context.Context) (kept, now []string, err error) {
+	k, err := db.accountSums.read(ctx, db, db.read)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := db.sumAccounts(ctx, db.read, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, a := range k {
+		kept = append(kept, fmt.Sprintf("%+v", a))
+	}
+	for _, a := range n {
+		now = append(now, fmt.Sprintf("%+v", a))
+	}
+	return kept, now, nil
+}

@@ -492,32 +492,11 @@ func (db *DB) loadLost(ctx context.Context, q queryer, _ time.Time, s *plan.Snap
 // others is each run's exact cost read. (Reading every run's cost for
 // every account was a fifth of a simulated fleet's ticks.)
 func (db *DB) loadAccounts(ctx context.Context, q queryer, now time.Time, s *plan.Snapshot) error {
-	type summary struct {
-		userID          int64
-		stoppable       int
-		stopping        bool
-		burn            gpuportal.Fen
-		earliest        sql.NullInt64 // the earliest start of a running one
-		balance, credit gpuportal.Fen
-		noted           bool
-	}
-	sums, err := scanAll(ctx, q, func(r *sql.Rows, a *summary) error {
-		return r.Scan(&a.userID, &a.stoppable, &a.stopping, &a.burn, &a.earliest, &a.balance, &a.credit, &a.noted)
-	}, `SELECT l.user_id, l.stoppable, l.stopping, l.burn, l.earliest,
-			coalesce(a.balance_fen, 0), coalesce(a.credit_limit_fen, 0), u.low_balance_noted_at IS NOT NULL
-		FROM (SELECT user_id,
-				count(CASE WHEN stop_requested_at IS NULL AND status <> 'interrupting' THEN 1 END) AS stoppable,
-				count(CASE WHEN status = 'interrupting' AND coalesce(interrupt_reason, '') = ? THEN 1 END) > 0 AS stopping,
-				CAST(coalesce(sum(CASE WHEN status <> 'pending' THEN price_fen * `+billedUnits+` END), 0) AS BIGINT) AS burn,
-				min(CASE WHEN status <> 'pending' THEN started_at END) AS earliest
-			FROM `+db.indexed("instances", "instances_live_accounts")+` WHERE kind IN ('spot', 'on_demand') AND status IN ('pending', 'running', 'interrupting')
-			GROUP BY user_id HAVING count(CASE WHEN stop_requested_at IS NULL THEN 1 END) > 0) l
-		JOIN users u ON u.id = l.user_id LEFT JOIN accounts a ON a.user_id = l.user_id
-		ORDER BY l.user_id`, gpuportal.ReasonBalance)
+	sums, err := db.accountSums.read(ctx, db, q)
 	if err != nil {
 		return err
 	}
-	var unclear []summary
+	var unclear []accountSum
 	for _, a := range sums {
 		lowest := gpuportal.NewBalance(a.balance, accruedAtMost(a.burn, a.earliest, now), a.credit, a.burn, now)
 		if !plan.AccountIsClear(lowest, a.noted, a.stopping, now) {

@@ -76,6 +76,8 @@ type DB struct {
 	// and the GPUs of the active reservations (snapshot.go).
 	gpuLists     kept[plan.PoolKey, []plan.GPU]
 	reservedGPUs kept[struct{}, map[string]int64]
+	// Each account's live runs summed, kept per account (accountsums.go).
+	accountSums accountSums
 
 	// decisionFault fails chosen tick decisions (tests only; decisions.go).
 	decisionFault decisionFault
