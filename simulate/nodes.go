@@ -18,8 +18,9 @@ import (
 // GPU-hours run by kind, interruptions, which GPUs are busy.
 type fleet struct {
 	db        *store.DB
-	revisions map[string]int64
-	nodes     []string // sorted
+	revisions map[string]int64                  // each node's revision when last read
+	desired   map[string]gpuportal.AgentDesired // and its desired state then
+	nodes     []string                          // sorted
 	work      map[workKey]*workload
 	// left is the work each instance (or job task) has still to do; an
 	// interrupted instance resumes from its checkpoint.
@@ -59,7 +60,7 @@ type workload struct {
 }
 
 func newFleet(db *store.DB) *fleet {
-	return &fleet{db: db, revisions: map[string]int64{}, work: map[workKey]*workload{}, left: map[string]time.Duration{}, gpuSeconds: map[gpuportal.Lifecycle]int64{}}
+	return &fleet{db: db, revisions: map[string]int64{}, desired: map[string]gpuportal.AgentDesired{}, work: map[workKey]*workload{}, left: map[string]time.Duration{}, gpuSeconds: map[gpuportal.Lifecycle]int64{}}
 }
 
 // workKeyOf names the work of a desired workload: a job's task keeps its
@@ -98,11 +99,17 @@ func (f *fleet) reconcile(ctx context.Context, now time.Time) (freed []string, e
 		if revs[node] == f.revisions[node] && !due[node] {
 			continue
 		}
-		f.revisions[node] = revs[node]
-		desired, err := f.db.DesiredFor(ctx, node)
-		if err != nil {
-			return nil, err
+		// A node whose revision is the one it last read has the desired
+		// state it read then, as an agent keeps it between heartbeats:
+		// only a workload of its own is due.
+		desired, ok := f.desired[node]
+		if !ok || revs[node] != f.revisions[node] {
+			if desired, err = f.db.DesiredFor(ctx, node); err != nil {
+				return nil, err
+			}
+			f.desired[node] = desired
 		}
+		f.revisions[node] = revs[node]
 		reports, ended := f.obey(node, desired, now)
 		if len(reports) == 0 {
 			continue
