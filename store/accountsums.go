@@ -1,10 +1,8 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
-	"slices"
 	"sync"
 
 	"gpuportal"
@@ -53,19 +51,23 @@ func (a *accountSums) read(ctx context.Context, db *DB, q queryer) ([]accountSum
 	kept := a.kept
 	a.mu.Unlock()
 	var changed []any
-	for user, rev := range revisions {
-		if k, ok := kept[user]; !ok || k.revision != rev {
-			changed = append(changed, user)
+	for _, r := range revisions {
+		if k, ok := kept[r.user]; !ok || k.revision != r.revision {
+			changed = append(changed, r.user)
 		}
 	}
-	// use is this tick's sums; keep what may be kept for the next.
-	use := make(map[int64]*accountSum, len(revisions))
+	if len(changed) == 0 && len(kept) == len(revisions) {
+		return sumsOf(revisions, kept, nil), nil
+	}
 	keep := make(map[int64]keptSum, len(revisions))
-	for user, rev := range revisions {
-		if k, ok := kept[user]; ok && k.revision == rev {
-			use[user], keep[user] = k.sum, k
+	for _, r := range revisions {
+		if k, ok := kept[r.user]; ok && k.revision == r.revision {
+			keep[r.user] = k
 		}
 	}
+	// The changed accounts' sums: used now, and kept unless the account
+	// changed again while they were read.
+	fresh := map[int64]*accountSum{}
 	if len(changed) > 0 {
 		// Many changed (the first tick, a round of billing): all at once,
 		// cheaper than a long list of accounts.
@@ -77,53 +79,56 @@ func (a *accountSums) read(ctx context.Context, db *DB, q queryer) ([]accountSum
 		if err != nil {
 			return nil, err
 		}
+		for k := range sums {
+			fresh[sums[k].userID] = &sums[k]
+		}
 		after, err := liveAccountRevisions(ctx, q, only)
 		if err != nil {
 			return nil, err
 		}
-		read := make(map[int64]*accountSum, len(sums))
-		for k := range sums {
-			read[sums[k].userID] = &sums[k]
+		was := make(map[int64]int64, len(revisions))
+		for _, r := range revisions {
+			was[r.user] = r.revision
 		}
-		for _, u := range changed {
-			user := u.(int64)
-			use[user] = read[user]
-			if rev, ok := after[user]; ok && rev == revisions[user] {
-				keep[user] = keptSum{revision: rev, sum: read[user]}
+		for _, r := range after {
+			if _, known := keep[r.user]; !known && was[r.user] == r.revision {
+				keep[r.user] = keptSum{revision: r.revision, sum: fresh[r.user]}
 			}
 		}
 	}
 	a.mu.Lock()
 	a.kept = keep
 	a.mu.Unlock()
-	out := make([]accountSum, 0, len(use))
-	for _, sum := range use {
+	return sumsOf(revisions, keep, fresh), nil
+}
+
+// sumsOf lists the sums of the accounts revisions names, in their order
+// (by user): the kept one at its revision, else the one just read.
+func sumsOf(revisions []accountRevision, kept map[int64]keptSum, fresh map[int64]*accountSum) []accountSum {
+	out := make([]accountSum, 0, len(revisions))
+	for _, r := range revisions {
+		sum := fresh[r.user]
+		if k, ok := kept[r.user]; ok && k.revision == r.revision {
+			sum = k.sum
+		}
 		if sum != nil {
 			out = append(out, *sum)
 		}
 	}
-	slices.SortFunc(out, func(x, y accountSum) int { return cmp.Compare(x.userID, y.userID) })
-	return out, nil
+	return out
 }
 
+type accountRevision struct{ user, revision int64 }
+
 // liveAccountRevisions reads the revisions of the accounts with live
-// runs; of only those users when only is not nil.
-func liveAccountRevisions(ctx context.Context, q queryer, only []any) (map[int64]int64, error) {
-	type row struct{ user, revision int64 }
+// runs, by user; of only those users when only is not nil.
+func liveAccountRevisions(ctx context.Context, q queryer, only []any) ([]accountRevision, error) {
 	where := ""
 	if only != nil {
 		where = ` WHERE user_id IN (?` + repeatArg(len(only)-1) + `)`
 	}
-	rows, err := scanAll(ctx, q, func(r *sql.Rows, x *row) error { return r.Scan(&x.user, &x.revision) },
-		`SELECT user_id, revision FROM live_account_revisions`+where, only...)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int64]int64, len(rows))
-	for _, x := range rows {
-		out[x.user] = x.revision
-	}
-	return out, nil
+	return scanAll(ctx, q, func(r *sql.Rows, x *accountRevision) error { return r.Scan(&x.user, &x.revision) },
+		`SELECT user_id, revision FROM live_account_revisions`+where+` ORDER BY user_id`, only...)
 }
 
 // sumAccounts is one aggregate over the live instances: each account's

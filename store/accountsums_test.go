@@ -14,7 +14,7 @@ import (
 // The tick keeps each account's sums between runs
 // (live_account_revisions): a launch, its start, a second account's run,
 // a top-up, a credit limit, a low-balance notice, a balance stop and its
-// calling off, a stop and an exit each show in the next read, which is
+// calling off, one of two runs ending, a stop and an exit each show in the next read, which is
 // always what one aggregate over the live runs reads.
 func TestAccountSumsFollowChangesBetweenTicks(t *testing.T) {
 	t.Parallel()
@@ -72,6 +72,20 @@ func TestAccountSumsFollowChangesBetweenTicks(t *testing.T) {
 		t.Fatalf("after the top-up: %+v", got)
 	}
 	check("the stop called off", 2)
+	// One of two runs ends: the account's sums lose it.
+	extra, err := db.Launch(ctx, v, gpuportal.LaunchRequest{Kind: gpuportal.KindSpot, Model: "a100-80g", Region: "cd-1", Count: 1, Command: "eval"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, db, clock, at.Add(76*time.Minute))
+	agent.runAll()
+	check("a second run", 2)
+	if _, err := db.Stop(ctx, v, extra.ID); err != nil {
+		t.Fatal(err)
+	}
+	check("one of two runs asked to stop", 2)
+	agent.exit(getInstance(t, db, extra.ID))
+	check("one of two runs ended", 2)
 	stopped, err := db.Stop(ctx, u, inst.ID)
 	if err != nil {
 		t.Fatal(err)
