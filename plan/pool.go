@@ -123,10 +123,12 @@ func hold(pl *Pool, id int64, gpus []string) {
 }
 
 // SpotLaunchNeedsDetail reports whether a spot launch of count GPUs must
-// look at the pool's GPUs: only when the counts leave it room.
+// look at the pool's GPUs: only when the counts leave it room, and do not
+// already say it fits (SpotLaunchFits's count rule, which no GPU
+// changes: a launch into a pool with room to spare reads no GPU).
 func SpotLaunchNeedsDetail(pl *Pool, count int, now time.Time) bool {
 	derive(pl, now)
-	return spotRoom(pl) >= count && pl.Healthy-pl.Held >= count
+	return spotRoom(pl) >= count && pl.Healthy-pl.Held >= count && !spotFitsByCounts(pl, count)
 }
 
 // SpotLaunchFits reports whether a spot launch of count GPUs can run now:
@@ -140,6 +142,12 @@ func SpotLaunchFits(pl *Pool, count int, now time.Time) bool {
 			return true
 		}
 	}
+	return spotFitsByCounts(pl, count)
+}
+
+// spotFitsByCounts: the spot room no waiting spot instance needs, with the
+// GPUs job tasks hold (they give way to a launch), is enough.
+func spotFitsByCounts(pl *Pool, count int) bool {
 	return spotRoom(pl)-pl.SpotWait+pl.JobTaskSpot >= count
 }
 
