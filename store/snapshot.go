@@ -485,7 +485,9 @@ func (db *DB) loadLost(ctx context.Context, q queryer, _ time.Time, s *plan.Snap
 //
 // One aggregate over the live instances gives each such user's money, how
 // many of their instances could be stopped, what their runs cost an hour,
-// when the earliest started, and whether a balance stop is under way.
+// when the earliest started, and whether a balance stop is under way
+// (kept per account between ticks and summed again only for the accounts
+// that changed: accountsums.go).
 // From those alone an account is known to be clear (the rule has nothing
 // to do) when even charged at the most its runs can have cost it lasts
 // well beyond the warning: most accounts, most of the time. Only for the

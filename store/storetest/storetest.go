@@ -113,7 +113,7 @@ func PostgresDSN(tb testing.TB) string {
 //
 // The new database is a copy of one migrated once per test process (a
 // file's bytes on SQLite, a template database on PostgreSQL): applying the
-// 51 migrations takes a quarter of a second of CPU under -race on SQLite
+// migrations (52 of them) takes a quarter of a second of CPU under -race on SQLite
 // and a third of a second of the server's on PostgreSQL, and the suites
 // open a database in nearly every test.
 func Open(tb testing.TB) (*store.DB, *gpuportal.ManualClock) {
