@@ -188,6 +188,7 @@ func TestLoginRateLimit(t *testing.T) {
 
 func TestLoginRateLimitPerIP(t *testing.T) {
 	t.Parallel()
+	sqliteOnly(t, "the limiter is in memory")
 	e := newTestEnv(t)
 	b := e.browser()
 	b.get("/login")

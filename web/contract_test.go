@@ -465,8 +465,14 @@ func TestContractRequestBodies(t *testing.T) {
 	}
 	slices.SortFunc(ops, func(a, b op) int { return strings.Compare(a.method+a.path, b.method+b.path) })
 	// The invalid bodies first, for every route: they change nothing, so
-	// the fixtures are as made when each is sent.
-	for _, o := range ops {
+	// the fixtures are as made when each is sent. What they test is the
+	// reading of a request, the same whatever the engine: the SQLite pass
+	// sends them; both passes send the bodies that reach the store.
+	refused := ops
+	if storetest.Engine() == "postgres" {
+		refused = nil
+	}
+	for _, o := range refused {
 		for _, bad := range invalidBodies(c.example(o.method, o.path), o.schema) {
 			if err := c.doc.ValidateSchemaJSON(o.schema, bad.body); err == nil {
 				t.Errorf("%s %s: the generator's %s is valid by the schema (generator bug)", o.method, o.path, bad.why)

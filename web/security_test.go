@@ -68,6 +68,7 @@ func TestLoginNextStaysOnSite(t *testing.T) {
 // grow the registry, and /metrics can be limited to some addresses.
 func TestMetricsLabelsAreBounded(t *testing.T) {
 	t.Parallel()
+	sqliteOnly(t, "the metrics' labels come from the router, before any store")
 	e := newTestEnv(t)
 	for i := 0; i < 100; i++ {
 		req, _ := http.NewRequest(strings.Repeat("X", 5000)+fmt.Sprint(i), e.srv.URL+"/healthz", nil)
@@ -127,6 +128,7 @@ func loginFrom(e *testEnv, ip, email, password string) int {
 // the forwarded address counts.
 func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	t.Parallel()
+	sqliteOnly(t, "the limiter and the address it keys on are in memory")
 	e := newTestEnv(t)
 	storetest.MustCreateUser(t, e.db, "victim@example.com", gpuportal.RoleCustomer)
 	for i := 0; i < loginFailsPerIP; i++ {
@@ -153,6 +155,7 @@ func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 // (item 5) Sign-ups and token creations are limited per address.
 func TestSignupAndTokenRateLimits(t *testing.T) {
 	t.Parallel()
+	sqliteOnly(t, "the limiter is in memory; sign-up on both engines is TestContractRequestBodies' and the auth tests'")
 	e := newTestEnv(t)
 	for i := 0; i < signupsPerIP; i++ {
 		st, body := e.apiCall(http.MethodPost, "/api/v1/auth/signup", "", fmt.Sprintf(`{"email":"s%d@example.com","password":"a-good-password","name":"S"}`, i))
