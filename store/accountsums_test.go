@@ -14,8 +14,9 @@ import (
 // The tick keeps each account's sums between runs
 // (live_account_revisions): a launch, its start, a second account's run,
 // a top-up, a credit limit, a low-balance notice, a balance stop and its
-// calling off, one of two runs ending, a stop and an exit each show in the next read, which is
-// always what one aggregate over the live runs reads.
+// calling off, one of two runs ending, a stop and an exit each show in
+// the next read, which is always what one aggregate over the live runs
+// reads.
 func TestAccountSumsFollowChangesBetweenTicks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
